@@ -1,0 +1,46 @@
+"""The error tree. Every error memwire raises on purpose is a `MemwireError`."""
+
+from __future__ import annotations
+
+__all__ = [
+    "MemwireError",
+    "ConfigError",
+    "RequestFormatError",
+    "MemoryFileError",
+    "MemoryNotFoundError",
+    "NamespaceError",
+]
+
+
+class MemwireError(Exception):
+    """Base class of every error memwire raises on purpose."""
+
+
+class ConfigError(MemwireError, ValueError):
+    """A configuration key or value is invalid; the message names it."""
+
+
+class RequestFormatError(MemwireError, ValueError):
+    """A request body or message list is not of the expected shape; the message names the problem."""
+
+
+class MemoryFileError(MemwireError):
+    """A memory file could not be read or parsed; carries the path and line."""
+
+    def __init__(self, path: str, line: int | None, problem: str) -> None:
+        self.path = path
+        self.line = line
+        self.problem = problem
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {problem}")
+
+
+class MemoryNotFoundError(MemwireError, KeyError):
+    """No memory has the given id."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else "memory not found"
+
+
+class NamespaceError(MemwireError, ValueError):
+    """A namespace name is not allowed (path traversal, absolute path, NUL byte, too long)."""
