@@ -1,0 +1,42 @@
+"""memwire: per-turn memory for any LLM call, without breaking the provider's prompt cache.
+
+    from memwire import Middleware, MemoryStore
+    mw = Middleware(store=MemoryStore(".memwire"), mode="contextPerTurn")
+    p = mw.prepare(messages)      # p.messages for the provider, p.injection says what was added
+"""
+
+from __future__ import annotations
+
+from .config import MODES, Config, load_config
+from .errors import (
+    ConfigError,
+    MemoryFileError,
+    MemoryNotFoundError,
+    MemwireError,
+    NamespaceError,
+    RequestFormatError,
+)
+from .memory.model import Hit, Memory
+from .memory.store import MemoryStore
+from .middleware.core import Injection, Middleware, Prepared
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Middleware",
+    "MemoryStore",
+    "Memory",
+    "Hit",
+    "Injection",
+    "Prepared",
+    "Config",
+    "load_config",
+    "MODES",
+    "MemwireError",
+    "ConfigError",
+    "RequestFormatError",
+    "MemoryFileError",
+    "MemoryNotFoundError",
+    "NamespaceError",
+    "__version__",
+]

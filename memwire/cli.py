@@ -1,0 +1,219 @@
+"""The ``memwire`` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from .config import MODES, Config, load_config
+from .errors import MemwireError
+from .memory.model import Memory
+from .memory.store import MemoryStore
+
+__all__ = ["main"]
+
+
+def _store(args: argparse.Namespace, cfg: Config) -> MemoryStore:
+    root = args.dir or cfg.dir
+    if args.namespace:
+        return MemoryStore.for_namespace(root, args.namespace, min_score=cfg.min_score)
+    return MemoryStore(root, global_dir=cfg.global_dir if cfg.use_global else None, min_score=cfg.min_score)
+
+
+def _mem_json(m: Memory) -> dict[str, Any]:
+    return {"id": m.id, "text": m.text, "tags": list(m.tags), "pinned": m.pinned, "topic": m.topic,
+            "date": m.date, "source": m.source}
+
+
+def _mem_line(m: Memory) -> str:
+    tags = "".join(f" #{t}" for t in m.tags)
+    return f"{m.id}  {'📌 ' if m.pinned else ''}{m.text}{tags}"
+
+
+def _out(args: argparse.Namespace, data: Any, lines: Sequence[str]) -> None:
+    if args.json:
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+    else:
+        for line in lines:
+            print(line)
+
+
+def cmd_add(args: argparse.Namespace, cfg: Config) -> int:
+    store = _store(args, cfg)
+    mem = store.add(" ".join(args.text), tags=args.tag or (), pinned=args.pin, topic=args.topic)
+    _out(args, _mem_json(mem), [f"added {mem.id} to {store.path}"])
+    return 0
+
+
+def cmd_list(args: argparse.Namespace, cfg: Config) -> int:
+    store = _store(args, cfg)
+    mems = [m for m in store if not args.pinned or m.pinned]
+    for p in store.problems:
+        print(f"warning: {p}", file=sys.stderr)
+    _out(args, [_mem_json(m) for m in mems], [_mem_line(m) for m in mems] or [f"no memories in {store.path}"])
+    return 0
+
+
+def cmd_search(args: argparse.Namespace, cfg: Config) -> int:
+    store = _store(args, cfg)
+    hits = store.search(" ".join(args.query), k=args.k, min_score=args.min_score)
+    _out(args, [{**_mem_json(h.memory), "score": h.score} for h in hits],
+         [f"{h.score:7.3f}  {_mem_line(h.memory)}" for h in hits] or ["no relevant memories"])
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace, cfg: Config) -> int:
+    store = _store(args, cfg)
+    mem = store.forget(args.id)
+    _out(args, _mem_json(mem), [f"forgot {mem.id}: {mem.text}"])
+    return 0
+
+
+def cmd_pin(args: argparse.Namespace, cfg: Config) -> int:
+    store = _store(args, cfg)
+    mem = store.pin(args.id, not args.unpin)
+    _out(args, _mem_json(mem), [f"{'unpinned' if args.unpin else 'pinned'} {mem.id}: {mem.text}"])
+    return 0
+
+
+def _load_messages(path: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise MemwireError(f"{path}: cannot read messages JSON: {exc}") from None
+
+
+def cmd_preview(args: argparse.Namespace, cfg: Config) -> int:
+    from .middleware.core import Middleware
+
+    if args.messages:
+        data = _load_messages(args.messages)
+        body = data if isinstance(data, dict) else {"messages": data}
+    elif args.prompt:
+        body = {"messages": [{"role": "user", "content": " ".join(args.prompt)}]}
+    else:
+        raise MemwireError("preview needs a prompt or --messages FILE.json")
+    if args.model:
+        body = {**body, "model": args.model}
+    mw = Middleware(store=_store(args, cfg), config=cfg)
+    p = mw.prepare_request(body, api=args.api, session_id=args.session, namespace=None)
+    inj = p.injection
+    if args.json:
+        print(json.dumps({"body": p.body, "injection": asdict(inj) if inj else None}, ensure_ascii=False, indent=2))
+        return 0
+    print(f"mode: {mw.mode}   api: {args.api}")
+    if inj is None or not inj.injected:
+        print(f"nothing injected ({inj.skipped if inj else 'no user message'})")
+    else:
+        print(f"injected {len(inj.memory_ids)} memories, {inj.tokens} tokens, {inj.elapsed_ms:.2f} ms "
+              f"({inj.placement}{'' if inj.position is None else f' at {inj.position}'})")
+    print()
+    if args.api == "anthropic.messages" and p.body.get("system"):
+        print(f"[system] {_show(p.body['system'], inj)}")
+    if args.api == "openai.responses" and p.body.get("instructions"):
+        print(f"[instructions] {_show(p.body['instructions'], inj)}")
+    items = p.messages if isinstance(p.messages, list) else [{"role": "user", "content": p.messages}]
+    for i, m in enumerate(items):
+        mark = ">>" if inj and inj.injected and inj.position == i else "  "
+        role = m.get("role") or m.get("type") if isinstance(m, dict) else "?"
+        print(f"{mark} [{i}] {role}: {_show(m.get('content') if isinstance(m, dict) else m, inj)}")
+    return 0
+
+
+def _show(content: Any, inj: Any) -> str:
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    if inj is not None and inj.text and inj.text in text:
+        marked = "\n   ┌─ injected by memwire ─\n   │ " + inj.text.replace("\n", "\n   │ ") + "\n   └─\n"
+        text = text.replace(inj.text, marked)
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memwire", description="Per-turn memory for LLM calls that keeps the prompt cache.")
+    parser.add_argument("--config", help="path of memwire.toml (default: ./memwire.toml or $MEMWIRE_CONFIG)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def common(p: argparse.ArgumentParser, json_flag: bool = True) -> argparse.ArgumentParser:
+        p.add_argument("--dir", help="memory directory (default: $MEMWIRE_DIR or ./.memwire)")
+        p.add_argument("--namespace", help="namespace (its own directory: DIR/namespaces/NAME)")
+        if json_flag:
+            p.add_argument("--json", action="store_true", help="machine-readable output")
+        return p
+
+    p = common(sub.add_parser("add", help="add a memory"))
+    p.add_argument("text", nargs="+")
+    p.add_argument("--tag", "-t", action="append", help="a tag (repeatable)")
+    p.add_argument("--pin", action="store_true", help="pin it (startup mode shows pinned memories first)")
+    p.add_argument("--topic", help="the '## Topic' section to put it under")
+    p.set_defaults(fn=cmd_add)
+
+    p = common(sub.add_parser("list", help="list memories"))
+    p.add_argument("--pinned", action="store_true", help="only pinned memories")
+    p.set_defaults(fn=cmd_list)
+
+    p = common(sub.add_parser("search", help="search memories"))
+    p.add_argument("query", nargs="+")
+    p.add_argument("-k", type=int, default=5)
+    p.add_argument("--min-score", type=float, default=None)
+    p.set_defaults(fn=cmd_search)
+
+    p = common(sub.add_parser("forget", help="delete a memory by id"))
+    p.add_argument("id")
+    p.set_defaults(fn=cmd_forget)
+
+    p = common(sub.add_parser("pin", help="pin (or --unpin) a memory by id"))
+    p.add_argument("id")
+    p.add_argument("--unpin", action="store_true")
+    p.set_defaults(fn=cmd_pin)
+
+    p = common(sub.add_parser("preview", help="show the request as it would reach the provider"))
+    p.add_argument("prompt", nargs="*", help="a user prompt")
+    p.add_argument("--messages", help="a JSON file: a message list or a whole request body")
+    p.add_argument("--api", default="openai.chat", choices=["openai.chat", "anthropic.messages", "openai.responses"])
+    p.add_argument("--mode", help=f"one of {', '.join(MODES)}")
+    p.add_argument("--model", help="target model (selects the token encoding)")
+    p.add_argument("--session", help="session id")
+    p.set_defaults(fn=cmd_preview)
+
+    _add_later_commands(sub)
+    return parser
+
+
+def _add_later_commands(sub: Any) -> None:
+    """proxy and demo live in their own modules; they register themselves here when present."""
+    for module in ("memwire.adapters.proxy_cli", "memwire.sim.demo_cli"):
+        try:
+            mod = __import__(module, fromlist=["register"])
+        except ImportError:
+            continue
+        mod.register(sub)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "fn", None):
+        parser.print_help()
+        return 1
+    try:
+        overrides: dict[str, Any] = {}
+        if getattr(args, "mode", None):
+            overrides["mode"] = args.mode
+        if getattr(args, "dir", None):
+            overrides["dir"] = args.dir
+        cfg = load_config(args.config, **overrides)
+        return int(args.fn(args, cfg) or 0)
+    except MemwireError as exc:
+        print(f"memwire: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

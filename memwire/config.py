@@ -1,0 +1,140 @@
+"""Configuration: one pydantic model, loadable from ``memwire.toml`` and ``MEMWIRE_*`` variables.
+
+Precedence, lowest first: defaults, ``memwire.toml`` (``[memwire]`` table or top level), environment
+variables, keyword overrides. Every bad key or value raises :class:`ConfigError` naming it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["Config", "MODES", "normalize_mode", "load_config"]
+
+MODES = ("startup", "systemPromptPerTurn", "contextPerTurn")
+_MODE_ALIASES = {m.lower(): m for m in MODES} | {
+    "system_prompt_per_turn": "systemPromptPerTurn",
+    "context_per_turn": "contextPerTurn",
+}
+
+
+def normalize_mode(value: str) -> str:
+    """Accept the three mode names and their snake_case spellings; anything else names the valid ones."""
+    key = str(value).strip().replace("-", "_").lower()
+    mode = _MODE_ALIASES.get(key) or _MODE_ALIASES.get(key.replace("_", ""))
+    if mode is None:
+        raise ConfigError(f"unknown mode {value!r}; valid modes: {', '.join(MODES)}")
+    return mode
+
+
+class Config(BaseModel):
+    """Every setting memwire reads. Environment: ``MEMWIRE_<FIELD>`` (upper case)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+    mode: str = Field("contextPerTurn", description="startup | systemPromptPerTurn | contextPerTurn")
+    history: Literal["drop", "replay"] = Field(
+        "drop", description="contextPerTurn: drop earlier turns' blocks, or replay them in place"
+    )
+    max_tokens: int = Field(600, ge=16, le=100_000, description="token budget of one memory block")
+    startup_max_tokens: int = Field(1200, ge=16, le=100_000, description="token budget of the startup block")
+    top_k: int = Field(6, ge=1, le=100, description="memories retrieved per turn at most")
+    min_score: float | None = Field(None, ge=0, description="minimum retrieval score; None = the index default")
+    memory_role: Literal["user", "system", "developer"] = Field(
+        "user", description="OpenAI chat role of the hidden memory message"
+    )
+    placement: Literal["message", "merge"] = Field(
+        "message", description="'message': own message; 'merge': leading content part of the user message"
+    )
+    timeout_ms: float = Field(1000.0, gt=0, description="retrieval time budget; past it the call goes unchanged")
+    memo_size: int = Field(1024, ge=1, description="turns remembered for turn-stable bytes (LRU)")
+    dir: Path = Field(Path(".memwire"), description="project memory directory (MEMWIRE_DIR)")
+    home: Path | None = Field(None, description="global memory directory (MEMWIRE_HOME; default ~/.memwire)")
+    use_global: bool = Field(True, description="also search the global directory")
+    anthropic_cache_breakpoint: bool = Field(
+        True, description="proxy: add a cache_control breakpoint before the memory message"
+    )
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode(cls, v: Any) -> str:
+        return normalize_mode(v)
+
+    @property
+    def global_dir(self) -> Path:
+        return self.home if self.home is not None else Path.home() / ".memwire"
+
+
+def _raise_config_error(exc: ValidationError, source: str) -> None:
+    problems = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(config)"
+        if err["type"] == "extra_forbidden":
+            problems.append(f"unknown key {key!r}; valid keys: {', '.join(Config.model_fields)}")
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            problems.append(f"{key}: {msg} (got {err.get('input')!r})")
+    raise ConfigError(f"{source}: " + "; ".join(problems)) from None
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in env.items():
+        if not name.startswith("MEMWIRE_") or name in ("MEMWIRE_CONFIG",):
+            continue
+        key = name[len("MEMWIRE_") :].lower()
+        if key not in Config.model_fields:
+            raise ConfigError(f"environment variable {name}: unknown key {key!r}; valid keys: {', '.join(Config.model_fields)}")
+        out[key] = None if value == "" and key in ("home", "min_score") else value
+    return out
+
+
+def _from_toml(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+    table = data.get("memwire", data)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [memwire] must be a table")
+    return dict(table)
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> Config:
+    """Build a Config from ``memwire.toml`` (``path``, ``$MEMWIRE_CONFIG`` or ./memwire.toml), the
+    ``MEMWIRE_*`` environment and keyword overrides (None values are ignored)."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    toml_path = Path(path) if path else Path(env.get("MEMWIRE_CONFIG") or "memwire.toml")
+    if path and not toml_path.is_file():
+        raise ConfigError(f"{toml_path}: config file not found")
+    if toml_path.is_file():
+        source_values = _from_toml(toml_path)
+        try:
+            Config(**source_values)
+        except ValidationError as exc:
+            _raise_config_error(exc, str(toml_path))
+        values.update(source_values)
+    env_values = _from_env(env)
+    values.update(env_values)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return Config(**values)
+    except ValidationError as exc:
+        _raise_config_error(exc, "config")
+    raise AssertionError("unreachable")

@@ -1,0 +1,219 @@
+"""Reading and writing markdown memory files.
+
+One memory is one bullet line. Headers (``## Topic``) set the topic of the bullets under them.
+Recognized on a bullet line:
+
+- inline ``#tags`` (a ``#`` after white space, followed by a letter); trailing tags are not part
+  of the text, so tagging a memory does not change its id;
+- ``#pinned`` (or a leading 📌) marks a pinned memory;
+- ``- [category] text``: the category becomes a tag (the format other memory tools write);
+- ``<!-- date: ... -->`` keeps a date with the memory, invisible when the markdown is rendered.
+
+Files may start with YAML front matter (``description``, ``tags``, ``date``); its tags apply to
+every memory of the file, and in such a file a body without bullets counts one memory per
+paragraph. Problems (bad UTF-8, empty bullets, unterminated front matter) are reported with the
+path and line, and the rest of the file still loads.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..errors import MemoryFileError
+from .model import Memory
+
+__all__ = ["Entry", "ParsedFile", "parse", "format_line", "PINNED_TAG"]
+
+PINNED_TAG = "pinned"
+_PIN_EMOJI = "📌"
+_HEADER = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
+_BULLET_EMPTY = re.compile(r"^\s*[-*+]\s*$")
+_CHECKBOX = re.compile(r"^\[[ xX]\]\s+")
+_CATEGORY = re.compile(r"^\[([A-Za-z][\w .-]{0,40})\]\s+")
+_TAG = re.compile(r"(?:(?<=\s)|^)#([A-Za-z][\w/-]*)")
+_TRAILING_TAGS = re.compile(r"(?:\s+#[A-Za-z][\w/-]*)+\s*$")
+_PINNED_INLINE = re.compile(r"(?:(?<=\s)|^)#pinned\b", re.IGNORECASE)
+_DATE = re.compile(r"\s*<!--\s*date:\s*(.*?)\s*-->\s*")
+
+
+@dataclass
+class Entry:
+    """A memory with the lines it spans (1-based, inclusive) in its file."""
+
+    memory: Memory
+    first_line: int
+    last_line: int
+
+
+@dataclass
+class ParsedFile:
+    entries: list[Entry] = field(default_factory=list)
+    problems: list[MemoryFileError] = field(default_factory=list)
+    description: str | None = None
+
+
+def _slug_tag(s: str) -> str:
+    return re.sub(r"[^\w/-]+", "-", s.strip().lower()).strip("-")
+
+
+def _parse_list(value: str) -> list[str]:
+    value = value.strip()
+    if value.startswith("[") and value.endswith("]"):
+        value = value[1:-1]
+    return [v.strip().strip("'\"") for v in value.split(",") if v.strip().strip("'\"")]
+
+
+def _front_matter(lines: list[str], path: str, out: ParsedFile) -> tuple[int, dict[str, object]]:
+    """Parse a leading ``---`` block; return the index of the first body line and the fields."""
+    if not lines or lines[0].strip() != "---":
+        return 0, {}
+    meta: dict[str, object] = {}
+    key: str | None = None
+    for i in range(1, len(lines)):
+        line = lines[i]
+        if line.strip() == "---":
+            return i + 1, meta
+        item = re.match(r"^\s+-\s+(.*)$", line)
+        if item and key is not None:  # a YAML block list under the last key
+            current = meta.get(key)
+            lst = current if isinstance(current, list) else []
+            lst.append(item.group(1).strip().strip("'\""))
+            meta[key] = lst
+            continue
+        kv = re.match(r"^([A-Za-z_][\w-]*)\s*:\s*(.*)$", line)
+        if kv:
+            key, value = kv.group(1).lower(), kv.group(2).strip()
+            meta[key] = _parse_list(value) if key == "tags" else value.strip("'\"")
+    out.problems.append(MemoryFileError(path, 1, "front matter is not closed with '---'; read as body"))
+    return 0, {}
+
+
+def parse_text(text: str, path: str = "<memory>") -> ParsedFile:
+    return _parse_lines(text.split("\n"), path, ParsedFile())
+
+
+def parse(data: bytes, path: str) -> ParsedFile:
+    """Parse a memory file's bytes. Never raises: problems are collected with their line."""
+    out = ParsedFile()
+    lines: list[str] = []
+    for n, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            lines.append(raw.decode("utf-8").rstrip("\r"))
+        except UnicodeDecodeError as exc:
+            out.problems.append(MemoryFileError(path, n, f"invalid UTF-8 ({exc.reason}); line skipped"))
+            lines.append("")
+    if lines and lines[0].startswith("\ufeff"):
+        lines[0] = lines[0][1:]
+    return _parse_lines(lines, path, out)
+
+
+def _parse_lines(lines: list[str], path: str, out: ParsedFile) -> ParsedFile:
+    start, meta = _front_matter(lines, path, out)
+    file_tags = [_slug_tag(t) for t in meta.get("tags", []) if isinstance(t, str)]  # type: ignore[union-attr]
+    file_date = meta.get("date") if isinstance(meta.get("date"), str) else None
+    out.description = meta.get("description") if isinstance(meta.get("description"), str) else None  # type: ignore[assignment]
+    topic = out.description
+    has_bullets = any(_BULLET.match(line) for line in lines[start:])
+    current: Entry | None = None
+    current_body = ""
+    paragraph: list[tuple[int, str]] = []
+
+    def flush_paragraph() -> None:
+        if paragraph:
+            text = " ".join(t for _, t in paragraph)
+            _add(text, paragraph[0][0], paragraph[-1][0], [])
+            paragraph.clear()
+
+    def _add(body: str, first: int, last: int, extra_tags: list[str]) -> Entry | None:
+        mem = _memory_from(body, topic, file_tags + extra_tags, file_date, path)
+        if mem is None:
+            out.problems.append(MemoryFileError(path, first, "empty bullet; skipped"))
+            return None
+        entry = Entry(mem, first, last)
+        out.entries.append(entry)
+        return entry
+
+    in_code = False
+    for n in range(start, len(lines)):
+        line, lineno = lines[n], n + 1
+        if line.lstrip().startswith("```"):
+            in_code = not in_code
+            current = None
+            continue
+        if in_code:
+            continue
+        header = _HEADER.match(line)
+        if header:
+            flush_paragraph()
+            current = None
+            if len(header.group(1)) >= 2:
+                topic = header.group(2) or topic
+            continue
+        bullet = _BULLET.match(line)
+        if bullet:
+            flush_paragraph()
+            current, current_body = _add(bullet.group(2), lineno, lineno, []), bullet.group(2)
+            continue
+        if _BULLET_EMPTY.match(line):
+            out.problems.append(MemoryFileError(path, lineno, "empty bullet; skipped"))
+            current = None
+            continue
+        if not line.strip():
+            flush_paragraph()
+            current = None
+            continue
+        if current is not None and line[:1] in (" ", "\t"):
+            # an indented line continues the bullet above (hand-wrapped text)
+            current_body += " " + line.strip()
+            merged = _memory_from(current_body, topic, file_tags, file_date, path)
+            if merged is not None:
+                current.memory, current.last_line = merged, lineno
+            continue
+        current = None
+        if meta and not has_bullets:
+            paragraph.append((lineno, line.strip()))
+    flush_paragraph()
+    return out
+
+
+def _memory_from(
+    body: str, topic: str | None, base_tags: list[str], file_date: str | None, path: str
+) -> Memory | None:
+    body = body.strip()
+    date = file_date
+    m = _DATE.search(body)
+    if m:
+        date = m.group(1) or file_date
+        body = (body[: m.start()] + " " + body[m.end() :]).strip()
+    pinned = False
+    if body.startswith(_PIN_EMOJI):
+        pinned, body = True, body[len(_PIN_EMOJI) :].strip()
+    body = _CHECKBOX.sub("", body)
+    tags = list(base_tags)
+    cat = _CATEGORY.match(body)
+    if cat:
+        tags.append(_slug_tag(cat.group(1)))
+        body = body[cat.end() :]
+    tags += [t.lower() for t in _TAG.findall(body)]
+    body = _TRAILING_TAGS.sub("", body)
+    body = " ".join(_PINNED_INLINE.sub("", body).split())
+    if PINNED_TAG in tags:
+        pinned = True
+    tags = [t for t in dict.fromkeys(tags) if t and t != PINNED_TAG]
+    if not body:
+        return None
+    return Memory.create(body, tuple(tags), pinned, topic, date, path)
+
+
+def format_line(mem: Memory) -> str:
+    """The canonical bullet line of a memory (what ``add`` writes). One line, always."""
+    text = " ".join(mem.text.split())  # a memory never spans lines
+    tags = [t for t in mem.tags if not re.search(rf"(?:^|\s)#{re.escape(t)}\b", text)]
+    if mem.pinned:
+        tags.append(PINNED_TAG)
+    line = "- " + text + "".join(f" #{t}" for t in tags)
+    if mem.date:
+        line += f" <!-- date: {' '.join(mem.date.split())} -->"
+    return line

@@ -1,0 +1,445 @@
+"""The markdown memory store: files on disk are the source of truth, an index is kept beside them.
+
+Every read first checks the files' (mtime, size, inode); only a changed file is parsed again and
+only the memories that changed are re-indexed, so hand edits show up on the next call and nothing
+is re-read when nothing changed. Writes hold an inter-process lock (``.lock`` in the directory)
+and replace the file atomically (temp file + rename), so two processes adding at once lose nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import MemoryFileError, MemoryNotFoundError, MemwireError, NamespaceError
+from .index import BM25Index
+from .markdown import PINNED_TAG, format_line, parse
+from .model import Hit, Memory, memory_id
+
+try:  # POSIX advisory locks; elsewhere only threads are serialized
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["MemoryStore", "validate_namespace", "MAIN_FILE"]
+
+log = logging.getLogger("memwire")
+
+MAIN_FILE = "MEMORY.md"
+DEFAULT_TOPIC = "Notes"
+_NAMESPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
+_Sig = tuple[int, int, int]
+
+
+def validate_namespace(name: str) -> str:
+    """A namespace is one safe path component: letters, digits, ``._@-``, at most 128 chars."""
+    if not isinstance(name, str) or not _NAMESPACE.match(name) or name in (".", "..") or ".." in name:
+        shown = repr(name)[:80]
+        raise NamespaceError(
+            f"invalid namespace {shown}: use 1-128 letters, digits, '.', '_', '@' or '-', "
+            "starting with a letter or digit (no '/', '..', NUL)"
+        )
+    return name
+
+
+class _Dir:
+    """The parsed memory files of one directory, re-read per file when it changes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sigs: dict[str, _Sig | None] = {}
+        self.files: dict[str, dict[str, Memory]] = {}
+        self.problems: dict[str, list[MemoryFileError]] = {}
+
+    def _scan(self) -> dict[str, _Sig]:
+        found: dict[str, _Sig] = {}
+        try:
+            with os.scandir(self.path) as it:
+                for e in it:
+                    if e.name.endswith(".md") and not e.name.startswith(".") and e.is_file():
+                        st = e.stat()
+                        found[e.name] = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except FileNotFoundError:
+            pass
+        return found
+
+    def refresh(self) -> bool:
+        """Re-read changed files. Returns True when anything changed."""
+        found = self._scan()
+        changed = False
+        for name in list(self.files):
+            if name not in found:
+                del self.files[name], self.sigs[name]
+                self.problems.pop(name, None)
+                changed = True
+        for name, sig in found.items():
+            if self.sigs.get(name) != sig:
+                self._load(name, sig)
+                changed = True
+        return changed
+
+    def _load(self, name: str, sig: _Sig) -> None:
+        path = self.path / name
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            self.problems[name] = [MemoryFileError(str(path), None, f"cannot read: {exc}")]
+            self.files[name], self.sigs[name] = {}, sig
+            return
+        parsed = parse(data, str(path))
+        self.files[name] = {e.memory.id: e.memory for e in parsed.entries}
+        self.sigs[name] = sig
+        self.problems[name] = parsed.problems
+        for p in parsed.problems:
+            log.warning("memwire: %s", p)
+
+    def ordered(self) -> list[str]:
+        return sorted(self.files, key=lambda n: (n != MAIN_FILE, n))
+
+    def memories(self) -> dict[str, Memory]:
+        out: dict[str, Memory] = {}
+        for name in self.ordered():
+            for mid, mem in self.files[name].items():
+                out.setdefault(mid, mem)
+        return out
+
+    def find(self, mid: str) -> str | None:
+        for name in self.ordered():
+            if mid in self.files[name]:
+                return name
+        return None
+
+    @contextlib.contextmanager
+    def write_lock(self) -> Iterator[None]:
+        self.path.mkdir(parents=True, exist_ok=True)  # directories appear on first write only
+        if fcntl is None:  # pragma: no cover
+            yield
+            return
+        with open(self.path / ".lock", "a+b") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    def write(self, name: str, content: str) -> _Sig:
+        """Atomically replace a file: write a temp file beside it, fsync, rename."""
+        target = self.path / name
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.path)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                # surrogateescape: bytes that were not UTF-8 in a hand-written file survive a rewrite
+                fh.write(content.encode("utf-8", errors="surrogateescape"))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        st = target.stat()
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def current_sig(self, name: str) -> _Sig | None:
+        try:
+            st = (self.path / name).stat()
+        except FileNotFoundError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _insert_under_topic(text: str, topic: str, lines_to_add: list[str]) -> str:
+    """Put bullet lines at the end of the ``## topic`` section, creating it at the end if missing."""
+    lines = text.split("\n") if text else ["# Memory", ""]
+    if lines and lines[-1] == "":
+        lines.pop()
+    want = topic.strip().lower()
+    start = next(
+        (i for i, l in enumerate(lines) if l.startswith("## ") and l[3:].strip().lower() == want), None
+    )
+    if start is None:
+        if lines and lines[-1].strip():
+            lines.append("")
+        lines += [f"## {topic}", *lines_to_add]
+    else:
+        end = start + 1
+        while end < len(lines) and not lines[end].startswith("#"):
+            end += 1
+        while end > start + 1 and not lines[end - 1].strip():
+            end -= 1  # keep the blank line(s) before the next header
+        lines[end:end] = lines_to_add
+    return "\n".join(lines) + "\n"
+
+
+class MemoryStore:
+    """Memories kept as markdown files in a directory, searchable with BM25.
+
+    ``MemoryStore(dir)`` reads and writes ``dir``. With ``global_dir`` it also reads that
+    directory (the user's global scope); a memory with the same id in both comes from ``dir``
+    (the project wins). Writes always go to ``dir``, except forgetting or pinning a memory that
+    only the global scope holds.
+    """
+
+    def __init__(
+        self,
+        dir: str | os.PathLike[str],
+        *,
+        global_dir: str | os.PathLike[str] | None = None,
+        min_score: float | None = None,
+    ) -> None:
+        self.path = Path(dir)
+        self._dirs = [_Dir(self.path)]
+        if global_dir is not None and Path(global_dir).resolve() != self.path.resolve():
+            self._dirs.insert(0, _Dir(Path(global_dir)))  # global first: the project overrides it
+        self.min_score = min_score
+        self._index = BM25Index()
+        self._merged: dict[str, Memory] = {}
+        self._lock = threading.RLock()
+        self.version = 0  # bumps whenever the memory set changes
+
+    @classmethod
+    def for_namespace(cls, root: str | os.PathLike[str], namespace: str | None, **kw: Any) -> "MemoryStore":
+        """The store of a namespace: ``root`` itself for the default one, else ``root/namespaces/NAME``
+        (isolated: never the default namespace's files, never the global scope)."""
+        if namespace in (None, "", "default"):
+            return cls(root, **kw)
+        kw.pop("global_dir", None)
+        return cls(Path(root) / "namespaces" / validate_namespace(namespace), **kw)
+
+    # ---------------------------------------------------------------- reading
+
+    def refresh(self) -> None:
+        """Pick up changed files (also done by every read)."""
+        with self._lock:
+            changed = False
+            for d in self._dirs:
+                changed = d.refresh() or changed
+            if changed:
+                self._rebuild_merged()
+
+    def _rebuild_merged(self) -> None:
+        merged: dict[str, Memory] = {}
+        for d in self._dirs:
+            merged.update(d.memories())
+        old = self._merged
+        gone = [mid for mid in old if mid not in merged]
+        for mid in gone:
+            self._index.remove(mid)
+        fresh = [(mid, m) for mid, m in merged.items() if old.get(mid) != m]
+        if fresh:
+            self._index.add_many((mid, m.search_text(), m.date) for mid, m in fresh)
+        self._merged = merged
+        if gone or fresh:
+            self.version += 1
+
+    def _resolve(self, mid: str) -> None:
+        """Re-derive one id after a write (cheaper than a full merge)."""
+        mem = None
+        for d in self._dirs:
+            name = d.find(mid)
+            if name is not None:
+                mem = d.files[name][mid]
+        old = self._merged.get(mid)
+        if mem is None:
+            if old is not None:
+                del self._merged[mid]
+                self._index.remove(mid)
+                self.version += 1
+        elif mem != old:
+            self._merged[mid] = mem
+            self._index.add(mid, mem.search_text(), mem.date)
+            self.version += 1
+
+    @property
+    def problems(self) -> list[MemoryFileError]:
+        """Problems found in the memory files (bad UTF-8, empty bullets, ...), with path and line."""
+        self.refresh()
+        return [p for d in self._dirs for ps in d.problems.values() for p in ps]
+
+    def __iter__(self) -> Iterator[Memory]:
+        self.refresh()
+        return iter(list(self._merged.values()))
+
+    def __len__(self) -> int:
+        self.refresh()
+        return len(self._merged)
+
+    def __contains__(self, mid: object) -> bool:
+        self.refresh()
+        return mid in self._merged
+
+    def get(self, mid: str) -> Memory:
+        self.refresh()
+        try:
+            return self._merged[mid]
+        except KeyError:
+            raise MemoryNotFoundError(f"no memory with id {mid!r} in {self.path}") from None
+
+    def pinned(self) -> list[Memory]:
+        return [m for m in self if m.pinned]
+
+    def search(
+        self, query: str, k: int = 5, *, min_score: float | None = None, context: Sequence[str] = ()
+    ) -> list[Hit]:
+        """The memories most relevant to ``query``, best first (score, then id)."""
+        from ..policies.retrieval import Query
+
+        with self._lock:
+            self.refresh()
+            cut = min_score if min_score is not None else self.min_score
+            found = self._index.search(Query(query, tuple(context)), k, cut)
+            merged = self._merged
+        return [Hit(merged[mid], score) for mid, score in found if mid in merged]
+
+    # ---------------------------------------------------------------- writing
+
+    def add(
+        self,
+        text: str,
+        tags: Sequence[str] = (),
+        pinned: bool = False,
+        *,
+        topic: str | None = None,
+        date: str | None = None,
+    ) -> Memory:
+        """Write one memory to ``MEMORY.md`` (under ``## topic``). Adding a text that is already
+        stored returns the stored memory (with the new tags and pin merged in)."""
+        return self.add_many([Memory.create(text, tuple(tags), pinned, topic, date)])[0]
+
+    def add_many(self, memories: Iterable[Memory | str]) -> list[Memory]:
+        """Write many memories in one locked file replacement."""
+        items: list[Memory] = []
+        for m in memories:
+            mem = Memory.create(m) if isinstance(m, str) else m
+            text = " ".join(mem.text.split())
+            if not text:
+                raise MemwireError("a memory needs some text")
+            tags = tuple(dict.fromkeys(t.lstrip("#").strip().lower() for t in mem.tags if t.strip("# ")))
+            items.append(Memory(memory_id(text), text, tuple(t for t in tags if t != PINNED_TAG),
+                                mem.pinned or PINNED_TAG in tags, mem.topic, mem.date))
+        d = self._dirs[-1]
+        with self._lock, d.write_lock():
+            d.refresh()
+            self._rebuild_merged()
+            by_topic: dict[str, list[Memory]] = {}
+            result: list[Memory] = []
+            for mem in items:
+                existing = d.find(mem.id)
+                if existing is not None:  # already stored here: merge tags and pin in place
+                    old = d.files[existing][mem.id]
+                    if set(mem.tags) <= set(old.tags) and (old.pinned or not mem.pinned):
+                        result.append(old)
+                        continue
+                    result.append(self._update_line(d, existing, mem.id,
+                                                    tags=tuple(dict.fromkeys(old.tags + mem.tags)),
+                                                    pinned=old.pinned or mem.pinned))
+                    continue
+                by_topic.setdefault(mem.topic or DEFAULT_TOPIC, []).append(mem)
+                result.append(replace(mem, source=str(d.path / MAIN_FILE)))
+            if by_topic:
+                self._append(d, by_topic)
+        return result
+
+    def _append(self, d: _Dir, by_topic: dict[str, list[Memory]]) -> None:
+        before = d.current_sig(MAIN_FILE)
+        try:
+            text = (d.path / MAIN_FILE).read_text(encoding="utf-8", errors="surrogateescape")
+        except FileNotFoundError:
+            text = ""
+        for topic, mems in by_topic.items():
+            seen: set[str] = set()
+            lines = []
+            for m in mems:
+                if m.id not in seen:
+                    seen.add(m.id)
+                    lines.append(format_line(m))
+            text = _insert_under_topic(text, topic, lines)
+        sig = d.write(MAIN_FILE, text)
+        if before == d.sigs.get(MAIN_FILE):  # our cache was current: patch it instead of re-parsing
+            files = d.files.setdefault(MAIN_FILE, {})
+            src = str(d.path / MAIN_FILE)
+            added = [replace(m, topic=t, source=src) for t, ms in by_topic.items() for m in ms]
+            for m in added:
+                files.setdefault(m.id, m)
+            d.sigs[MAIN_FILE] = sig
+            for m in added:
+                self._resolve(m.id)
+        else:
+            d.refresh()
+            self._rebuild_merged()
+
+    def _locate(self, mid: str) -> tuple[_Dir, str]:
+        self.refresh()
+        for d in reversed(self._dirs):  # the project's copy first
+            name = d.find(mid)
+            if name is not None:
+                return d, name
+        raise MemoryNotFoundError(f"no memory with id {mid!r} in {self.path}")
+
+    def _edit(self, d: _Dir, name: str, mid: str, edit: Any) -> Memory:
+        """Re-read ``name`` under the lock, apply ``edit(lines, entry)`` to the entry's lines, write."""
+        path = d.path / name
+        data = path.read_bytes()
+        parsed = parse(data, str(path))
+        entry = next((e for e in parsed.entries if e.memory.id == mid), None)
+        if entry is None:
+            raise MemoryNotFoundError(f"no memory with id {mid!r} in {path}")
+        lines = data.decode("utf-8", errors="surrogateescape").split("\n")
+        edit(lines, entry)
+        d.write(name, "\n".join(lines))
+        d.refresh()
+        self._rebuild_merged()
+        return entry.memory
+
+    def _update_line(self, d: _Dir, name: str, mid: str, *, tags: tuple[str, ...], pinned: bool) -> Memory:
+        def edit(lines: list[str], entry: Any) -> None:
+            i = entry.first_line - 1
+            indent = re.match(r"^\s*", lines[i]).group(0)  # type: ignore[union-attr]
+            new = replace(entry.memory, tags=tags, pinned=pinned)
+            lines[i : entry.last_line] = [indent + format_line(new)]
+
+        self._edit(d, name, mid, edit)
+        return self._merged[mid]
+
+    def pin(self, mid: str, pinned: bool = True) -> Memory:
+        """Mark a memory pinned (startup mode shows pinned memories first)."""
+        with self._lock:
+            d, _ = self._locate(mid)
+            with d.write_lock():
+                d.refresh()
+                name = d.find(mid)
+                if name is None:
+                    raise MemoryNotFoundError(f"no memory with id {mid!r} in {d.path}")
+                mem = d.files[name][mid]
+                if mem.pinned == pinned:
+                    return mem
+                return self._update_line(d, name, mid, tags=mem.tags, pinned=pinned)
+
+    def forget(self, mid: str) -> Memory:
+        """Delete a memory's line(s) from its file. Returns what was removed."""
+        with self._lock:
+            d, _ = self._locate(mid)
+            with d.write_lock():
+                d.refresh()
+                name = d.find(mid)
+                if name is None:
+                    raise MemoryNotFoundError(f"no memory with id {mid!r} in {d.path}")
+
+                def edit(lines: list[str], entry: Any) -> None:
+                    del lines[entry.first_line - 1 : entry.last_line]
+
+                removed = self._edit(d, name, mid, edit)
+            if mid in self._merged:  # still visible from the other scope
+                log.info("memwire: %s forgotten in %s but still present in another scope", mid, d.path)
+            return removed
+
+    def __repr__(self) -> str:
+        return f"MemoryStore({str(self.path)!r})"

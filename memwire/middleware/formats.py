@@ -1,0 +1,268 @@
+"""Request formats: where the latest user message is, and how to place a memory block.
+
+Each format reads a request body without changing it and builds new bodies with the block placed.
+Only the containers on the path to a change are copied; untouched messages are shared, never
+mutated. Validation errors name the problem and its position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import RequestFormatError
+
+__all__ = ["View", "Format", "FORMATS", "get_format", "APIS"]
+
+APIS = ("openai.chat", "anthropic.messages", "openai.responses")
+
+
+@dataclass
+class View:
+    """What the middleware needs to know about a request."""
+
+    items: list[Any]                      # the message list (chat messages, Anthropic messages, Responses input)
+    latest_user: int | None               # index of the latest user message in items
+    user_text: str = ""
+    previous_assistant: str | None = None  # the assistant text just before the latest user message
+    earlier: list[str] = field(default_factory=list)  # texts of the messages before it, oldest first
+    system_text: str = ""
+    first_user_text: str = ""
+    leading_system: int = 0               # number of leading system-role items in items
+    stateful: bool = False                # Responses call continuing a provider-side history
+
+
+def _text_of(content: Any, text_types: tuple[str, ...]) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            p["text"] for p in content
+            if isinstance(p, Mapping) and p.get("type") in text_types and isinstance(p.get("text"), str)
+        )
+    return ""
+
+
+class Format:
+    api: str
+    roles: frozenset[str]
+    system_roles: frozenset[str] = frozenset({"system", "developer"})
+    text_types: tuple[str, ...] = ("text",)
+    human_types: frozenset[str] = frozenset({"text"})   # content parts that make a message the human's
+    items_key = "messages"
+
+    # ---- reading
+
+    def items(self, body: Mapping[str, Any]) -> list[Any]:
+        if not isinstance(body, Mapping):
+            raise RequestFormatError(f"{self.api}: request body must be a JSON object, got {type(body).__name__}")
+        items = body.get(self.items_key)
+        if items is None:
+            raise RequestFormatError(f"{self.api}: request has no '{self.items_key}'")
+        if not isinstance(items, list):
+            raise RequestFormatError(f"{self.api}: '{self.items_key}' must be a list, got {type(items).__name__}")
+        return items
+
+    def role(self, item: Any, i: int) -> str | None:
+        """The role of an item; None for items without one (Responses tool calls). Validates."""
+        if not isinstance(item, Mapping):
+            raise RequestFormatError(f"{self.api}: {self.items_key}[{i}] must be an object, got {type(item).__name__}")
+        role = item.get("role")
+        if role is None:
+            raise RequestFormatError(f"{self.api}: {self.items_key}[{i}] has no 'role'")
+        if role not in self.roles:
+            raise RequestFormatError(
+                f"{self.api}: {self.items_key}[{i}] has unknown role {role!r}; expected one of {', '.join(sorted(self.roles))}"
+            )
+        content = item.get("content")
+        if content is not None and not isinstance(content, (str, list)):
+            raise RequestFormatError(
+                f"{self.api}: {self.items_key}[{i}].content must be a string or a list of parts, got {type(content).__name__}"
+            )
+        return str(role)
+
+    def is_human(self, item: Mapping[str, Any]) -> bool:
+        content = item.get("content")
+        if isinstance(content, str):
+            return bool(content.strip())
+        if isinstance(content, list):
+            return any(isinstance(p, Mapping) and p.get("type") in self.human_types for p in content)
+        return False
+
+    def text(self, item: Mapping[str, Any]) -> str:
+        return _text_of(item.get("content"), self.text_types)
+
+    def system_text(self, body: Mapping[str, Any], items: list[Any]) -> str:
+        return "\n".join(self.text(m) for m in items if isinstance(m, Mapping) and m.get("role") in self.system_roles)
+
+    def view(self, body: Mapping[str, Any]) -> View:
+        items = self.items(body)
+        roles = [self.role(item, i) for i, item in enumerate(items)]
+        latest = None
+        first_user = None
+        for i, role in enumerate(roles):
+            if role == "user" and self.is_human(items[i]):
+                latest = i
+                if first_user is None:
+                    first_user = i
+        leading = 0
+        while leading < len(roles) and roles[leading] in self.system_roles:
+            leading += 1
+        v = View(items, latest, leading_system=leading, system_text=self.system_text(body, items))
+        if latest is None:
+            return v
+        v.user_text = self.text(items[latest])
+        v.first_user_text = self.text(items[first_user]) if first_user is not None else ""
+        v.earlier = [t for t in (self.text(m) for m in items[:latest] if isinstance(m, Mapping)) if t]
+        for j in range(latest - 1, -1, -1):
+            if roles[j] == "assistant":
+                v.previous_assistant = self.text(items[j])
+                break
+            if roles[j] == "user" and self.is_human(items[j]):
+                break
+        return v
+
+    # ---- writing (every method returns a new body)
+
+    def memory_item(self, text: str, role: str) -> dict[str, Any]:
+        return {"role": role, "content": text}
+
+    def insert(self, body: Mapping[str, Any], index: int, text: str, role: str) -> dict[str, Any]:
+        items = list(self.items(body))
+        items.insert(index, self.memory_item(text, role))
+        return {**body, self.items_key: items}
+
+    def merge(self, body: Mapping[str, Any], index: int, text: str) -> dict[str, Any]:
+        """Put the block as the leading content part of the user message at ``index``."""
+        items = list(self.items(body))
+        msg = items[index]
+        content = msg.get("content")
+        part = {"type": self.text_types[0], "text": text}
+        if isinstance(content, str):
+            new_content: list[Any] = [part, {"type": self.text_types[0], "text": content}]
+        else:
+            new_content = [part, *content]
+        items[index] = {**msg, "content": new_content}
+        return {**body, self.items_key: items}
+
+    def append_system(self, body: Mapping[str, Any], text: str, role: str = "system") -> dict[str, Any]:
+        items = list(self.items(body))
+        v_lead = 0
+        while v_lead < len(items) and isinstance(items[v_lead], Mapping) and items[v_lead].get("role") in self.system_roles:
+            v_lead += 1
+        if v_lead == 0:
+            items.insert(0, {"role": role, "content": text})
+        else:
+            msg = items[v_lead - 1]
+            items[v_lead - 1] = {**msg, "content": _append_content(msg.get("content"), text, self.text_types[0])}
+        return {**body, self.items_key: items}
+
+
+def _append_content(content: Any, text: str, part_type: str) -> Any:
+    if isinstance(content, list):
+        return [*content, {"type": part_type, "text": text}]
+    if isinstance(content, str) and content:
+        return content + "\n\n" + text
+    return text
+
+
+class OpenAIChat(Format):
+    api = "openai.chat"
+    roles = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+    human_types = frozenset({"text", "image_url", "input_audio", "file"})
+
+
+class AnthropicMessages(Format):
+    api = "anthropic.messages"
+    roles = frozenset({"user", "assistant"})
+    system_roles = frozenset()
+    human_types = frozenset({"text", "image", "document"})
+
+    def system_text(self, body: Mapping[str, Any], items: list[Any]) -> str:
+        system = body.get("system")
+        if system is not None and not isinstance(system, (str, list)):
+            raise RequestFormatError(f"{self.api}: 'system' must be a string or a list of blocks, got {type(system).__name__}")
+        return _text_of(system, self.text_types)
+
+    def memory_item(self, text: str, role: str) -> dict[str, Any]:
+        return {"role": "user", "content": [{"type": "text", "text": text}]}  # Anthropic has no other place
+
+    def insert(self, body: Mapping[str, Any], index: int, text: str, role: str) -> dict[str, Any]:
+        items = self.items(body)
+        content = items[index].get("content") if index < len(items) else None
+        if isinstance(content, list) and any(isinstance(p, Mapping) and p.get("type") == "tool_result" for p in content):
+            # tool results must directly follow their tool_use: keep them first, the block after them
+            return self.merge(body, index, text)
+        return super().insert(body, index, text, role)
+
+    def merge(self, body: Mapping[str, Any], index: int, text: str) -> dict[str, Any]:
+        items = list(self.items(body))
+        msg = items[index]
+        content = msg.get("content")
+        part = {"type": "text", "text": text}
+        if isinstance(content, str):
+            new_content: list[Any] = [part, {"type": "text", "text": content}]
+        else:
+            n = 0
+            while n < len(content) and isinstance(content[n], Mapping) and content[n].get("type") == "tool_result":
+                n += 1
+            new_content = [*content[:n], part, *content[n:]]
+        items[index] = {**msg, "content": new_content}
+        return {**body, "messages": items}
+
+    def append_system(self, body: Mapping[str, Any], text: str, role: str = "system") -> dict[str, Any]:
+        return {**body, "system": _append_content(body.get("system"), text, "text")}
+
+
+class OpenAIResponses(Format):
+    api = "openai.responses"
+    roles = frozenset({"system", "developer", "user", "assistant"})
+    text_types = ("input_text", "output_text", "text")
+    human_types = frozenset({"input_text", "input_image", "input_file", "input_audio", "text"})
+    items_key = "input"
+
+    def items(self, body: Mapping[str, Any]) -> list[Any]:
+        if isinstance(body, Mapping) and isinstance(body.get("input"), str):
+            return [{"role": "user", "content": body["input"]}]
+        return super().items(body)
+
+    def role(self, item: Any, i: int) -> str | None:
+        if isinstance(item, Mapping) and item.get("type") not in (None, "message"):
+            return None  # function_call, function_call_output, reasoning, item_reference, ...
+        return super().role(item, i)
+
+    def view(self, body: Mapping[str, Any]) -> View:
+        v = super().view(body)
+        v.stateful = bool(body.get("previous_response_id") or body.get("conversation"))
+        return v
+
+    def system_text(self, body: Mapping[str, Any], items: list[Any]) -> str:
+        instructions = body.get("instructions")
+        return (instructions if isinstance(instructions, str) else "") + "\n" + super().system_text(body, items)
+
+    def memory_item(self, text: str, role: str) -> dict[str, Any]:
+        return {"role": role, "content": [{"type": "input_text", "text": text}]}
+
+    def merge(self, body: Mapping[str, Any], index: int, text: str) -> dict[str, Any]:
+        items = list(self.items(body))
+        msg = items[index]
+        content = msg.get("content")
+        part = {"type": "input_text", "text": text}
+        rest = [{"type": "input_text", "text": content}] if isinstance(content, str) else list(content)
+        items[index] = {**msg, "content": [part, *rest]}
+        return {**body, "input": items}
+
+    def append_system(self, body: Mapping[str, Any], text: str, role: str = "system") -> dict[str, Any]:
+        instructions = body.get("instructions")
+        return {**body, "instructions": _append_content(instructions if isinstance(instructions, str) else None, text, "input_text")}
+
+
+FORMATS: dict[str, Format] = {f.api: f for f in (OpenAIChat(), AnthropicMessages(), OpenAIResponses())}
+
+
+def get_format(api: str) -> Format:
+    try:
+        return FORMATS[api]
+    except KeyError:
+        raise RequestFormatError(f"unknown api {api!r}; expected one of {', '.join(APIS)}") from None
