@@ -1,0 +1,67 @@
+"""Shared test setup: no network beyond loopback, no user state, litellm offline."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_LOG", "ERROR")
+for _name in [n for n in os.environ if n.startswith("MEMWIRE_")]:
+    del os.environ[_name]  # a developer's own settings must not leak into the tests
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+_real_getaddrinfo = socket.getaddrinfo
+
+
+def _is_loopback(host: object) -> bool:
+    if not isinstance(host, str):
+        return True  # AF_UNIX paths and the like
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _guard(address: object) -> None:
+    host = address[0] if isinstance(address, tuple) else address
+    if not _is_loopback(host):
+        raise RuntimeError(f"tests must not touch the network (tried to reach {host!r})")
+
+
+def _connect(self: socket.socket, address: object) -> None:
+    _guard(address)
+    return _real_connect(self, address)  # type: ignore[arg-type]
+
+
+def _connect_ex(self: socket.socket, address: object) -> int:
+    _guard(address)
+    return _real_connect_ex(self, address)  # type: ignore[arg-type]
+
+
+def _getaddrinfo(host: object, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+    if isinstance(host, bytes):
+        host = host.decode()
+    if host is not None and not _is_loopback(host):
+        raise socket.gaierror(f"tests must not resolve {host!r}")
+    return _real_getaddrinfo(host, *args, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refuse every connection and name lookup that is not loopback."""
+    monkeypatch.setattr(socket.socket, "connect", _connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", _connect_ex)
+    monkeypatch.setattr(socket, "getaddrinfo", _getaddrinfo)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The global memory scope points at an empty temp dir, never the developer's ~/.memwire."""
+    monkeypatch.setenv("MEMWIRE_HOME", str(tmp_path_factory.mktemp("memwire-home")))
