@@ -20,7 +20,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Config", "MODES", "normalize_mode", "load_config"]
+__all__ = ["Config", "MODES", "normalize_mode", "load_config", "make_config"]
 
 MODES = ("startup", "systemPromptPerTurn", "contextPerTurn")
 _MODE_ALIASES = {m.lower(): m for m in MODES} | {
@@ -125,16 +125,18 @@ def load_config(
         raise ConfigError(f"{toml_path}: config file not found")
     if toml_path.is_file():
         source_values = _from_toml(toml_path)
-        try:
-            Config(**source_values)
-        except ValidationError as exc:
-            _raise_config_error(exc, str(toml_path))
+        make_config(source_values, str(toml_path))
         values.update(source_values)
     env_values = _from_env(env)
     values.update(env_values)
     values.update({k: v for k, v in overrides.items() if v is not None})
+    return make_config(values)
+
+
+def make_config(values: Mapping[str, Any], source: str = "config") -> Config:
+    """Validate settings; a bad key or value raises ConfigError naming it."""
     try:
         return Config(**values)
     except ValidationError as exc:
-        _raise_config_error(exc, "config")
+        _raise_config_error(exc, source)
     raise AssertionError("unreachable")

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from ..config import Config, normalize_mode
+from ..config import Config, load_config, make_config, normalize_mode
 from ..errors import RequestFormatError
 from ..memory.model import Memory
 from ..memory.store import MemoryStore
@@ -117,11 +117,13 @@ class Middleware:
         config: Config | None = None,
         **options: Any,
     ) -> None:
-        base = config or Config()
         updates = dict(options)
         if mode is not None:
             updates["mode"] = mode
-        self.config = Config(**{**base.model_dump(), **updates}) if updates else base
+        if config is None:  # like the SDKs: the environment and ./memwire.toml apply by default
+            self.config = load_config(**updates)
+        else:
+            self.config = _with(config, updates)
         if store is None:
             store = MemoryStore(
                 self.config.dir,
@@ -135,8 +137,7 @@ class Middleware:
 
     @classmethod
     def from_config(cls, path: str | None = None, **overrides: Any) -> "Middleware":
-        from ..config import load_config
-
+        """Read ``path`` (or ./memwire.toml) and the ``MEMWIRE_*`` environment."""
         return cls(config=load_config(path, **overrides))
 
     @property
@@ -295,6 +296,10 @@ class Middleware:
             placement = "message" if len(fmt.items(new_body)) > len(view.items) else "merge"
         return Prepared(new_body, replace(base, memory_ids=tuple(m.id for m in block.memories), text=block.text,
                                           tokens=block.tokens, position=position, placement=placement), fmt.api)
+
+
+def _with(config: Config, updates: dict[str, Any]) -> Config:
+    return make_config({**config.model_dump(), **updates}) if updates else config
 
 
 def _model(body: Mapping[str, Any]) -> str | None:
