@@ -1,0 +1,79 @@
+"""Text analysis for retrieval: the same function turns memories and queries into index terms.
+
+``analyze`` case-folds, strips accents, splits on anything that is not a letter or digit, drops
+English stopwords and one-letter words, and stems with the Snowball English stemmer (PyStemmer).
+A hyphenated compound ("de-stress", "e-mail") also yields its joined form
+("destress", "email"), so either spelling matches. Possessives ("Caroline's") lose the "'s".
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+from functools import lru_cache
+from typing import Any
+
+__all__ = ["analyze", "STOPWORDS"]
+
+# A compound is word parts joined by single hyphens/dots/apostrophes; we split it ourselves.
+_TOKEN = re.compile(r"[^\W_]+(?:[-'’.][^\W_]+)*")
+_JOINERS = re.compile(r"[-'’.]")
+_POSSESSIVE = re.compile(r"['’]s$")
+
+# The common English function words (NLTK's list, plus contractions' fragments and a few
+# conversational fillers). They carry no topic, so they would only add noise to BM25.
+STOPWORDS: frozenset[str] = frozenset(
+    """
+    a about above after again against ain all am an and any are aren as at be because been before
+    being below between both but by can couldn d did didn do does doesn doing don down during each
+    few for from further had hadn has hasn have haven having he her here hers herself him himself his
+    how i if in into is isn it its itself just ll m ma me mightn more most mustn my myself needn no
+    nor not now o of off on once only or other our ours ourselves out over own re s same shan she
+    should shouldn so some such t than that the their theirs them themselves then there these they
+    this those through to too under until up ve very was wasn we were weren what when where which
+    while who whom why will with won wouldn y you your yours yourself yourselves
+    would could also yeah yes oh ok okay hey hi hello really
+    """.split()
+)
+
+_stem_lock = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> Any:
+    import Stemmer  # lazy: keeps `import memwire` light
+
+    return Stemmer.Stemmer("english")
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    # PyStemmer objects are not documented as thread-safe; the cache makes the lock rarely taken.
+    with _stem_lock:
+        return str(_stemmer().stemWord(word))
+
+
+def _fold(text: str) -> str:
+    text = text.casefold()
+    if text.isascii():
+        return text
+    # "café" -> "cafe": decompose and drop the combining marks
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
+def _words(text: str) -> list[str]:
+    out: list[str] = []
+    for m in _TOKEN.finditer(_fold(text)):
+        tok = _POSSESSIVE.sub("", m.group())
+        parts = [p for p in _JOINERS.split(tok) if p]
+        out.extend(parts)
+        # "de-stress" also as "destress" (hyphens only: not "don't" -> "dont", "a.b" -> "ab")
+        if len(parts) > 1 and set(_JOINERS.findall(tok)) == {"-"}:
+            out.append("".join(parts))
+    return out
+
+
+def analyze(text: str) -> list[str]:
+    """The index terms of ``text``, in order: folded, stopwords dropped, stemmed."""
+    return [_stem(w) for w in _words(text) if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]

@@ -1,0 +1,65 @@
+"""What a retrieval query is made of: the latest user message, plus a little recent context.
+
+The latest user message is what the memories must be relevant to. Recent conversation text helps
+with follow-ups ("and what about the tests?"), but it is weighted lower so it cannot outvote the
+message itself. A short reply to an assistant question ("yes, the staging one") means little on
+its own; the question is made part of the query text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["Query", "query_from_messages", "CONTEXT_MESSAGES", "CONTEXT_CHARS"]
+
+CONTEXT_MESSAGES = 3  # earlier messages kept as context: a follow-up rarely refers further back
+CONTEXT_CHARS = 600  # tail of each kept message: long assistant answers would otherwise dominate
+_SHORT_REPLY_WORDS = 6  # a reply this short to a question is read together with the question
+_QUESTION_CHARS = 300
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Query:
+    """A retrieval query.
+
+    ``text`` is the latest user message (for a short answer to an assistant question, question
+    and answer). ``context`` is recent conversation text before it, oldest first; its terms count
+    for less than the terms of ``text``.
+    """
+
+    text: str
+    context: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise TypeError(f"Query.text must be a str, got {type(self.text).__name__}")
+        if not isinstance(self.context, tuple):  # a list would make the frozen query unhashable
+            object.__setattr__(self, "context", tuple(self.context))
+
+
+def _last_question(text: str) -> str | None:
+    """The last question asked in ``text`` (up to its last '?'), or None."""
+    end = text.rfind("?")
+    if end < 0:
+        return None
+    head = text[: end + 1]
+    # start after the previous sentence end, but keep at most _QUESTION_CHARS
+    start = max(head.rfind(".", 0, end), head.rfind("!", 0, end), head.rfind("\n", 0, end)) + 1
+    return head[max(start, len(head) - _QUESTION_CHARS) :].strip() or None
+
+
+def query_from_messages(latest_user: str, earlier: Sequence[str]) -> Query:
+    """Build the query for ``latest_user`` given the texts of the earlier messages (all roles,
+    oldest first). Keeps the last ``CONTEXT_MESSAGES`` messages (their last ``CONTEXT_CHARS``
+    characters each) as context. When the latest message is a short reply and the message just
+    before it asked a question, the question joins the query text."""
+    kept = [m[-CONTEXT_CHARS:] for m in earlier[-CONTEXT_MESSAGES:] if m and m.strip()]
+    text = latest_user
+    if earlier and len(_WORD.findall(latest_user)) <= _SHORT_REPLY_WORDS:
+        question = _last_question(earlier[-1] or "")
+        if question:
+            text = f"{question}\n{latest_user}"
+    return Query(text, tuple(kept))
