@@ -1,0 +1,172 @@
+"""MemoryStore: markdown files on disk, hand edits, atomic writes, scopes and namespaces."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from memwire import MemoryNotFoundError, MemoryStore, NamespaceError
+from memwire.memory.markdown import parse
+
+
+def test_directory_is_created_on_first_write_only(tmp_path: Path) -> None:
+    d = tmp_path / "mem"
+    store = MemoryStore(d)
+    assert list(store) == [] and store.search("anything") == []
+    assert not d.exists()
+    store.add("User prefers tabs over spaces", tags=["preference"])
+    assert (d / "MEMORY.md").is_file()
+
+
+def test_add_writes_markdown_and_ids_are_stable(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    m = store.add("User prefers tabs over spaces", tags=["preference"], topic="Preferences")
+    again = store.add("user prefers  tabs over spaces")  # same text modulo case/space: same memory
+    assert again.id == m.id and len(store) == 1
+    text = (tmp_path / "MEMORY.md").read_text()
+    assert "## Preferences\n- User prefers tabs over spaces #preference\n" in text
+    assert MemoryStore(tmp_path).get(m.id).tags == ("preference",)
+
+
+def test_search_pin_forget_roundtrip(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    a = store.add("Build with `make build`, never call setup.py directly", tags=["build"])
+    store.add("The staging database is Postgres 15 on port 5433", tags=["infra"])
+    hits = store.search("how do I build the project?", k=5)
+    assert hits and hits[0].memory.id == a.id and hits[0].score > 0
+    store.pin(a.id)
+    assert store.get(a.id).pinned and "#pinned" in (tmp_path / "MEMORY.md").read_text()
+    assert [m.id for m in MemoryStore(tmp_path).pinned()] == [a.id]
+    removed = store.forget(a.id)
+    assert removed.id == a.id and a.id not in store
+    assert "make build" not in (tmp_path / "MEMORY.md").read_text()
+    with pytest.raises(MemoryNotFoundError):
+        store.forget(a.id)
+
+
+def test_reads_formats_of_other_tools(tmp_path: Path) -> None:
+    (tmp_path / "MEMORY.md").write_text(
+        "# Project memory\n\n## Decisions\n- Use ruff, not flake8 #lint\n- [preference] Tabs, width 4\n"
+        "* 📌 Never push to main directly\n"
+    )
+    (tmp_path / "deploy.md").write_text(
+        "---\ndescription: Deployment notes\ntags: [deploy, ops]\n---\n\nDeploys go out on Tuesdays only.\n\n"
+        "Rollbacks use `kubectl rollout undo`.\n"
+    )
+    mems = {m.text: m for m in MemoryStore(tmp_path)}
+    assert mems["Use ruff, not flake8"].tags == ("lint",)
+    assert mems["Use ruff, not flake8"].topic == "Decisions"
+    assert mems["Tabs, width 4"].tags == ("preference",)
+    assert mems["Never push to main directly"].pinned
+    deploy = mems["Deploys go out on Tuesdays only."]
+    assert set(deploy.tags) == {"deploy", "ops"} and deploy.topic == "Deployment notes"
+    assert "Rollbacks use `kubectl rollout undo`." in mems
+
+
+def test_hand_edits_visible_on_next_call_and_nothing_reread_otherwise(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    store.add("Old fact about the linter")
+    f = tmp_path / "MEMORY.md"
+    f.write_text(f.read_text().replace("Old fact about the linter", "New fact: the linter is ruff"))
+    assert [m.text for m in store] == ["New fact: the linter is ruff"]
+    assert store.search("ruff linter")[0].memory.text.startswith("New fact")
+    loads = []
+    original = store._dirs[-1]._load
+    store._dirs[-1]._load = lambda *a: (loads.append(a), original(*a))  # type: ignore[method-assign]
+    store.search("ruff")
+    list(store)
+    assert loads == []  # unchanged files are not parsed again
+
+
+def test_broken_file_reports_path_and_line_and_others_still_load(tmp_path: Path) -> None:
+    (tmp_path / "MEMORY.md").write_text("## A\n- Good memory about pytest fixtures\n")
+    (tmp_path / "broken.md").write_bytes(b"## B\n- fine line about docker\n- bad \xff\xfe bytes here\n- half wri")
+    store = MemoryStore(tmp_path)
+    texts = {m.text for m in store}
+    assert "Good memory about pytest fixtures" in texts
+    assert "fine line about docker" in texts and "half wri" in texts
+    problems = store.problems
+    assert any(p.path.endswith("broken.md") and p.line == 3 and "UTF-8" in str(p) for p in problems)
+
+
+def test_rewrite_keeps_undecodable_bytes_of_other_lines(tmp_path: Path) -> None:
+    (tmp_path / "MEMORY.md").write_bytes(b"## A\n- keep \xff this\n- drop me please\n")
+    store = MemoryStore(tmp_path)
+    victim = next(m for m in store if m.text == "drop me please")
+    store.forget(victim.id)
+    assert (tmp_path / "MEMORY.md").read_bytes() == b"## A\n- keep \xff this\n"
+
+
+def test_empty_bullet_reported(tmp_path: Path) -> None:
+    parsed = parse(b"## T\n-\n- ok memory\n", "x.md")
+    assert [e.memory.text for e in parsed.entries] == ["ok memory"]
+    assert parsed.problems[0].line == 2
+
+
+def _adder(args: tuple[str, int]) -> None:
+    d, n = args
+    store = MemoryStore(d)
+    for i in range(20):
+        store.add(f"process {n} memory number {i}")
+
+
+def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(2) as pool:
+        pool.map(_adder, [(str(tmp_path), 0), (str(tmp_path), 1)])
+    texts = {m.text for m in MemoryStore(tmp_path)}
+    assert len(texts) == 40
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_global_and_project_scopes_project_wins(tmp_path: Path) -> None:
+    home, proj = tmp_path / "home", tmp_path / "proj"
+    MemoryStore(home).add("Prefer short commit messages", tags=["global"])
+    MemoryStore(home).add("User's editor is vim")
+    MemoryStore(proj).add("Prefer short commit messages", tags=["project"], pinned=True)
+    store = MemoryStore(proj, global_dir=home)
+    mems = {m.text: m for m in store}
+    assert mems["Prefer short commit messages"].pinned  # the project's copy
+    assert "User's editor is vim" in mems
+    new = store.add("Only in project")
+    assert (proj / "MEMORY.md").read_text().count(new.text) == 1
+    assert "Only in project" not in (home / "MEMORY.md").read_text()
+
+
+def test_namespaces_are_isolated(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    MemoryStore(root).add("Default namespace secret about kubernetes")
+    alice = MemoryStore.for_namespace(root, "alice", global_dir=tmp_path / "home")
+    alice.add("Alice likes kubernetes dashboards")
+    assert (root / "namespaces" / "alice" / "MEMORY.md").is_file()
+    assert [h.memory.text for h in alice.search("kubernetes")] == ["Alice likes kubernetes dashboards"]
+    bob = MemoryStore.for_namespace(root, "bob")
+    assert bob.search("kubernetes") == []
+    for bad in ["../x", "/etc", "a/b", "x\x00y", "a" * 200, "..", ""]:
+        if bad == "":
+            continue
+        with pytest.raises(NamespaceError):
+            MemoryStore.for_namespace(root, bad)
+
+
+def test_unrelated_prompt_finds_nothing(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    store.add_many(
+        [
+            "Run the test suite with `make test`; it needs Docker running",
+            "The API server is FastAPI, started with `uvicorn app.main:app`",
+            "User prefers pytest fixtures over setUp methods",
+        ]
+    )
+    assert store.search("What's the weather in Paris tomorrow?") == []
+
+
+def test_add_many_is_one_write(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    mems = store.add_many([f"memory number {i} about topic {i % 7}" for i in range(200)])
+    assert len(mems) == 200 == len(store)
+    assert len(MemoryStore(tmp_path)) == 200
