@@ -1,0 +1,71 @@
+"""prepare() overhead in contextPerTurn on a 20-message conversation, by store size.
+
+    python benchmarks/overhead.py [--sizes 1000 10000 100000] [--requests 300]
+
+Prints p50 / p99 in milliseconds. The store is written to a temp dir as markdown (one add_many),
+then read back through MemoryStore as a user's store would be; the index is warmed before timing.
+Each timed request is a new turn (a fresh latest user message), so nothing comes from the memo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+
+from memwire import MemoryStore, Middleware
+
+SUBJECTS = "tests build deploy database cache linter formatter migrations frontend backend docker ci api auth logging".split()
+VERBS = "prefers uses decided avoids needs runs configures expects documents requires".split()
+THINGS = ("postgres redis ruff black pytest vite react fastapi alembic kubernetes terraform nginx celery kafka "
+          "tabs spaces mypy poetry uv make tox nox sentry grafana prometheus s3 gcs lambda cron").split()
+
+
+def make_memory(rng: random.Random, i: int) -> str:
+    words = [rng.choice(SUBJECTS), rng.choice(VERBS), rng.choice(THINGS), rng.choice(THINGS)]
+    return f"Note {i}: the {words[0]} setup {words[1]} {words[2]} with {words[3]} (ticket {rng.randint(1, 99999)})"
+
+
+def conversation(rng: random.Random, turn: int) -> list[dict]:
+    msgs: list[dict] = [{"role": "system", "content": "You are a coding agent."}]
+    for i in range(9):
+        msgs.append({"role": "user", "content": f"step {i}: look at the {rng.choice(SUBJECTS)} config"})
+        msgs.append({"role": "assistant", "content": f"Looked at it; {rng.choice(THINGS)} is set up."})
+    msgs.append({"role": "user", "content": f"How does the {rng.choice(SUBJECTS)} use {rng.choice(THINGS)}? (#{turn})"})
+    return msgs  # 20 messages
+
+
+def measure(size: int, requests: int) -> tuple[float, float, float]:
+    rng = random.Random(size)
+    with tempfile.TemporaryDirectory() as d:
+        MemoryStore(d).add_many(make_memory(rng, i) for i in range(size))
+        t = time.perf_counter()
+        store = MemoryStore(d)
+        mw = Middleware(store=store, mode="contextPerTurn", timeout_ms=60_000)
+        mw.prepare(conversation(rng, -1), model="gpt-4o")  # load + index
+        load = time.perf_counter() - t
+        times = []
+        for turn in range(requests):
+            msgs = conversation(rng, turn)
+            t0 = time.perf_counter()
+            mw.prepare(msgs, model="gpt-4o")
+            times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return statistics.median(times), times[int(len(times) * 0.99) - 1], load
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+    ap.add_argument("--requests", type=int, default=300)
+    args = ap.parse_args()
+    print(f"{'memories':>9} {'p50 ms':>8} {'p99 ms':>8} {'load s':>8}")
+    for size in args.sizes:
+        p50, p99, load = measure(size, args.requests)
+        print(f"{size:>9} {p50:>8.3f} {p99:>8.3f} {load:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()
