@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 CREATED = 1_700_000_000  # fixed timestamp: responses are byte-deterministic
-DEFAULT_MODELS = ("gpt-4o-mini", "gpt-4.1", "claude-sonnet-4-5", "claude-haiku-4-5")
+DEFAULT_MODELS = ("gpt-4o-mini", "gpt-4.1", "claude-sonnet-4-6", "claude-haiku-4-5")
 
 
 @dataclass(frozen=True)
