@@ -252,9 +252,25 @@ class CacheSimulator:
                 )
         return self.observe_blocks(request_blocks(body, api, get_encoder(model)), model=model)
 
-    def observe_tokens(self, tokens: Sequence[int], *, breakpoint: bool = False, model: str | None = None) -> Usage:
-        """Account a raw token sequence as a single block (Anthropic: with or without a breakpoint)."""
-        return self.observe_blocks([Block(tuple(tokens), breakpoint)], model=model)
+    def observe_tokens(
+        self,
+        tokens: Sequence[int],
+        *,
+        boundaries: Iterable[int] = (),
+        breakpoints: Iterable[int] = (),
+        model: str | None = None,
+    ) -> Usage:
+        """Account a raw token sequence.
+
+        ``boundaries``: offsets where one block ends and the next starts (default: one block).
+        ``breakpoints``: indices of the blocks carrying an Anthropic ``cache_control`` (negative
+        indices count from the end: ``breakpoints=[-1]`` marks the last block).
+        """
+        cuts = sorted({0, len(tokens), *(b for b in boundaries if 0 < b < len(tokens))})
+        spans = list(zip(cuts, cuts[1:])) or [(0, 0)]
+        marked = {i % len(spans) for i in breakpoints}
+        blocks = [Block(tuple(tokens[a:b]), i in marked) for i, (a, b) in enumerate(spans)]
+        return self.observe_blocks(blocks, model=model)
 
     def observe_blocks(self, blocks: Sequence[Block], *, model: str | None = None) -> Usage:
         model = model or self.model

@@ -12,7 +12,11 @@ Replies are scripted and deterministic (ids are counters, ``created`` is fixed).
 from one :class:`CacheSimulator` per provider, so ``cached_tokens`` / ``cache_read_input_tokens``
 behave as the real caches would for the same request sequence. Every request is recorded.
 
-OpenAI SDK: ``base_url=f"{url}/v1"``. Anthropic SDK: ``base_url=url``.
+OpenAI SDK: ``base_url=f"{url}/v1"``. Anthropic SDK: ``base_url=url``. In process, without a
+socket: ``AsyncOpenAI(base_url="http://fake/v1", http_client=httpx.AsyncClient(
+transport=httpx.ASGITransport(app=app)))``; the installed anthropic SDK is built on ``httpx2``, so
+it takes ``httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app))``. Sync clients need a real
+socket: ``serve_in_thread(app)``.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from typing import Any
 from memwire.errors import RequestFormatError
 from memwire.policies.tokens import Encoder, get_encoder
 
-__all__ = ["API", "Block", "serialize", "request_blocks", "canonical_json"]
+__all__ = ["API", "APIS", "Block", "serialize", "request_blocks", "count_breakpoints", "canonical_json"]
 
 API = str  # "openai.chat" | "openai.responses" | "anthropic.messages"
 APIS = ("openai.chat", "openai.responses", "anthropic.messages")

@@ -288,6 +288,18 @@ def test_anthropic_body_top_level_cache_control_counts_toward_the_limit() -> Non
     assert auto.cache_write == auto.prompt_tokens  # automatic caching: breakpoint on the last block
 
 
+def test_observe_tokens_with_boundaries_and_breakpoints() -> None:
+    sim = CacheSimulator("anthropic")
+    tokens = seq(2100)
+    first = sim.observe_tokens(tokens, boundaries=[1500, 2000], breakpoints=[0, -1])
+    assert (first.cache_read, first.cache_write, first.input_tokens) == (0, 2100, 0)
+    changed = tokens[:2000] + seq(100, 90_000)
+    second = sim.observe_tokens(changed, boundaries=[1500, 2000], breakpoints=[0])
+    assert (second.cache_read, second.cache_write, second.input_tokens) == (1500, 0, 600)
+    plain = CacheSimulator("anthropic").observe_tokens(tokens, breakpoints=[-1])
+    assert plain.cache_write == 2100
+
+
 def test_anthropic_ttl() -> None:
     now = [0.0]
     sim = CacheSimulator("anthropic", ttl=300, clock=lambda: now[0])
