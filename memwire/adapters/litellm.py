@@ -1,0 +1,232 @@
+"""litellm: wrap ``completion`` / ``acompletion``, or add memory to a LiteLLM proxy with a callback.
+
+    completion = wrap(litellm.completion, middleware)      # same signature, streaming included
+    acompletion = wrap(litellm.acompletion, middleware)    # coroutine function in, coroutine function out
+
+    # LiteLLM proxy config.yaml:  litellm_settings: {callbacks: memwire_callback.proxy_handler_instance}
+    proxy_handler_instance = MemwireCallback()             # Middleware.from_config() when none is given
+
+The request reaches litellm in OpenAI chat format whatever provider it routes to. litellm moves
+``developer`` and leading ``system`` messages into the system field of Anthropic, Gemini, Bedrock, ...,
+so the memory message always has the ``user`` role here, whatever ``memory_role`` says: the
+provider's system prompt stays byte-identical (DESIGN rule 2).
+
+Importing this module does not import litellm (that takes seconds). ``MemwireCallback`` must
+subclass litellm's ``CustomLogger``, so the class is built on first access through the module's
+``__getattr__`` (PEP 562); ``from memwire.adapters.litellm import MemwireCallback`` works as usual.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from ..errors import NamespaceError
+from ..memory.store import validate_namespace
+from ..middleware.core import Middleware, Prepared
+from ._common import as_list, fail_open, memory_as_user, split_kwargs
+
+if TYPE_CHECKING:
+    from litellm.integrations.custom_logger import CustomLogger
+
+    class MemwireCallback(CustomLogger):
+        middleware: Middleware
+
+        def __init__(
+            self, middleware: Middleware | None = None, *,
+            namespace: Callable[[Any, Mapping[str, Any]], str | None] | None = None,
+        ) -> None: ...
+
+        async def async_pre_call_hook(
+            self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: str,
+        ) -> dict[str, Any]: ...
+
+__all__ = ["wrap", "MemwireCallback", "proxy_namespace", "proxy_session", "CALL_TYPES"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# proxy call types whose request memwire understands, and the format it arrives in
+CALL_TYPES: dict[str, str] = {
+    "completion": "openai.chat",
+    "acompletion": "openai.chat",
+    "anthropic_messages": "anthropic.messages",
+    "aanthropic_messages": "anthropic.messages",
+    "responses": "openai.responses",
+    "aresponses": "openai.responses",
+}
+
+
+# ---------------------------------------------------------------------- wrap(completion)
+
+
+def _positional_names(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """Names of the parameters a positional argument can fill (``model``, ``messages``, ...)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    names = []
+    for p in params:
+        if p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+            break
+        names.append(p.name)
+    return tuple(names)
+
+
+def wrap(fn: F, middleware: Middleware) -> F:
+    """Return ``fn`` (``litellm.completion`` or ``litellm.acompletion``) with memory added.
+
+    Same signature (``functools.wraps``); ``memwire_session=`` / ``memwire_namespace=`` keyword
+    arguments choose the session and namespace and are removed before the real call."""
+    names = _positional_names(fn)
+
+    def split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[dict[str, Any], str | None, str | None]:
+        if len(args) > len(names):
+            raise TypeError(f"{getattr(fn, '__name__', 'fn')}() got {len(args)} positional arguments")
+        # positional arguments become keywords so the body sees ``model`` and ``messages``
+        call, session, namespace = split_kwargs({**dict(zip(names, args)), **kwargs})
+        as_list(call, "messages")
+        return call, session, namespace
+
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def awrapper(*args: Any, **kwargs: Any) -> Any:
+            call, session, namespace = split(args, kwargs)
+            try:
+                p = await middleware.aprepare_request(call, api="openai.chat", session_id=session, namespace=namespace)
+                call = memory_as_user(p).body
+            except Exception as exc:  # noqa: BLE001 - fail open
+                fail_open("litellm prepare", exc)
+            return await fn(**call)
+
+        return cast(F, awrapper)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        call, session, namespace = split(args, kwargs)
+        try:
+            p = middleware.prepare_request(call, api="openai.chat", session_id=session, namespace=namespace)
+            call = memory_as_user(p).body
+        except Exception as exc:  # noqa: BLE001 - fail open
+            fail_open("litellm prepare", exc)
+        return fn(**call)
+
+    return cast(F, wrapper)
+
+
+# ---------------------------------------------------------------------- the proxy callback
+
+
+def _safe_namespace(name: str, prefix: str) -> str:
+    """A proxy identity as a namespace: itself when it is a valid name, else a stable hash."""
+    try:
+        return validate_namespace(name)
+    except NamespaceError:
+        return f"{prefix}-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def proxy_namespace(user_api_key_dict: Any, data: Mapping[str, Any]) -> str | None:
+    """The namespace of a LiteLLM proxy request, from who is calling (never from a client header,
+    which would let one key read another's memories):
+
+    1. the key's user (``user_id``),
+    2. else the key's alias (``key_alias``),
+    3. else the key itself, hashed (``key-<hash>``),
+    4. else the request's ``user`` field (open proxy without keys),
+    5. else None: the default namespace.
+
+    Names that are not valid namespace names (spaces, ``/``, ...) become a stable hash."""
+    user_id = getattr(user_api_key_dict, "user_id", None)
+    if user_id:
+        return _safe_namespace(str(user_id), "user")
+    alias = getattr(user_api_key_dict, "key_alias", None)
+    if alias:
+        return _safe_namespace(str(alias), "alias")
+    token = getattr(user_api_key_dict, "token", None) or getattr(user_api_key_dict, "api_key", None)
+    if token:  # already a hash of the key; hashed again so the stored hash never shows on disk
+        return "key-" + hashlib.sha256(str(token).encode()).hexdigest()[:24]
+    end_user = data.get("user")
+    if isinstance(end_user, str) and end_user:
+        return _safe_namespace(end_user, "enduser")
+    return None
+
+
+def _headers(data: Mapping[str, Any]) -> dict[str, str]:
+    for holder in (data.get("proxy_server_request"), data.get("metadata"), data.get("litellm_metadata")):
+        headers = holder.get("headers") if isinstance(holder, Mapping) else None
+        if isinstance(headers, Mapping):
+            return {str(k).lower(): str(v) for k, v in headers.items()}
+    return {}
+
+
+def proxy_session(data: Mapping[str, Any]) -> str | None:
+    """The session of a LiteLLM proxy request: the ``x-memwire-session`` header, else
+    ``metadata["memwire_session"]``, else the ``x-litellm-session-id`` header, else None (the
+    middleware derives one from the system prompt and the first user message)."""
+    headers = _headers(data)
+    if headers.get("x-memwire-session"):
+        return headers["x-memwire-session"]
+    for key in ("metadata", "litellm_metadata"):
+        meta = data.get(key)
+        if isinstance(meta, Mapping) and isinstance(meta.get("memwire_session"), str) and meta["memwire_session"]:
+            return str(meta["memwire_session"])
+    return headers.get("x-litellm-session-id") or None
+
+
+async def _pre_call(
+    middleware: Middleware, namespace_fn: Callable[[Any, Mapping[str, Any]], str | None],
+    user_api_key_dict: Any, data: dict[str, Any], call_type: str,
+) -> dict[str, Any]:
+    api = CALL_TYPES.get(str(getattr(call_type, "value", call_type)))
+    if api is None or not isinstance(data, dict):  # embeddings, images, text completion, ...: not ours
+        return data
+    if api == "openai.chat" and "messages" not in data:
+        return data
+    try:
+        p: Prepared = await middleware.aprepare_request(
+            data, api=api, session_id=proxy_session(data), namespace=namespace_fn(user_api_key_dict, data)
+        )
+        return memory_as_user(p).body
+    except Exception as exc:  # noqa: BLE001 - fail open
+        fail_open(f"LiteLLM proxy hook ({call_type})", exc)
+        return data
+
+
+def _build_callback_class() -> type:
+    from litellm.integrations.custom_logger import CustomLogger
+
+    class MemwireCallback(CustomLogger):  # type: ignore[no-redef]
+        """A LiteLLM ``CustomLogger`` whose ``async_pre_call_hook`` adds memory to proxy requests.
+
+        ``namespace(user_api_key_dict, data)`` overrides :func:`proxy_namespace`. A subclass must
+        define ``async_pre_call_hook`` itself (it may call ``super()``): the proxy only calls hooks
+        defined on the instance's own class."""
+
+        def __init__(
+            self, middleware: Middleware | None = None, *,
+            namespace: Callable[[Any, Mapping[str, Any]], str | None] | None = None, **kwargs: Any,
+        ) -> None:
+            super().__init__(**kwargs)
+            self.middleware = middleware if middleware is not None else Middleware.from_config()
+            self.namespace = namespace or proxy_namespace
+
+        async def async_pre_call_hook(
+            self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any,
+        ) -> dict[str, Any]:
+            return await _pre_call(self.middleware, self.namespace, user_api_key_dict, data, call_type)
+
+    MemwireCallback.__module__ = __name__
+    return MemwireCallback
+
+
+def __getattr__(name: str) -> Any:
+    # PEP 562: litellm is imported only when the callback class is first asked for
+    if name == "MemwireCallback":
+        cls = _build_callback_class()
+        globals()["MemwireCallback"] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
