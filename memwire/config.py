@@ -47,6 +47,9 @@ class Config(BaseModel):
     history: Literal["drop", "replay"] = Field(
         "drop", description="contextPerTurn: drop earlier turns' blocks, or replay them in place"
     )
+    replay_max_tokens: int = Field(
+        4000, ge=0, le=1_000_000, description="history=replay: replayed memory tokens per session before a compaction"
+    )
     max_tokens: int = Field(600, ge=16, le=100_000, description="token budget of one memory block")
     startup_max_tokens: int = Field(1200, ge=16, le=100_000, description="token budget of the startup block")
     top_k: int = Field(6, ge=1, le=100, description="memories retrieved per turn at most")

@@ -17,13 +17,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..config import Config, load_config, make_config, normalize_mode
-from ..errors import RequestFormatError
+from ..errors import NamespaceError, RequestFormatError
 from ..memory.model import Memory
 from ..memory.store import MemoryStore
 from ..policies.gate import gate
 from ..policies.retrieval import query_from_messages
 from .formats import Format, View, get_format
-from .render import fit_budget
+from ..policies.tokens import count_tokens
+from .ledger import Ledger, LedgerEntry, message_keys
+from .render import fit_budget, memory_line, render_lines
 from .session import LRU, session_key, turn_key
 
 __all__ = ["Middleware", "Prepared", "Injection"]
@@ -55,7 +57,8 @@ class Injection:
     session: str = ""
     reused: bool = False           # the block came from the turn / session memo
     error: str | None = None
-    compacted: bool = False        # history="replay": the replayed blocks were compacted
+    compacted: bool = False        # history="replay": earlier blocks changed (compaction, forgotten memory)
+    replayed: int = 0              # history="replay": earlier blocks re-inserted at their places
 
     @property
     def injected(self) -> bool:
@@ -77,27 +80,68 @@ class Prepared:
 
 @dataclass(frozen=True)
 class _Block:
-    """A memo entry: the memory chosen for a turn (or a session, in startup mode)."""
+    """The memory chosen for a turn (or a session, in startup mode); what the memos keep."""
 
-    memories: tuple[Memory, ...] = ()
+    ids: tuple[str, ...] = ()
+    lines: tuple[str, ...] = ()
     text: str = ""
     tokens: int = 0
     skipped: str | None = None
     error: str | None = None
+    replay: tuple[LedgerEntry, ...] = ()  # history="replay": every entry of the session, this turn's last
+    compacted: bool = False
+
+
+class _Memo:
+    """Turn / session memo: the first block stored for a key is what every later request gets."""
+
+    def __init__(self, lru: LRU[tuple[str, ...], _Block], key: tuple[str, ...]) -> None:
+        self.lru, self.key = lru, key
+
+    def get(self) -> _Block | None:
+        return self.lru.get(self.key)
+
+    def settle(self, block: _Block) -> _Block:
+        return self.lru.setdefault(self.key, block)
+
+
+class _LedgerMemo:
+    """history="replay": the session's ledger is the memo, keyed by the latest user message."""
+
+    def __init__(self, ledger: Ledger, key: str) -> None:
+        self.ledger, self.key = ledger, key
+
+    def _block(self, entry: LedgerEntry, entries: tuple[LedgerEntry, ...], **kw: Any) -> _Block:
+        skipped = kw.pop("skipped", None) or (None if entry.ids else "nothing_relevant")
+        return _Block(entry.ids, entry.lines, entry.text, entry.tokens, skipped=skipped, replay=entries, **kw)
+
+    def get(self) -> _Block | None:
+        entries = self.ledger.entries
+        entry = self.ledger.get(self.key)
+        return None if entry is None else self._block(entry, entries)
+
+    def settle(self, block: _Block) -> _Block:
+        if not block.replay:  # retrieval failed: record an empty entry, keep the earlier ones as they are
+            entry = LedgerEntry(self.key)
+            if self.ledger.commit(self.key, (*self.ledger.entries, entry)):
+                return self._block(entry, self.ledger.entries, skipped=block.skipped, error=block.error)
+        elif self.ledger.commit(self.key, block.replay):
+            return block
+        return self.get() or block
 
 
 @dataclass
 class _Plan:
-    """What the transform decided before retrieval: the memo key and how to retrieve."""
+    """What the transform decided before retrieval: where the block is kept and how to compute it."""
 
     fmt: Format
     body: Mapping[str, Any]
     view: View
     mode: str
     session: str
-    memo: LRU[tuple[str, ...], _Block]
-    key: tuple[str, ...]
-    retrieve: Callable[[], _Block] | None = None
+    memo: _Memo | _LedgerMemo
+    compute: Callable[[], _Block]
+    keys: dict[int, str] = field(default_factory=dict)  # replay: ledger key of each user message
     start: float = field(default_factory=time.perf_counter)
 
 
@@ -134,6 +178,7 @@ class Middleware:
         self._stores: LRU[str, MemoryStore] = LRU(256)
         self._turns: LRU[tuple[str, ...], _Block] = LRU(self.config.memo_size)
         self._sessions: LRU[tuple[str, ...], _Block] = LRU(self.config.memo_size)
+        self._ledgers: LRU[tuple[str, str], Ledger] = LRU(self.config.memo_size)
 
     @classmethod
     def from_config(cls, path: str | None = None, **overrides: Any) -> "Middleware":
@@ -183,31 +228,37 @@ class Middleware:
         namespace: str | None = None, mode: str | None = None, _strip_model: bool = False,
     ) -> Prepared:
         """Prepare a whole request body of ``api`` ("openai.chat", "anthropic.messages", "openai.responses")."""
-        plan_or_done = self._plan(body, api, session_id, namespace, mode)
-        if isinstance(plan_or_done, Prepared):
-            return _strip(plan_or_done, _strip_model)
-        plan = plan_or_done
-        block = plan.memo.get(plan.key)
-        reused = block is not None
-        if block is None and plan.retrieve is not None:
-            block = self._run_sync(plan.retrieve)
-            block = plan.memo.setdefault(plan.key, block)
-        return _strip(self._finish(plan, block or _Block(), reused), _strip_model)
+        try:
+            plan = self._plan(body, api, session_id, namespace, mode)
+            if isinstance(plan, Prepared):
+                return _strip(plan, _strip_model)
+            block = plan.memo.get()
+            reused = block is not None
+            if block is None:
+                block = plan.memo.settle(self._run_sync(plan.compute))
+            return _strip(self._finish(plan, block, reused), _strip_model)
+        except (RequestFormatError, NamespaceError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug in memwire must not fail the user's call
+            return _strip(_unchanged(body, api, exc, mode or self.config.mode), _strip_model)
 
     async def aprepare_request(
         self, body: Mapping[str, Any], api: str = "openai.chat", *, session_id: str | None = None,
         namespace: str | None = None, mode: str | None = None, _strip_model: bool = False,
     ) -> Prepared:
-        plan_or_done = self._plan(body, api, session_id, namespace, mode)
-        if isinstance(plan_or_done, Prepared):
-            return _strip(plan_or_done, _strip_model)
-        plan = plan_or_done
-        block = plan.memo.get(plan.key)
-        reused = block is not None
-        if block is None and plan.retrieve is not None:
-            block = await self._run_async(plan.retrieve)
-            block = plan.memo.setdefault(plan.key, block)
-        return _strip(self._finish(plan, block or _Block(), reused), _strip_model)
+        try:
+            plan = self._plan(body, api, session_id, namespace, mode)
+            if isinstance(plan, Prepared):
+                return _strip(plan, _strip_model)
+            block = plan.memo.get()
+            reused = block is not None
+            if block is None:
+                block = plan.memo.settle(await self._run_async(plan.compute))
+            return _strip(self._finish(plan, block, reused), _strip_model)
+        except (RequestFormatError, NamespaceError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug in memwire must not fail the user's call
+            return _strip(_unchanged(body, api, exc, mode or self.config.mode), _strip_model)
 
     # ------------------------------------------------------------------ retrieval, two faces
 
@@ -245,27 +296,71 @@ class Middleware:
         session = session_key(session_id, view.system_text, view.first_user_text)
         ns = namespace or ""
         store = self.store_for(namespace)  # a bad namespace name raises NamespaceError
+        model = _model(body)
         if mode == "startup":
             if view.stateful:  # the provider keeps the history: the block went in with the first call
                 return Prepared(dict(body), Injection(mode, skipped="stateful", session=session), api)
             max_tokens = self.config.startup_max_tokens
-            model = _model(body)
-            return _Plan(fmt, body, view, mode, session, self._sessions, ("startup", ns, session),
+            return _Plan(fmt, body, view, mode, session, _Memo(self._sessions, ("startup", ns, session)),
                          lambda: self._startup_block(store, max_tokens, model))
+        replay = mode == "contextPerTurn" and self.config.history == "replay"
         decision = gate(view.user_text, view.previous_assistant)
-        if decision.skip:
+        if decision.skip and not replay:
             return Prepared(dict(body), Injection(mode, skipped="gate", session=session), api)
-        query = query_from_messages(decision.query, view.earlier)
-        key = ("turn", ns, session, mode, turn_key(view.latest_user, view.user_text))
-        top_k, min_score, max_tokens, model = self.config.top_k, self.config.min_score, self.config.max_tokens, _model(body)
+        query = query_from_messages(view.user_text, view.earlier)  # joins a question the user answers
+        cfg = self.config
 
-        def retrieve() -> _Block:
-            hits = store.search(query.text, top_k, min_score=min_score, context=query.context)
-            if not hits:
-                return _Block(skipped="nothing_relevant")
-            return _render([h.memory for h in hits], max_tokens, model)
+        def retrieve(exclude: frozenset[str] = frozenset()) -> _Block:
+            if decision.skip:
+                return _Block(skipped="gate")
+            hits = store.search(query.text, cfg.top_k + len(exclude), min_score=cfg.min_score, context=query.context)
+            memories = [h.memory for h in hits if h.memory.id not in exclude][: cfg.top_k]
+            return _render(memories, cfg.max_tokens, model) if memories else _Block(skipped="nothing_relevant")
 
-        return _Plan(fmt, body, view, mode, session, self._turns, key, retrieve)
+        if not replay:
+            key = ("turn", ns, session, mode, turn_key(view.latest_user, view.user_text))
+            return _Plan(fmt, body, view, mode, session, _Memo(self._turns, key), retrieve)
+        keys = message_keys(view.items, view.user_indices)
+        ledger = self._ledger(store, ns, session)
+        return _Plan(fmt, body, view, mode, session, _LedgerMemo(ledger, keys[view.latest_user]),
+                     lambda: self._replay_turn(ledger, store, keys, view, model, retrieve), keys)
+
+    def _ledger(self, store: MemoryStore, ns: str, session: str) -> Ledger:
+        cached = self._ledgers.get((ns, session))
+        if cached is None:  # loaded from disk once per session (I/O, but only on a session's first call)
+            cached = self._ledgers.setdefault((ns, session), Ledger.load(store.path, session))
+        return cached
+
+    def _replay_turn(
+        self, ledger: Ledger, store: MemoryStore, keys: dict[int, str], view: View, model: str | None,
+        retrieve: Callable[[frozenset[str]], _Block],
+    ) -> _Block:
+        """A new turn with history="replay": refresh the earlier blocks, retrieve only new memories."""
+        assert view.latest_user is not None
+        latest_key = keys[view.latest_user]
+        present = {keys[i] for i in view.user_indices if i != view.latest_user}
+        entries = list(ledger.entries)
+        compacted = False
+        known = {m.id for m in store}
+        for j, e in enumerate(entries):  # a forgotten or edited memory is rendered out of its block
+            if e.ids and any(mid not in known for mid in e.ids):
+                kept = [(mid, line) for mid, line in zip(e.ids, e.lines) if mid in known]
+                entries[j] = _entry(e.key, kept, model)
+                compacted = compacted or e.key in present
+        shown = [e for e in entries if e.key in present and e.text]
+        block = retrieve(frozenset(mid for e in shown for mid in e.ids))
+        cap = self.config.replay_max_tokens
+        if sum(e.tokens for e in shown) + block.tokens > cap:  # compact once: drop the oldest blocks
+            budget = cap // 2 - block.tokens
+            for j, e in enumerate(entries):
+                if e.key in present and e.text:
+                    if sum(x.tokens for x in entries if x.key in present) <= budget:
+                        break
+                    entries[j] = LedgerEntry(e.key)
+                    compacted = True
+        new = LedgerEntry(latest_key, block.ids, block.lines, block.text, block.tokens)
+        entries = [e for e in entries if e.key != latest_key] + [new]
+        return replace(block, replay=tuple(entries), compacted=compacted)
 
     def _startup_block(self, store: MemoryStore, max_tokens: int, model: str | None) -> _Block:
         memories = list(store)
@@ -277,25 +372,62 @@ class Middleware:
     def _finish(self, plan: _Plan, block: _Block, reused: bool) -> Prepared:
         elapsed = (time.perf_counter() - plan.start) * 1000
         base = Injection(plan.mode, session=plan.session, elapsed_ms=elapsed, reused=reused,
-                         skipped=block.skipped, error=block.error)
-        if block.skipped or not block.memories:
-            return Prepared(dict(plan.body), replace(base, skipped=block.skipped or "nothing_relevant"), plan.fmt.api)
+                         skipped=block.skipped, error=block.error, compacted=block.compacted and not reused)
         fmt, view, body = plan.fmt, plan.view, plan.body
         assert view.latest_user is not None
+        replayed: list[tuple[int, str]] = []
+        if block.replay:  # earlier blocks go back where they were, byte-identical
+            by_key = {e.key: e for e in block.replay}
+            for i in view.user_indices[:-1]:
+                e = by_key.get(plan.keys[i])
+                if e is not None and e.text:
+                    replayed.append((i, e.text))
+            base = replace(base, replayed=len(replayed))
+        if block.skipped or not block.ids:
+            if not replayed:
+                return Prepared(dict(body), replace(base, skipped=block.skipped or "nothing_relevant"), fmt.api)
+            new_body = self._insert_all(fmt, body, replayed)
+            return Prepared(new_body, replace(base, skipped=block.skipped or "nothing_relevant"), fmt.api)
         if plan.mode == "systemPromptPerTurn":
             new_body, position, placement = fmt.append_system(body, block.text), None, "system"
         elif plan.mode == "startup":
             position = view.leading_system
             new_body, placement = fmt.insert(body, position, block.text, self.config.memory_role), "message"
-        elif self.config.placement == "merge":
-            position = view.latest_user
-            new_body, placement = fmt.merge(body, position, block.text), "merge"
         else:
-            position = view.latest_user
-            new_body = fmt.insert(body, position, block.text, self.config.memory_role)
-            placement = "message" if len(fmt.items(new_body)) > len(view.items) else "merge"
-        return Prepared(new_body, replace(base, memory_ids=tuple(m.id for m in block.memories), text=block.text,
+            merge = self.config.placement == "merge"
+            new_body = self._insert_all(fmt, body, [*replayed, (view.latest_user, block.text)])
+            position = view.latest_user + _added_before(fmt, view.items, replayed, view.latest_user, merge)
+            placement = "message" if not merge and fmt.adds_item(view.items, view.latest_user) else "merge"
+        return Prepared(new_body, replace(base, memory_ids=block.ids, text=block.text,
                                           tokens=block.tokens, position=position, placement=placement), fmt.api)
+
+    def _insert_all(self, fmt: Format, body: Mapping[str, Any], blocks: Sequence[tuple[int, str]]) -> dict[str, Any]:
+        """Insert blocks before the messages at their indices (the last first, so indices hold)."""
+        out: dict[str, Any] = dict(body)
+        for index, text in sorted(blocks, reverse=True):
+            if self.config.placement == "merge":
+                out = fmt.merge(out, index, text)
+            else:
+                out = fmt.insert(out, index, text, self.config.memory_role)
+        return out
+
+
+def _added_before(fmt: Format, items: list[Any], blocks: Sequence[tuple[int, str]], index: int, merge: bool) -> int:
+    """How many items the blocks inserted before ``index`` added (a merged block adds none)."""
+    return 0 if merge else sum(1 for i, _ in blocks if i < index and fmt.adds_item(items, i))
+
+
+def _entry(key: str, kept: Sequence[tuple[str, str]], model: str | None) -> LedgerEntry:
+    if not kept:
+        return LedgerEntry(key)
+    lines = tuple(line for _, line in kept)
+    text = render_lines(lines)
+    return LedgerEntry(key, tuple(mid for mid, _ in kept), lines, text, count_tokens(text, model))
+
+
+def _unchanged(body: Mapping[str, Any], api: str, exc: BaseException, mode: str) -> Prepared:
+    log.warning("memwire: prepare failed (%s: %s); request sent unchanged", type(exc).__name__, exc, exc_info=exc)
+    return Prepared(dict(body), Injection(mode, skipped="error", error=f"{type(exc).__name__}: {exc}"), api)
 
 
 def _with(config: Config, updates: dict[str, Any]) -> Config:
@@ -311,7 +443,7 @@ def _render(memories: Sequence[Memory], max_tokens: int, model: str | None) -> _
     kept, text, tokens = fit_budget(memories, max_tokens, model)
     if not kept:
         return _Block(skipped="nothing_relevant")
-    return _Block(tuple(kept), text, tokens)
+    return _Block(tuple(m.id for m in kept), tuple(memory_line(m) for m in kept), text, tokens)
 
 
 def _failed(exc: BaseException) -> _Block:

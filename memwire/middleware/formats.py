@@ -30,6 +30,7 @@ class View:
     system_text: str = ""
     first_user_text: str = ""
     leading_system: int = 0               # number of leading system-role items in items
+    user_indices: list[int] = field(default_factory=list)  # every human user message, in order
     stateful: bool = False                # Responses call continuing a provider-side history
 
 
@@ -99,17 +100,13 @@ class Format:
     def view(self, body: Mapping[str, Any]) -> View:
         items = self.items(body)
         roles = [self.role(item, i) for i, item in enumerate(items)]
-        latest = None
-        first_user = None
-        for i, role in enumerate(roles):
-            if role == "user" and self.is_human(items[i]):
-                latest = i
-                if first_user is None:
-                    first_user = i
+        users = [i for i, role in enumerate(roles) if role == "user" and self.is_human(items[i])]
+        latest = users[-1] if users else None
+        first_user = users[0] if users else None
         leading = 0
         while leading < len(roles) and roles[leading] in self.system_roles:
             leading += 1
-        v = View(items, latest, leading_system=leading, system_text=self.system_text(body, items))
+        v = View(items, latest, leading_system=leading, system_text=self.system_text(body, items), user_indices=users)
         if latest is None:
             return v
         v.user_text = self.text(items[latest])
@@ -127,6 +124,10 @@ class Format:
 
     def memory_item(self, text: str, role: str) -> dict[str, Any]:
         return {"role": role, "content": text}
+
+    def adds_item(self, items: list[Any], index: int) -> bool:
+        """Whether ``insert`` before ``items[index]`` adds a message (False: it merges)."""
+        return True
 
     def insert(self, body: Mapping[str, Any], index: int, text: str, role: str) -> dict[str, Any]:
         items = list(self.items(body))
@@ -188,11 +189,13 @@ class AnthropicMessages(Format):
     def memory_item(self, text: str, role: str) -> dict[str, Any]:
         return {"role": "user", "content": [{"type": "text", "text": text}]}  # Anthropic has no other place
 
-    def insert(self, body: Mapping[str, Any], index: int, text: str, role: str) -> dict[str, Any]:
-        items = self.items(body)
+    def adds_item(self, items: list[Any], index: int) -> bool:
+        # tool results must directly follow their tool_use: the block then goes inside, after them
         content = items[index].get("content") if index < len(items) else None
-        if isinstance(content, list) and any(isinstance(p, Mapping) and p.get("type") == "tool_result" for p in content):
-            # tool results must directly follow their tool_use: keep them first, the block after them
+        return not (isinstance(content, list) and any(isinstance(p, Mapping) and p.get("type") == "tool_result" for p in content))
+
+    def insert(self, body: Mapping[str, Any], index: int, text: str, role: str) -> dict[str, Any]:
+        if not self.adds_item(self.items(body), index):
             return self.merge(body, index, text)
         return super().insert(body, index, text, role)
 

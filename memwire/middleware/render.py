@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from ..memory.model import Memory
 from ..policies.tokens import get_encoder
 
-__all__ = ["render_block", "escape", "fit_budget", "OPEN", "CLOSE", "HEADER"]
+__all__ = ["render_block", "render_lines", "memory_line", "escape", "fit_budget", "OPEN", "CLOSE", "HEADER"]
 
 OPEN = "<memory>"
 CLOSE = "</memory>"
@@ -25,14 +25,19 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _line(mem: Memory) -> str:
+def memory_line(mem: Memory) -> str:
     tags = f" [{', '.join(escape(t) for t in mem.tags)}]" if mem.tags else ""
     date = f" ({escape(mem.date)})" if mem.date else ""
     return f"- {escape(mem.text)}{tags}{date}"
 
 
 def render_block(memories: Sequence[Memory]) -> str:
-    return "\n".join([OPEN, HEADER, *(_line(m) for m in memories), CLOSE])
+    return render_lines([memory_line(m) for m in memories])
+
+
+def render_lines(lines: Sequence[str]) -> str:
+    """A block from already rendered memory lines (the replay ledger keeps lines)."""
+    return "\n".join([OPEN, HEADER, *lines, CLOSE])
 
 
 def fit_budget(memories: Sequence[Memory], max_tokens: int, model: str | None) -> tuple[list[Memory], str, int]:
@@ -43,7 +48,7 @@ def fit_budget(memories: Sequence[Memory], max_tokens: int, model: str | None) -
     used = frame
     kept: list[Memory] = []
     for mem in memories:
-        cost = len(enc.encode(_line(mem) + "\n"))
+        cost = len(enc.encode(memory_line(mem) + "\n"))
         if used + cost <= max_tokens:
             kept.append(mem)
             used += cost

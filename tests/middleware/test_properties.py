@@ -143,7 +143,7 @@ def test_rules_hold_over_generated_conversations(store: MemoryStore, spec: Any, 
 
 
 @SETTINGS
-@given(spec=conversation, api=apis, closer=st.sampled_from(CLOSERS))
+@given(spec=conversation, api=apis, closer=st.sampled_from(["Thanks!", "👍", "got it", "cool"]))  # not answers
 def test_closer_turn_leaves_request_equal_in_per_turn_modes(store: MemoryStore, spec: Any, api: str, closer: str) -> None:
     has_system, turns, has_tools = spec
     turns = [*turns[:-1], (closer, turns[-1][1], False)]

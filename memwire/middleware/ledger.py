@@ -1,0 +1,150 @@
+"""The replay ledger (``history="replay"``): the blocks memwire inserted before earlier user messages.
+
+In contextPerTurn with ``history="drop"`` the block of turn N is gone at turn N+1, so the
+provider's prefix cache stops matching where it stood. With ``history="replay"`` memwire keeps,
+per session, the block it inserted before each earlier user message and re-inserts it,
+byte-identical, at its old place on every later request: the provider sees an append-only log.
+
+Entries are keyed by a hash of the user message's content and its occurrence number among the
+user messages with that same content, so removing or editing an earlier message never moves a
+block onto another message (an edited message simply loses its block). The ledger is saved per
+session under the memory directory (``.ledger/``), bounded in entries, files and age.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LedgerEntry", "Ledger", "message_keys"]
+
+log = logging.getLogger("memwire")
+
+LEDGER_DIR = ".ledger"
+MAX_ENTRIES = 500          # per session; the oldest go first (a compaction)
+MAX_FILES = 1000           # sessions kept per memory directory
+MAX_AGE_S = 30 * 24 * 3600  # sessions untouched this long are pruned
+_VERSION = 1
+
+
+def _digest(value: Any) -> str:
+    data = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def message_keys(items: Sequence[Any], indices: Sequence[int]) -> dict[int, str]:
+    """Ledger keys of the user messages at ``indices``: content hash + occurrence number."""
+    seen: dict[str, int] = {}
+    keys: dict[int, str] = {}
+    for i in indices:
+        item = items[i]
+        h = _digest(item.get("content") if isinstance(item, Mapping) else item)
+        n = seen.get(h, 0)
+        seen[h] = n + 1
+        keys[i] = f"{h}#{n}"
+    return keys
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """The block inserted before one user message ("" when that turn got none)."""
+
+    key: str
+    ids: tuple[str, ...] = ()
+    lines: tuple[str, ...] = ()   # the rendered memory lines, so a forgotten one can be re-rendered out
+    text: str = ""
+    tokens: int = 0
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "LedgerEntry":
+        return cls(str(d["key"]), tuple(d.get("ids", ())), tuple(d.get("lines", ())), str(d.get("text", "")),
+                   int(d.get("tokens", 0)))
+
+
+class Ledger:
+    """One session's entries, in turn order. Thread-safe; the first writer of a turn wins."""
+
+    def __init__(self, path: Path | None, session: str = "", entries: Sequence[LedgerEntry] = ()) -> None:
+        self.path = path
+        self.session = session
+        self.entries: tuple[LedgerEntry, ...] = tuple(entries)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, root: Path, session: str) -> "Ledger":
+        path = root / LEDGER_DIR / (hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:24] + ".json")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("version") != _VERSION or data.get("session") != session:
+                raise ValueError("not this session's ledger")
+            return cls(path, session, [LedgerEntry.from_json(e) for e in data.get("entries", [])])
+        except FileNotFoundError:
+            return cls(path, session)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("memwire: ledger %s unreadable (%s); starting a new one", path, exc)
+            return cls(path, session)
+
+    def get(self, key: str) -> LedgerEntry | None:
+        for e in reversed(self.entries):
+            if e.key == key:
+                return e
+        return None
+
+    def commit(self, key: str, entries: Sequence[LedgerEntry]) -> bool:
+        """Replace the entries with ``entries`` (which hold ``key``) unless another request of the
+        same turn committed first. Returns whether this call's entries were stored."""
+        with self._lock:
+            if self.get(key) is not None:
+                return False
+            self.entries = tuple(entries)[-MAX_ENTRIES:]
+            snapshot = self.entries
+        self._save(snapshot)
+        return True
+
+    def _save(self, entries: tuple[LedgerEntry, ...]) -> None:
+        if self.path is None:
+            return
+        tmp = ""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            new_file = not self.path.exists()
+            data = {"version": _VERSION, "session": self.session, "saved": time.time(),
+                    "entries": [asdict(e) for e in entries]}
+            fd, tmp = tempfile.mkstemp(prefix=".ledger.", suffix=".tmp", dir=self.path.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh, ensure_ascii=False)
+            os.replace(tmp, self.path)
+            if new_file:
+                _prune(self.path.parent)
+        except OSError as exc:  # the ledger is an optimization: never fail a call over it
+            log.warning("memwire: could not save ledger %s (%s)", self.path, exc)
+            if tmp:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+
+
+def _prune(directory: Path) -> None:
+    """Drop ledgers older than MAX_AGE_S, then the oldest beyond MAX_FILES."""
+    now = time.time()
+    files = []
+    for p in directory.glob("*.json"):
+        with contextlib.suppress(OSError):
+            m = p.stat().st_mtime
+            if now - m > MAX_AGE_S:
+                p.unlink()
+            else:
+                files.append((m, p))
+    files.sort()
+    for _, p in files[: max(0, len(files) - MAX_FILES)]:
+        with contextlib.suppress(OSError):
+            p.unlink()

@@ -1,0 +1,142 @@
+"""history="replay": earlier turns' blocks are re-inserted byte-identical, so the prompt only grows."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memwire import MemoryStore, Middleware
+from memwire.middleware.render import OPEN
+
+from .conftest import MEMORIES
+from .test_properties import ITEMS, apis, build, conversation, fixed_parts
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def is_block(item: Any) -> bool:
+    c = item.get("content") if isinstance(item, dict) else None
+    if isinstance(c, list) and c and isinstance(c[0], dict):
+        c = c[0].get("text")
+    return isinstance(c, str) and c.startswith(OPEN)
+
+
+def make_store(path: Path) -> MemoryStore:
+    s = MemoryStore(path)
+    s.add_many([t for t, _ in MEMORIES])
+    return s
+
+
+@SETTINGS
+@given(spec=conversation, api=apis)
+def test_every_request_extends_the_previous_one(tmp_path_factory: Any, spec: Any, api: str) -> None:
+    store = make_store(tmp_path_factory.mktemp("replay"))
+    mw = Middleware(store=store, mode="contextPerTurn", history="replay")
+    previous: list[Any] | None = None
+    for body in build(spec, api):
+        original = copy.deepcopy(body)
+        p = mw.prepare_request(body, api=api, session_id="s")
+        assert body == original
+        assert fixed_parts(p.body, api) == fixed_parts(body, api)
+        items = p.body[ITEMS[api]]
+        caller_items = [m for m in items if not is_block(m)]
+        assert caller_items == body[ITEMS[api]]  # only whole blocks were added
+        if previous is not None and not p.injection.compacted:
+            assert items[: len(previous)] == previous, "the prompt must be an append-only log"
+        previous = items
+
+
+def chat(*texts: str) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
+    for i, t in enumerate(texts):
+        msgs.append({"role": "user" if i % 2 == 0 else "assistant", "content": t})
+    return msgs
+
+
+TURNS = ["How do I run the tests?", "Use make test.", "Which database does staging use?", "Postgres 15.",
+         "How do I create a migration?", "Use alembic.", "And how do deploys work?"]
+
+
+def run_session(mw: Middleware, upto: int) -> list[Any]:
+    out = None
+    for n in range(1, upto + 1, 2):
+        out = mw.prepare(chat(*TURNS[:n]), session_id="sess").messages
+    assert out is not None
+    return out
+
+
+def test_blocks_replayed_in_place_and_only_new_memories_injected(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    mw = Middleware(store=store, history="replay")
+    first = mw.prepare(chat(*TURNS[:1]), session_id="sess")
+    second = mw.prepare(chat(*TURNS[:3]), session_id="sess")
+    assert second.messages[: len(first.messages)] == first.messages
+    assert second.injection.replayed == 1
+    assert not set(first.injection.memory_ids) & set(second.injection.memory_ids)  # new memories only
+    assert sum(is_block(m) for m in second.messages) == 2
+
+
+def test_restart_continues_the_ledger_with_identical_bytes(tmp_path: Path) -> None:
+    store_dir = tmp_path / "mem"
+    make_store(store_dir)
+    a = run_session(Middleware(store=MemoryStore(store_dir), history="replay"), 5)
+    assert (store_dir / ".ledger").is_dir()
+    # a new process: new Middleware, new store object, same directory
+    b = Middleware(store=MemoryStore(store_dir), history="replay").prepare(chat(*TURNS[:7]), session_id="sess").messages
+    assert b[: len(a)] == a
+
+
+def test_edited_history_never_shifts_a_block_onto_another_message(tmp_path: Path) -> None:
+    mw = Middleware(store=make_store(tmp_path), history="replay")
+    full = run_session(mw, 7)
+    blocks_before = {json.dumps(full[i + 1]): full[i]["content"] for i, m in enumerate(full) if is_block(m)}
+    # the caller drops the second exchange and edits the first user message
+    edited = chat("How do I run the tests quickly?", "Use make test.", "How do I create a migration?",
+                  "Use alembic.", "And how do deploys work?")
+    out = mw.prepare(edited, session_id="sess").messages
+    for i, m in enumerate(out):
+        if is_block(m):
+            following = json.dumps(out[i + 1])
+            if following in blocks_before and i + 1 < len(out) - 1:
+                assert blocks_before[following] == m["content"]  # the same block before the same message
+    assert not is_block(out[1])  # the edited message lost its block: it was for another text
+
+
+def test_compaction_is_reported_once_then_stable(tmp_path: Path) -> None:
+    mw = Middleware(store=make_store(tmp_path), history="replay", replay_max_tokens=200, top_k=3)
+    reports = []
+    previous = None
+    for n in range(1, 8, 2):
+        p = mw.prepare(chat(*TURNS[:n]), session_id="cap")
+        if previous is not None and not p.injection.compacted:
+            assert p.messages[: len(previous)] == previous
+        reports.append(p.injection.compacted)
+        previous = p.messages
+        blocks = [m for m in p.messages[:-2] if is_block(m)]
+        total = sum(len(m["content"]) for m in blocks)
+        assert total < 200 * 8  # bounded
+    assert any(reports)
+
+
+def test_forgotten_memory_never_reaches_the_model_again(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    mw = Middleware(store=store, history="replay")
+    first = mw.prepare(chat(*TURNS[:1]), session_id="f")
+    victim = first.injection.memory_ids[0]
+    text = store.get(victim).text
+    store.forget(victim)
+    later = mw.prepare(chat(*TURNS[:3]), session_id="f")
+    assert later.injection.compacted
+    assert not any(text.replace("<", "&lt;") in json.dumps(m) for m in later.messages)
+
+
+def test_closer_turn_keeps_replayed_blocks(tmp_path: Path) -> None:
+    mw = Middleware(store=make_store(tmp_path), history="replay")
+    first = mw.prepare(chat("How do I run the tests?"), session_id="c").messages
+    closer = mw.prepare(chat("How do I run the tests?", "make test", "thanks!"), session_id="c")
+    assert closer.messages[: len(first)] == first and closer.injection.skipped == "gate"
