@@ -1,0 +1,449 @@
+"""Proxy mode: an ASGI app in front of OpenAI-compatible and Anthropic APIs.
+
+``create_app(middleware)`` returns a Starlette app. Four POST routes get memory:
+``/v1/chat/completions`` and ``/v1/responses`` (OpenAI upstream), ``/v1/messages`` and
+``/v1/messages/count_tokens`` (Anthropic upstream). Everything else is relayed untouched: to the
+Anthropic upstream when the path starts with ``/v1/messages`` or the request carries ``x-api-key``
+or ``anthropic-version``, else to the OpenAI upstream.
+
+Responses are relayed chunk by chunk as they arrive (server-sent events are never buffered) and a
+client that goes away closes the upstream stream. Memory fails open: if preparing the request
+breaks, the original bytes go upstream.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx
+from starlette.applications import Starlette
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from ..errors import NamespaceError, RequestFormatError
+from ..memory.store import validate_namespace
+from ..middleware.core import Injection, Middleware
+
+__all__ = [
+    "create_app",
+    "default_client",
+    "add_cache_breakpoint",
+    "count_cache_breakpoints",
+    "upstream_family",
+    "DEFAULT_OPENAI_UPSTREAM",
+    "DEFAULT_ANTHROPIC_UPSTREAM",
+    "DEFAULT_MAX_BODY_BYTES",
+    "MAX_CACHE_BREAKPOINTS",
+]
+
+log = logging.getLogger("memwire.proxy")
+
+DEFAULT_OPENAI_UPSTREAM = "https://api.openai.com"
+DEFAULT_ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # Anthropic's own limit for the Messages API
+MAX_CACHE_BREAKPOINTS = 4  # Anthropic rejects a request with more cache_control blocks
+
+OPENAI, ANTHROPIC = "openai", "anthropic"
+
+# POST routes whose body memwire transforms: path -> (request format, upstream)
+_ROUTES: dict[str, tuple[str, str]] = {
+    "/v1/chat/completions": ("openai.chat", OPENAI),
+    "/v1/responses": ("openai.responses", OPENAI),
+    "/v1/messages": ("anthropic.messages", ANTHROPIC),
+    "/v1/messages/count_tokens": ("anthropic.messages", ANTHROPIC),
+}
+
+# Never forwarded upstream: hop-by-hop headers (RFC 9110 7.6.1), headers httpx recomputes, ours.
+_DROP_REQUEST = frozenset({
+    b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"proxy-connection",
+    b"te", b"trailer", b"transfer-encoding", b"upgrade", b"expect", b"host", b"content-length",
+})
+# Never relayed back: hop-by-hop; content-length/encoding stay (the raw bytes are relayed as is).
+_DROP_RESPONSE = frozenset({
+    b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-connection", b"te", b"trailer",
+    b"transfer-encoding", b"upgrade",
+})
+
+_ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error", 401: "authentication_error", 413: "request_too_large",
+    502: "api_error", 504: "timeout_error",
+}
+
+
+def default_client(timeout: float = 600.0) -> httpx.AsyncClient:
+    """The shared upstream client: pooled connections; long reads (model calls can take minutes)."""
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(timeout, connect=10.0, pool=30.0),
+        limits=httpx.Limits(max_connections=512, max_keepalive_connections=128),
+        follow_redirects=False,
+        trust_env=False,  # the upstream is given explicitly; no proxy variables or netrc auth
+    )
+
+
+def create_app(
+    middleware: Middleware,
+    *,
+    openai_upstream: str = DEFAULT_OPENAI_UPSTREAM,
+    anthropic_upstream: str = DEFAULT_ANTHROPIC_UPSTREAM,
+    client: httpx.AsyncClient | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    proxy_key: str | None = None,
+    anthropic_cache_breakpoint: bool | None = None,
+    timeout: float = 600.0,
+) -> Starlette:
+    """Build the proxy app. A ``client`` passed in stays the caller's to close; one created here
+    (with ``timeout`` seconds for reads) is closed by the app's lifespan.
+    ``anthropic_cache_breakpoint`` defaults to the middleware's config."""
+    own_client = client is None
+    upstream_client = default_client(timeout) if client is None else client
+    if anthropic_cache_breakpoint is None:
+        anthropic_cache_breakpoint = middleware.config.anthropic_cache_breakpoint
+    proxy = _Proxy(
+        middleware,
+        {OPENAI: _base_url(openai_upstream), ANTHROPIC: _base_url(anthropic_upstream)},
+        upstream_client,
+        max_body_bytes=max_body_bytes,
+        proxy_key=proxy_key,
+        cache_breakpoint=anthropic_cache_breakpoint,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if own_client:
+                await upstream_client.aclose()
+
+    # An ASGI callable as endpoint: every method on every path reaches the proxy.
+    app = Starlette(routes=[Route("/{path:path}", proxy)], lifespan=lifespan)
+    app.state.proxy = proxy
+    return app
+
+
+def _base_url(url: str) -> str:
+    """``https://host/v1`` and ``https://host`` both mean the origin: request paths carry ``/v1``."""
+    url = url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def upstream_family(path: str, headers: Mapping[str, str]) -> str:
+    """Which upstream a request goes to: its route, else Anthropic-looking path or headers."""
+    route = _ROUTES.get(path)
+    if route is not None:
+        return route[1]
+    if path.startswith("/v1/messages") or "x-api-key" in headers or "anthropic-version" in headers:
+        return ANTHROPIC
+    return OPENAI
+
+
+class _Reject(Exception):
+    """A request memwire answers itself, with an error in the API's own format."""
+
+    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.code = status, message, code
+
+
+class _Proxy:
+    """The ASGI callable behind the catch-all route."""
+
+    def __init__(
+        self, middleware: Middleware, upstreams: dict[str, str], client: httpx.AsyncClient, *,
+        max_body_bytes: int, proxy_key: str | None, cache_breakpoint: bool,
+    ) -> None:
+        self.middleware = middleware
+        self.upstreams = upstreams
+        self.client = client
+        self.max_body_bytes = max_body_bytes
+        self.proxy_key = proxy_key.encode() if proxy_key else None
+        self.cache_breakpoint = cache_breakpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # websockets are not proxied
+            return
+        start = time.perf_counter()
+        method, path = scope["method"], scope["path"]
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        route = _ROUTES.get(path) if method == "POST" else None
+        family = route[1] if route else upstream_family(path, headers)
+        injected, status = 0, 0
+        try:
+            self._check_key(headers)
+            if route is None:
+                status = await self._forward(scope, receive, send, family, None, [])
+                return
+            body, injection, mode = await self._prepare(receive, headers, route[0])
+            injected = len(injection.memory_ids) if injection is not None and injection.injected else 0
+            extra = [(b"x-memwire-injected", str(injected).encode()), (b"x-memwire-mode", mode.encode())]
+            status = await self._forward(scope, receive, send, family, body, extra)
+        except _Reject as exc:
+            status = exc.status
+            await _send_error(send, family, exc.status, exc.message, exc.code)
+        finally:  # one line per request; never headers or bodies (they carry keys and user data)
+            log.info("%s %s %s injected=%d %.1fms", method, path, status or "-", injected,
+                     (time.perf_counter() - start) * 1000)
+
+    def _check_key(self, headers: Mapping[str, str]) -> None:
+        if self.proxy_key is None:
+            return
+        given = headers.get("x-memwire-key", "").encode("latin-1")
+        if not hmac.compare_digest(given, self.proxy_key):  # constant time
+            raise _Reject(401, "missing or wrong x-memwire-key header", "invalid_memwire_key")
+
+    # ---------------------------------------------------------------- the memory routes
+
+    async def _prepare(self, receive: Receive, headers: Mapping[str, str], api: str) -> tuple[bytes, Injection | None, str]:
+        """Read and transform the body. Returns (bytes to send, injection, mode)."""
+        raw = await self._read_body(receive, headers)
+        namespace = headers.get("x-memwire-namespace") or None
+        if namespace is not None and namespace != "default":
+            try:
+                validate_namespace(namespace)
+            except NamespaceError as exc:
+                raise _Reject(400, f"x-memwire-namespace: {exc}", "invalid_namespace") from None
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:  # UnicodeDecodeError is a ValueError too
+            raise _Reject(400, f"request body is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise _Reject(400, f"{api}: request body must be a JSON object, got {type(data).__name__}")
+        mode = self.middleware.mode
+        try:
+            prepared = await self.middleware.aprepare_request(
+                data, api, session_id=headers.get("x-memwire-session") or None, namespace=namespace)
+            injection = prepared.injection
+            mode = injection.mode if injection is not None else mode
+            body = prepared.body
+            if body == data:  # nothing changed: the caller's exact bytes go upstream
+                return raw, injection, mode
+            if api == "anthropic.messages" and self.cache_breakpoint:
+                body = add_cache_breakpoint(body, injection)
+            return json.dumps(body, separators=(",", ":")).encode(), injection, mode
+        except (RequestFormatError, NamespaceError) as exc:
+            raise _Reject(400, str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - fail open: memory never fails the user's call
+            log.warning("memwire proxy: preparing the request failed (%s: %s); sent unchanged",
+                        type(exc).__name__, exc)
+            return raw, None, mode
+
+    async def _read_body(self, receive: Receive, headers: Mapping[str, str]) -> bytes:
+        limit = self.max_body_bytes
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise _Reject(413, f"request body of {declared} bytes exceeds the proxy's limit of {limit} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Reject(499, "client disconnected")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise _Reject(413, f"request body exceeds the proxy's limit of {limit} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    # ---------------------------------------------------------------- upstream
+
+    async def _forward(
+        self, scope: Scope, receive: Receive, send: Send, family: str, body: bytes | None,
+        extra: list[tuple[bytes, bytes]],
+    ) -> int:
+        """Send the request upstream and relay the answer. ``body=None``: stream the client's body
+        through untouched. Returns the status sent."""
+        raw_headers: Sequence[tuple[bytes, bytes]] = scope["headers"]
+        content: bytes | AsyncIterator[bytes] | None = body
+        keep_length = False
+        if body is None and any(k in (b"content-length", b"transfer-encoding") for k, _ in raw_headers):
+            content, keep_length = _stream_body(receive), True
+        url = self.upstreams[family] + scope["path"]
+        if scope.get("query_string"):
+            url += "?" + scope["query_string"].decode("latin-1")
+        request = self.client.build_request(
+            scope["method"], url, headers=_upstream_headers(raw_headers, keep_length), content=content)
+        try:
+            upstream = await self.client.send(request, stream=True)
+        except httpx.TimeoutException:
+            raise _Reject(504, f"upstream {self.upstreams[family]} timed out", "upstream_timeout") from None
+        except httpx.HTTPError as exc:
+            raise _Reject(502, f"upstream {self.upstreams[family]} unreachable: {type(exc).__name__}",
+                          "upstream_unreachable") from None
+        await _relay(upstream, receive, send, extra)
+        return upstream.status_code
+
+
+def _upstream_headers(raw: Sequence[tuple[bytes, bytes]], keep_length: bool) -> list[tuple[bytes, bytes]]:
+    named_hop = {v.strip().lower() for k, val in raw if k == b"connection" for v in val.split(b",")}
+    out = [
+        (k, v) for k, v in raw
+        if (k not in _DROP_REQUEST or (keep_length and k == b"content-length"))
+        and k not in named_hop and not k.startswith(b"x-memwire-")
+    ]
+    if not any(k == b"accept-encoding" for k, _ in raw):
+        out.append((b"accept-encoding", b"identity"))  # else httpx would ask for gzip on the client's behalf
+    return out
+
+
+async def _stream_body(receive: Receive) -> AsyncIterator[bytes]:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _Reject(499, "client disconnected")
+        yield message.get("body", b"")
+        if not message.get("more_body", False):
+            return
+
+
+async def _relay(upstream: httpx.Response, receive: Receive, send: Send, extra: list[tuple[bytes, bytes]]) -> None:
+    """Relay status, headers and raw body chunks as they arrive; stop when the client goes away."""
+    headers = [(k.lower(), v) for k, v in upstream.headers.raw if k.lower() not in _DROP_RESPONSE]
+    try:
+        async with anyio.create_task_group() as tg:
+
+            async def watch_disconnect() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                tg.cancel_scope.cancel()  # the client left: stop reading upstream
+
+            tg.start_soon(watch_disconnect)
+            await send({"type": "http.response.start", "status": upstream.status_code, "headers": headers + extra})
+            try:
+                async for chunk in upstream.aiter_raw():
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except httpx.HTTPError as exc:  # headers are gone already: all we can do is cut the stream
+                log.warning("memwire proxy: upstream stream broke off (%s)", type(exc).__name__)
+                tg.cancel_scope.cancel()
+                return
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            tg.cancel_scope.cancel()
+    finally:
+        await upstream.aclose()
+
+
+def _error_body(family: str, status: int, message: str, code: str | None) -> bytes:
+    if family == ANTHROPIC:
+        kind = _ANTHROPIC_ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+        return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+    kind = "server_error" if status >= 500 else "invalid_request_error"
+    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}}).encode()
+
+
+async def _send_error(send: Send, family: str, status: int, message: str, code: str | None) -> None:
+    if status == 499:  # the client is gone: nobody to answer
+        return
+    body = _error_body(family, status, message, code)
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+# -------------------------------------------------------------------- Anthropic prompt caching
+
+
+def count_cache_breakpoints(body: Mapping[str, Any]) -> int:
+    """``cache_control`` markers in tools, system and messages (Anthropic allows 4 in all)."""
+
+    def count(blocks: Any) -> int:
+        if not isinstance(blocks, list):
+            return 0
+        n = 0
+        for b in blocks:
+            if isinstance(b, Mapping):
+                n += bool(b.get("cache_control"))
+                if b.get("type") == "tool_result":
+                    n += count(b.get("content"))
+        return n
+
+    messages = body.get("messages")
+    total = count(body.get("tools")) + count(body.get("system"))
+    if isinstance(messages, list):
+        total += sum(count(m.get("content")) for m in messages if isinstance(m, Mapping))
+    return total
+
+
+def add_cache_breakpoint(body: dict[str, Any], injection: Injection | None) -> dict[str, Any]:
+    """Mark the last content block before the memory with ``cache_control`` so the history prefix is
+    written to the cache. Returns ``body`` itself when there is nothing to do; otherwise a new body
+    in which only the changed message and block are copies."""
+    if injection is None or not injection.injected or injection.position is None:
+        return body
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not 0 <= injection.position < len(messages):
+        return body
+    target = _block_before_memory(messages, injection)
+    if target is None or count_cache_breakpoints(body) >= MAX_CACHE_BREAKPOINTS:
+        return body
+    index, end = target
+    msg = messages[index]
+    content = msg["content"]
+    marker = _marker(messages, index)
+    if isinstance(content, str):
+        new_content: list[Any] = [{"type": "text", "text": content, "cache_control": marker}]
+    else:
+        j = _cacheable(content[:end])
+        if j is None:
+            return body
+        new_content = list(content)
+        new_content[j] = {**content[j], "cache_control": marker}
+    new_messages = list(messages)
+    new_messages[index] = {**msg, "content": new_content}
+    return {**body, "messages": new_messages}
+
+
+def _block_before_memory(messages: list[Any], injection: Injection) -> tuple[int, int] | None:
+    """(message index, number of its leading blocks) holding the content just before the memory."""
+    position = injection.position
+    assert position is not None
+    if injection.placement == "merge":  # the block is a part of the message at position
+        content = messages[position].get("content") if isinstance(messages[position], Mapping) else None
+        if isinstance(content, list):
+            k = next((i for i, p in enumerate(content) if isinstance(p, Mapping) and p.get("text") == injection.text), 0)
+            if k > 0:  # tool results come first in that message
+                return position, k
+    elif injection.placement != "message":  # "system": appended to the system prompt, no history split
+        return None
+    if position == 0 or not isinstance(messages[position - 1], Mapping):
+        return None
+    content = messages[position - 1].get("content")
+    if isinstance(content, str):
+        return (position - 1, 1) if content else None
+    if isinstance(content, list) and content:
+        return position - 1, len(content)
+    return None
+
+
+def _cacheable(blocks: Sequence[Any]) -> int | None:
+    """Index of the last block that may carry cache_control; None if it already has one or none may."""
+    for j in range(len(blocks) - 1, -1, -1):
+        b = blocks[j]
+        if not isinstance(b, Mapping):
+            return None
+        if b.get("cache_control"):
+            return None  # already a breakpoint right there
+        # Thinking blocks and empty text blocks cannot be marked (the API rejects them).
+        if b.get("type") in ("thinking", "redacted_thinking") or (b.get("type") == "text" and not b.get("text")):
+            continue
+        return j
+    return None
+
+
+def _marker(messages: list[Any], index: int) -> dict[str, str]:
+    """Anthropic wants longer TTLs before shorter ones: match a 1h breakpoint that comes later."""
+    for m in messages[index + 1 :]:
+        content = m.get("content") if isinstance(m, Mapping) else None
+        if isinstance(content, list):
+            for b in content:
+                cc = b.get("cache_control") if isinstance(b, Mapping) else None
+                if isinstance(cc, Mapping) and cc.get("ttl") == "1h":
+                    return {"type": "ephemeral", "ttl": "1h"}
+    return {"type": "ephemeral"}

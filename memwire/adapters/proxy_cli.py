@@ -1,0 +1,86 @@
+"""``memwire proxy``: serve :func:`memwire.adapters.proxy.create_app` with uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import sys
+from typing import Any
+
+from ..config import MODES, Config
+from ..errors import ConfigError
+from .proxy import DEFAULT_ANTHROPIC_UPSTREAM, DEFAULT_MAX_BODY_BYTES, DEFAULT_OPENAI_UPSTREAM
+
+__all__ = ["register", "check_bind", "cmd_proxy"]
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("proxy", help="run the HTTP proxy in front of OpenAI-compatible and Anthropic APIs",
+                       description="Put memwire between any client and the model API. "
+                                   "See docs/proxy.md for Claude Code, Codex, aider and SDK setups.")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8787, help="port (default 8787)")
+    p.add_argument("--openai-upstream", default=DEFAULT_OPENAI_UPSTREAM,
+                   help=f"OpenAI-compatible API base URL (default {DEFAULT_OPENAI_UPSTREAM})")
+    p.add_argument("--anthropic-upstream", default=DEFAULT_ANTHROPIC_UPSTREAM,
+                   help=f"Anthropic API base URL (default {DEFAULT_ANTHROPIC_UPSTREAM})")
+    p.add_argument("--mode", help=f"one of {', '.join(MODES)}")
+    p.add_argument("--dir", help="memory directory; namespace NAME uses DIR/namespaces/NAME")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="allow a non-loopback --host (requires --proxy-key)")
+    p.add_argument("--proxy-key", help="clients must send this in x-memwire-key (required with --allow-remote)")
+    p.add_argument("--cache-breakpoint", action=argparse.BooleanOptionalAction, default=None,
+                   help="Anthropic: mark the history before the memory with cache_control "
+                        "(default: config key anthropic_cache_breakpoint, on)")
+    p.add_argument("--max-body-mb", type=float, default=DEFAULT_MAX_BODY_BYTES / 2**20,
+                   help="largest request body on the memory routes, MiB (default 32)")
+    p.add_argument("--timeout", type=float, default=600.0, help="upstream read timeout, seconds (default 600)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.set_defaults(fn=cmd_proxy)
+
+
+def check_bind(host: str, allow_remote: bool, proxy_key: str | None) -> None:
+    """A non-loopback address needs both --allow-remote and --proxy-key."""
+    if _is_loopback(host):
+        return
+    if not (allow_remote and proxy_key):
+        raise ConfigError(
+            f"refusing to bind non-loopback address {host!r}: anyone who can reach it could use your "
+            "provider keys and read memories; pass --allow-remote and --proxy-key KEY")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve anywhere
+
+
+def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
+    import uvicorn  # only the proxy command needs a server
+
+    from ..middleware.core import Middleware
+    from .proxy import create_app
+
+    check_bind(args.host, args.allow_remote, args.proxy_key)
+    if args.max_body_mb <= 0 or args.timeout <= 0:
+        raise ConfigError("--max-body-mb and --timeout must be positive")
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    mw = Middleware(config=cfg)
+    app = create_app(
+        mw,
+        openai_upstream=args.openai_upstream,
+        anthropic_upstream=args.anthropic_upstream,
+        timeout=args.timeout,
+        max_body_bytes=int(args.max_body_mb * 2**20),
+        proxy_key=args.proxy_key,
+        anthropic_cache_breakpoint=args.cache_breakpoint,
+    )
+    print(f"memwire proxy on http://{args.host}:{args.port}  mode={mw.mode}  memory={mw.store.path}\n"
+          f"  OpenAI    -> {args.openai_upstream}\n  Anthropic -> {args.anthropic_upstream}", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False,
+                server_header=False, date_header=False)  # the upstream's own server/date headers go through
+    return 0
