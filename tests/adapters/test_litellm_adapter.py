@@ -1,0 +1,325 @@
+"""The litellm adapter: wrapped completion/acompletion against respx-mocked OpenAI and Anthropic APIs,
+and the LiteLLM proxy callback's pre-call hook."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import litellm  # imported once for the module: it takes seconds
+import pytest
+import respx
+from litellm.proxy._types import UserAPIKeyAuth
+
+from memwire import Middleware, MemoryStore
+from memwire.adapters.litellm import MemwireCallback, proxy_namespace, proxy_session, wrap
+from memwire.memory.model import Hit
+from memwire.middleware.render import OPEN
+
+litellm.disable_aiohttp_transport = True  # async calls go through httpx, where respx intercepts them
+litellm.suppress_debug_info = True
+
+SYSTEM = "You are a careful coding agent."
+QUESTION = "Should I indent this Python file with tabs or spaces?"
+CLAUDE = "anthropic/claude-3-5-sonnet-20241022"
+
+COMPLETION = {
+    "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Tabs."}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
+}
+CLAUDE_REPLY = {
+    "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-3-5-sonnet-20241022",
+    "content": [{"type": "text", "text": "Tabs."}], "stop_reason": "end_turn", "stop_sequence": None,
+    "usage": {"input_tokens": 10, "output_tokens": 2},
+}
+SSE = "".join(
+    "data: " + json.dumps({"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o-mini",
+                           "choices": [{"index": 0, "delta": {"content": t}, "finish_reason": None}]}) + "\n\n"
+    for t in ["Use ", "tabs", "."]
+) + "data: [DONE]\n\n"
+
+
+def conversation() -> list[dict[str, Any]]:
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "Hello! What are we doing?"}, {"role": "user", "content": QUESTION}]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MemoryStore:
+    store = MemoryStore(tmp_path / "mem")
+    store.add("User prefers tabs over spaces, width 4, in every Python file", tags=["preference"])
+    store.add("Deploys go out on Tuesdays only, via the GitHub Actions deploy workflow")
+    store.add("The staging database is Postgres 15 on port 5433")
+    return store
+
+
+@pytest.fixture
+def mw(store: MemoryStore) -> Middleware:
+    # memory_role="system" on purpose: through litellm the adapter must still send a user message
+    return Middleware(store=store, mode="contextPerTurn", memory_role="system")
+
+
+@pytest.fixture
+def api() -> Any:
+    with respx.mock(assert_all_called=False) as router:
+        router.post("https://api.openai.com/v1/chat/completions", name="openai").mock(
+            return_value=httpx.Response(200, json=COMPLETION))
+        router.post("https://api.anthropic.com/v1/messages", name="anthropic").mock(
+            return_value=httpx.Response(200, json=CLAUDE_REPLY))
+        yield router
+
+
+def sent(api: Any, name: str) -> dict[str, Any]:
+    return json.loads(api[name].calls.last.request.content)
+
+
+def assert_user_memory_before_latest_user(messages: list[dict[str, Any]]) -> None:
+    original = conversation()
+    assert len(messages) == len(original) + 1
+    assert messages[:-2] == original[:-1] and messages[-1] == original[-1]
+    assert messages[-2]["role"] == "user" and messages[-2]["content"].startswith(OPEN)
+    assert "tabs over spaces" in messages[-2]["content"]
+
+
+# ---------------------------------------------------------------------- wrap(completion)
+
+
+def test_wrap_keeps_the_signature() -> None:
+    completion = wrap(litellm.completion, Middleware(store=MemoryStore("unused")))
+    acompletion = wrap(litellm.acompletion, Middleware(store=MemoryStore("unused")))
+    assert inspect.signature(completion) == inspect.signature(litellm.completion)
+    assert inspect.iscoroutinefunction(acompletion) and not inspect.iscoroutinefunction(completion)
+    assert completion.__name__ == "completion" and acompletion.__wrapped__ is litellm.acompletion  # type: ignore[attr-defined]
+
+
+def test_completion_openai(mw: Middleware, api: Any) -> None:
+    messages = conversation()
+    result = wrap(litellm.completion, mw)(model="gpt-4o-mini", messages=messages, api_key="test",
+                                          memwire_session="s-1")
+    assert messages == conversation()  # the caller's list is unchanged
+    assert result.choices[0].message.content == "Tabs."
+    body = sent(api, "openai")
+    assert_user_memory_before_latest_user(body["messages"])
+    assert "memwire_session" not in body
+
+
+def test_completion_positional_model_and_messages(mw: Middleware, api: Any) -> None:
+    wrap(litellm.completion, mw)("gpt-4o-mini", conversation(), api_key="test")
+    assert_user_memory_before_latest_user(sent(api, "openai")["messages"])
+
+
+async def test_acompletion_openai(mw: Middleware, api: Any) -> None:
+    result = await wrap(litellm.acompletion, mw)(model="gpt-4o-mini", messages=conversation(), api_key="test")
+    assert result.choices[0].message.content == "Tabs."
+    assert_user_memory_before_latest_user(sent(api, "openai")["messages"])
+
+
+def test_completion_stream(mw: Middleware, api: Any) -> None:
+    api["openai"].mock(return_value=httpx.Response(200, text=SSE, headers={"content-type": "text/event-stream"}))
+    stream = wrap(litellm.completion, mw)(model="gpt-4o-mini", messages=conversation(), api_key="test", stream=True)
+    text = "".join(c.choices[0].delta.content or "" for c in stream)
+    assert text == "Use tabs."
+    assert_user_memory_before_latest_user(sent(api, "openai")["messages"])
+
+
+async def test_acompletion_stream(mw: Middleware, api: Any) -> None:
+    api["openai"].mock(return_value=httpx.Response(200, text=SSE, headers={"content-type": "text/event-stream"}))
+    stream = await wrap(litellm.acompletion, mw)(model="gpt-4o-mini", messages=conversation(), api_key="test",
+                                                 stream=True)
+    text = "".join([c.choices[0].delta.content or "" async for c in stream])
+    assert text == "Use tabs."
+    assert_user_memory_before_latest_user(sent(api, "openai")["messages"])
+
+
+def _anthropic_memory_then_question(body: dict[str, Any]) -> None:
+    # the memory is a text block of the user's turn, before the question (litellm merges
+    # consecutive user messages into one Anthropic user message)
+    last = body["messages"][-1]
+    assert last["role"] == "user"
+    texts = [b["text"] for b in last["content"] if b.get("type") == "text"]
+    assert texts[-1] == QUESTION
+    assert any(t.startswith(OPEN) and "tabs over spaces" in t for t in texts[:-1])
+
+
+@pytest.mark.parametrize("mode", ["contextPerTurn", "startup"])
+def test_completion_anthropic_system_is_byte_identical(store: MemoryStore, api: Any, mode: str) -> None:
+    litellm.completion(model=CLAUDE, messages=conversation(), api_key="test")
+    plain = sent(api, "anthropic")
+    mw = Middleware(store=store, mode=mode, memory_role="system")
+    wrap(litellm.completion, mw)(model=CLAUDE, messages=conversation(), api_key="test")
+    with_memory = sent(api, "anthropic")
+    assert json.dumps(with_memory["system"]) == json.dumps(plain["system"])
+    assert with_memory["system"] == [{"type": "text", "text": SYSTEM}]
+    if mode == "contextPerTurn":
+        _anthropic_memory_then_question(with_memory)
+        assert with_memory["messages"][:-1] == plain["messages"][:-1]  # history before the turn untouched
+    else:  # startup: the session block follows the system prompt, still outside the system field
+        first = with_memory["messages"][0]
+        assert first["role"] == "user" and first["content"][0]["text"].startswith(OPEN)
+
+
+async def test_acompletion_anthropic(mw: Middleware, api: Any) -> None:
+    result = await wrap(litellm.acompletion, mw)(model=CLAUDE, messages=conversation(), api_key="test")
+    assert result.choices[0].message.content == "Tabs."
+    body = sent(api, "anthropic")
+    assert body["system"] == [{"type": "text", "text": SYSTEM}]
+    _anthropic_memory_then_question(body)
+
+
+# ---------------------------------------------------------------------- fail open
+
+
+class _BrokenStore(MemoryStore):
+    def search(self, *args: Any, **kwargs: Any) -> list[Hit]:
+        raise OSError("disk on fire")
+
+
+class _BrokenMiddleware(Middleware):
+    def prepare_request(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("boom")
+
+    async def aprepare_request(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("boom")
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "memwire" and r.levelno == logging.WARNING]
+
+
+def test_completion_fails_open_when_search_raises(tmp_path: Path, api: Any, caplog: pytest.LogCaptureFixture) -> None:
+    store = _BrokenStore(tmp_path / "mem")
+    store.add("User prefers tabs over spaces")
+    result = wrap(litellm.completion, Middleware(store=store))(model="gpt-4o-mini", messages=conversation(),
+                                                               api_key="test")
+    assert result.choices[0].message.content == "Tabs."
+    assert sent(api, "openai")["messages"] == conversation()
+    assert len(_warnings(caplog)) == 1
+
+
+async def test_acompletion_fails_open_when_middleware_raises(store: MemoryStore, api: Any,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    fn = wrap(litellm.acompletion, _BrokenMiddleware(store=store))
+    result = await fn(model=CLAUDE, messages=conversation(), api_key="test", memwire_namespace="bob")
+    assert result.choices[0].message.content == "Tabs."
+    body = sent(api, "anthropic")
+    assert [m["content"] for m in body["messages"]][-1] == [{"type": "text", "text": QUESTION}]
+    assert not any(OPEN in json.dumps(m) for m in body["messages"])
+    assert len(_warnings(caplog)) == 1
+
+
+def test_importing_the_adapter_does_not_import_litellm() -> None:
+    code = "import sys, memwire.adapters.litellm as m; assert 'litellm' not in sys.modules; print(m.wrap.__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "wrap"
+
+
+# ---------------------------------------------------------------------- the proxy callback
+
+
+def test_callback_is_a_custom_logger_the_proxy_will_call(mw: Middleware) -> None:
+    from litellm.integrations.custom_logger import CustomLogger
+
+    cb = MemwireCallback(middleware=mw)
+    assert isinstance(cb, CustomLogger)
+    # the proxy only calls a hook defined on the instance's own class (proxy/utils.py pre_call_hook)
+    assert "async_pre_call_hook" in vars(type(cb))
+    assert type(cb).async_pre_call_hook is not CustomLogger.async_pre_call_hook
+
+
+def _proxy_data(**extra: Any) -> dict[str, Any]:
+    return {"model": "claude", "messages": conversation(), "metadata": {"headers": {}, "user_api_key": "hashed"},
+            "proxy_server_request": {"headers": {"x-memwire-session": "sess-7"}}, **extra}
+
+
+async def test_callback_chat_request(mw: Middleware) -> None:
+    data = _proxy_data()
+    before = copy.deepcopy(data)
+    # no key, no user: the default namespace
+    out = await MemwireCallback(middleware=mw).async_pre_call_hook(UserAPIKeyAuth(), None, data, "acompletion")
+    assert data == before
+    assert_user_memory_before_latest_user(out["messages"])
+    assert {k: v for k, v in out.items() if k != "messages"} == {k: v for k, v in data.items() if k != "messages"}
+
+
+async def test_callback_namespace_from_the_key_user(store: MemoryStore, mw: Middleware) -> None:
+    alice = MemoryStore.for_namespace(store.path, "alice")
+    alice.add("Alice indents with two spaces in YAML files only")
+    alice.add("Alice deploys from her laptop on Fridays")
+    alice.add("Alice's editor is Helix")
+    out = await MemwireCallback(middleware=mw).async_pre_call_hook(
+        UserAPIKeyAuth(api_key="sk-1", user_id="alice"), None, _proxy_data(), "completion")
+    memory = out["messages"][-2]["content"]
+    assert "Alice indents" in memory and "tabs over spaces" not in memory
+
+
+async def test_callback_key_namespace_does_not_see_default_memories(mw: Middleware) -> None:
+    data = _proxy_data()
+    out = await MemwireCallback(middleware=mw).async_pre_call_hook(UserAPIKeyAuth(api_key="sk-1"), None, data,
+                                                                   "acompletion")
+    assert out["messages"] == data["messages"]  # the key's own namespace is empty
+
+
+async def test_callback_anthropic_messages(mw: Middleware) -> None:
+    data = {"model": "claude", "system": SYSTEM, "max_tokens": 100, "litellm_metadata": {},
+            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"},
+                         {"role": "user", "content": [{"type": "text", "text": QUESTION}]}]}
+    before = copy.deepcopy(data)
+    out = await MemwireCallback(middleware=mw).async_pre_call_hook(UserAPIKeyAuth(), None, data, "anthropic_messages")
+    assert data == before and out["system"] == SYSTEM
+    assert out["messages"][:2] == before["messages"][:2] and out["messages"][-1] == before["messages"][-1]
+    memory = out["messages"][-2]
+    assert memory["role"] == "user" and memory["content"][0]["text"].startswith(OPEN)
+
+
+@pytest.mark.parametrize("call_type, data", [
+    ("aembedding", {"model": "text-embedding-3-small", "input": ["tabs or spaces?"]}),
+    ("aimage_generation", {"model": "dall-e-3", "prompt": "tabs or spaces?"}),
+    ("atext_completion", {"model": "gpt-3.5-turbo-instruct", "prompt": "tabs or spaces?"}),
+])
+async def test_callback_leaves_other_call_types_alone(mw: Middleware, call_type: str, data: dict[str, Any]) -> None:
+    out = await MemwireCallback(middleware=mw).async_pre_call_hook(UserAPIKeyAuth(), None, data, call_type)
+    assert out is data
+
+
+async def test_callback_fails_open(store: MemoryStore, caplog: pytest.LogCaptureFixture) -> None:
+    data = _proxy_data()
+    out = await MemwireCallback(middleware=_BrokenMiddleware(store=store)).async_pre_call_hook(
+        UserAPIKeyAuth(), None, data, "acompletion")
+    assert out is data and len(_warnings(caplog)) == 1
+
+
+async def test_callback_builds_its_middleware_from_config(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMWIRE_DIR", str(store.path))
+    monkeypatch.setenv("MEMWIRE_MEMORY_ROLE", "developer")
+    cb = MemwireCallback()
+    assert cb.middleware.store.path == store.path
+    out = await cb.async_pre_call_hook(UserAPIKeyAuth(), None, _proxy_data(), "acompletion")
+    assert_user_memory_before_latest_user(out["messages"])
+
+
+def test_proxy_namespace_rule() -> None:
+    assert proxy_namespace(UserAPIKeyAuth(user_id="alice@example.com", key_alias="ci"), {}) == "alice@example.com"
+    assert proxy_namespace(UserAPIKeyAuth(key_alias="ci-bot", api_key="sk-1"), {"user": "x"}) == "ci-bot"
+    by_key = proxy_namespace(UserAPIKeyAuth(api_key="sk-1"), {"user": "x"})
+    assert by_key is not None and by_key.startswith("key-") and "sk-1" not in by_key
+    assert by_key == proxy_namespace(UserAPIKeyAuth(api_key="sk-1"), {})  # stable per key
+    assert by_key != proxy_namespace(UserAPIKeyAuth(api_key="sk-2"), {})
+    assert proxy_namespace(UserAPIKeyAuth(), {"user": "end-user-1"}) == "end-user-1"
+    odd = proxy_namespace(UserAPIKeyAuth(user_id="../etc passwd"), {})
+    assert odd is not None and odd.startswith("user-") and "/" not in odd
+    assert proxy_namespace(UserAPIKeyAuth(), {}) is None
+
+
+def test_proxy_session_rule() -> None:
+    assert proxy_session({"metadata": {"headers": {"X-Memwire-Session": "a"}}}) == "a"
+    assert proxy_session({"litellm_metadata": {"memwire_session": "b"}}) == "b"
+    assert proxy_session({"proxy_server_request": {"headers": {"x-litellm-session-id": "c"}}}) == "c"
+    assert proxy_session({"messages": []}) is None
