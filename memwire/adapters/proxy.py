@@ -318,7 +318,7 @@ async def _relay(upstream: httpx.Response, receive: Receive, send: Send, extra: 
             tg.start_soon(watch_disconnect)
             await send({"type": "http.response.start", "status": upstream.status_code, "headers": headers + extra})
             try:
-                async for chunk in upstream.aiter_raw():
+                async for chunk in _raw_chunks(upstream):
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except httpx.HTTPError as exc:  # headers are gone already: all we can do is cut the stream
                 log.warning("memwire proxy: upstream stream broke off (%s)", type(exc).__name__)
@@ -328,6 +328,16 @@ async def _relay(upstream: httpx.Response, receive: Receive, send: Send, extra: 
             tg.cancel_scope.cancel()
     finally:
         await upstream.aclose()
+
+
+async def _raw_chunks(upstream: httpx.Response) -> AsyncIterator[bytes]:
+    """The body as it came over the wire (still compressed if it was); mock transports hand over
+    responses that are already read."""
+    if upstream.is_stream_consumed:
+        yield upstream.content
+        return
+    async for chunk in upstream.aiter_raw():
+        yield chunk
 
 
 def _error_body(family: str, status: int, message: str, code: str | None) -> bytes:
