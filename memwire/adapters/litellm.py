@@ -184,7 +184,7 @@ async def _pre_call(
     api = CALL_TYPES.get(str(getattr(call_type, "value", call_type)))
     if api is None or not isinstance(data, dict):  # embeddings, images, text completion, ...: not ours
         return data
-    if api == "openai.chat" and "messages" not in data:
+    if ("input" if api == "openai.responses" else "messages") not in data:
         return data
     try:
         p: Prepared = await middleware.aprepare_request(

@@ -279,6 +279,15 @@ async def test_callback_anthropic_messages(mw: Middleware) -> None:
     assert memory["role"] == "user" and memory["content"][0]["text"].startswith(OPEN)
 
 
+async def test_callback_responses_request(mw: Middleware) -> None:
+    data = {"model": "claude", "instructions": SYSTEM, "input": QUESTION, "litellm_metadata": {}}
+    out = await MemwireCallback(middleware=mw).async_pre_call_hook(UserAPIKeyAuth(), None, data, "aresponses")
+    assert out["instructions"] == SYSTEM and data["input"] == QUESTION
+    memory, question = out["input"]
+    assert memory["role"] == "user" and memory["content"][0]["text"].startswith(OPEN)  # not the configured "system"
+    assert question == {"role": "user", "content": QUESTION}
+
+
 @pytest.mark.parametrize("call_type, data", [
     ("aembedding", {"model": "text-embedding-3-small", "input": ["tabs or spaces?"]}),
     ("aimage_generation", {"model": "dall-e-3", "prompt": "tabs or spaces?"}),
