@@ -1,19 +1,29 @@
 """An incremental BM25 index: rank-bm25's scoring, without rescoring or rebuilding everything.
 
-Scores are exactly those of ``rank_bm25.BM25Okapi(corpus, k1=K1, b=B, epsilon=EPSILON)`` over all
-indexed documents (``tests/memory/test_index.py`` checks it), but only documents that share a term
-with the query are scored: an inverted index maps each term to its postings (document -> term
-frequency). Adding or removing a document updates its postings, the document length, the total
-length and the document-frequency histogram; idf and the average document length are derived at
-query time, so nothing is ever rebuilt.
+The model is ``rank_bm25.BM25Plus(corpus, k1=K1, b=B, delta=DELTA)`` over all indexed documents
+(``tests/memory/test_index.py`` checks the scores against it), but only documents that share a
+term with the query are scored: an inverted index maps each term to its postings (document ->
+term frequency). Adding or removing a document updates its postings, its length and the total
+length; idf (from the postings' size) and the average length are derived at query time, so
+nothing is ever rebuilt. BM25Plus rather than BM25Okapi: Okapi's idf is zero or negative for a
+word in half the documents, so a store of one or two memories could find nothing. In rank-bm25's
+BM25Plus every document, matching or not, gets ``delta * idf`` for each query term; that is the
+same for all documents, so it changes no ranking and ``search`` leaves it out.
 
-Scores returned by ``search`` are *normalized*: the BM25 score divided by the query's ideal score,
-the sum of the idf of its terms (an unseen term counts as a term seen in no document). A memory
-that contains every term of the query once, at average length, scores 1.0; one that matches only
-the query's commonest word scores near 0. Dividing every score of a query by the same positive
-number keeps the ranking identical to BM25's, and makes one threshold (``min_score``) mean the
-same thing for short and long queries: "the memory covers at least this share of what the query
-is about". ``DEFAULT_MIN_SCORE`` is the default.
+The query is the analyzed text (each occurrence weighs 1, as in rank-bm25), its context
+(``CONTEXT_WEIGHT`` per term) and pseudo-relevance feedback: the most distinctive terms of the
+best ``FEEDBACK_DOCS`` hits (up to ``FEEDBACK_WEIGHT``), which finds memories that answer a query
+in other words. Every score is rank-bm25's for that weighted query (``expand`` shows it).
+
+Scores returned by ``search`` are *normalized*: the BM25 score (without the delta constant)
+divided by the query's ideal score, the idf sum of its ``IDEAL_TERMS`` most specific terms (a
+word the store has never seen counts as df=0.5, more specific than any it has). A memory holding
+every term of a short query once, at average length, scores about 1.0, more with feedback terms;
+one matching only a common word scores near 0. Dividing every score of a query by one positive
+number keeps the ranking identical to BM25's and makes one threshold mean the same for short and
+long queries: ``min_score`` is "the share of what the query is about that the memory covers".
+Memories below ``DEFAULT_MIN_SCORE`` are not returned, and feedback only runs when some memory
+passed it, so an unrelated prompt gets nothing.
 
 Threading: mutations and scoring take one lock, but text analysis (the slow part) runs outside it
 and bulk adds release it every ``_CHUNK`` documents, so a search waits at most a few milliseconds.
@@ -25,7 +35,7 @@ import math
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .text import analyze
@@ -33,14 +43,22 @@ from .text import analyze
 if TYPE_CHECKING:
     from ..policies.retrieval import Query
 
-__all__ = ["BM25Index", "DEFAULT_MIN_SCORE", "K1", "B", "EPSILON", "CONTEXT_WEIGHT", "date_terms"]
+__all__ = ["BM25Index", "DEFAULT_MIN_SCORE", "K1", "B", "DELTA", "CONTEXT_WEIGHT", "date_terms"]
 
-# BM25Okapi parameters. Memories are one sentence long, so length normalization matters little;
-# chosen on LoCoMo conversations 1-3 (see benchmarks/locomo.py).
+# BM25Plus parameters. Memories are about one sentence long, so length normalization matters
+# little (low b); chosen on LoCoMo conversations 1-3 (see benchmarks/locomo.py).
 K1 = 1.2
-B = 0.75
-EPSILON = 0.25  # rank-bm25's idf floor for terms in more than half the documents
+B = 0.2
+DELTA = 1.0  # BM25Plus's delta: adds the same to every document in rank-bm25, ranking unchanged
 CONTEXT_WEIGHT = 0.3  # a context term counts this much of a query term
+
+# Pseudo-relevance feedback: terms of the best FEEDBACK_DOCS hits join the query, the strongest
+# at FEEDBACK_WEIGHT. Chosen on LoCoMo conversations 1-3: +3 points of recall@10.
+FEEDBACK_DOCS = 5
+FEEDBACK_TERMS = 20
+FEEDBACK_WEIGHT = 0.5
+
+IDEAL_TERMS = 10  # a prompt's specificity is that of its 10 most specific words
 
 # A memory must match at least this share of the query's idf mass (see the module docstring).
 DEFAULT_MIN_SCORE = 0.2
@@ -89,8 +107,8 @@ def _numpy() -> Any:
 class BM25Index:
     """BM25Okapi over memories, kept up to date one document at a time. Thread-safe."""
 
-    def __init__(self, k1: float = K1, b: float = B, epsilon: float = EPSILON) -> None:
-        self.k1, self.b, self.epsilon = k1, b, epsilon
+    def __init__(self, k1: float = K1, b: float = B, delta: float = DELTA) -> None:
+        self.k1, self.b, self.delta = k1, b, delta
         self._lock = threading.Lock()
         self._slot: dict[str, int] = {}  # doc id -> slot (a row in the length array)
         self._ids: list[str | None] = []  # slot -> doc id
@@ -100,10 +118,6 @@ class BM25Index:
         self._total_len = 0
         self._postings: dict[str, dict[int, int]] = {}  # term -> {slot: tf}
         self._arrays: dict[str, tuple[Any, Any]] = {}  # term -> (slots, tfs), built lazily
-        self._df_hist: Counter[int] = Counter()  # df -> number of terms with that df
-        self._avg_idf: tuple[int, float] | None = None  # (version, value), cached
-
-        self._version = 0
 
     # ------------------------------------------------------------------ updates
 
@@ -157,17 +171,13 @@ class BM25Index:
         length = sum(tf.values())
         self._lens[slot] = length
         self._total_len += length
-        postings, arrays, hist = self._postings, self._arrays, self._df_hist
+        postings, arrays = self._postings, self._arrays
         for term, n in tf.items():
             p = postings.get(term)
             if p is None:
                 p = postings[term] = {}
-            else:
-                hist[len(p)] -= 1
             p[slot] = n
-            hist[len(p)] += 1
-            arrays.pop(term, None)
-        self._version += 1
+            arrays.pop(term, None)  # its arrays are rebuilt on the next search that needs them
 
     def _delete(self, doc_id: str) -> None:
         slot = self._slot.pop(doc_id, None)
@@ -175,14 +185,11 @@ class BM25Index:
             return
         tf = self._terms[slot]
         assert tf is not None
-        postings, arrays, hist = self._postings, self._arrays, self._df_hist
+        postings, arrays = self._postings, self._arrays
         for term in tf:
             p = postings[term]
-            hist[len(p)] -= 1
             del p[slot]
-            if p:
-                hist[len(p)] += 1
-            else:
+            if not p:
                 del postings[term]
             arrays.pop(term, None)
         self._total_len -= int(self._lens[slot])
@@ -190,7 +197,6 @@ class BM25Index:
         self._ids[slot] = None
         self._terms[slot] = None
         self._free.append(slot)
-        self._version += 1
 
     # ------------------------------------------------------------------ reading
 
@@ -200,62 +206,31 @@ class BM25Index:
     def __contains__(self, doc_id: object) -> bool:
         return doc_id in self._slot
 
-    def _average_idf(self, n: int) -> float:
-        # rank-bm25 floors negative idfs at epsilon * (mean raw idf over the vocabulary); the df
-        # histogram gives that mean in O(distinct df values) instead of O(vocabulary).
-        cached = self._avg_idf
-        if cached is not None and cached[0] == self._version:
-            return cached[1]
-        total = vocab = 0.0
-        for df, count in self._df_hist.items():
-            if count:
-                total += count * (math.log(n - df + 0.5) - math.log(df + 0.5))
-                vocab += count
-        value = total / vocab if vocab else 0.0
-        self._avg_idf = (self._version, value)
-        return value
+    @staticmethod
+    def _idf(df: int, n: int) -> float:
+        # rank_bm25.BM25Plus: log((N + 1) / df), positive even in a store of one memory (BM25Okapi's
+        # idf is 0 or negative for a word in half the documents, so tiny stores found nothing)
+        return math.log((n + 1) / df)
 
-    def _idf(self, df: int, n: int) -> float:
-        idf = math.log(n - df + 0.5) - math.log(df + 0.5)
-        if idf < 0:
-            return self.epsilon * self._average_idf(n)
-        return idf
-
-    def _weights(self, query: "Query | str") -> tuple[Counter[str], Counter[str]]:
+    def _weights(self, query: "Query | str") -> tuple[Counter[str], dict[str, float]]:
         """Query term weights: each occurrence in the text counts 1 (as in rank-bm25, where a
         repeated query word is scored twice); a context term counts CONTEXT_WEIGHT, once."""
         if isinstance(query, str):
-            return Counter(analyze(query)), Counter()
+            return Counter(analyze(query)), {}
         text = Counter(analyze(query.text))
-        ctx: Counter[str] = Counter()
-        for term in {t for c in query.context for t in analyze(c)}:
-            ctx[term] = CONTEXT_WEIGHT
+        ctx = {t: CONTEXT_WEIGHT for c in query.context for t in analyze(c)}
         return text, ctx
 
-    def _score(self, query: "Query | str") -> tuple[Any, Any, float]:
-        """(candidate slots, their raw BM25 scores, the query's ideal score). Call under lock."""
+    def _accumulate(self, weights: Mapping[str, float], acc: Any, hit: Any) -> None:
+        """Add each term's weighted BM25 contribution to ``acc``. Call under the lock."""
         np = _numpy()
-        text, ctx = self._weights(query)
         n = len(self._slot)
-        empty = np.zeros(0, dtype=np.int64)
-        if n == 0 or not (text or ctx):
-            return empty, np.zeros(0), 0.0
         k1, b = self.k1, self.b
         avgdl = self._total_len / n
-        unseen = math.log(n + 0.5) - math.log(0.5)  # idf of a term no document has
-        acc = np.zeros(len(self._lens))
-        hit = np.zeros(len(self._lens), dtype=bool)
-        ideal = {"text": 0.0, "ctx": 0.0}
-        weights = Counter(text)
-        weights.update(ctx)
         for term, w in weights.items():
             p = self._postings.get(term)
-            share = text.get(term, 0)
-            idf = self._idf(len(p), n) if p else unseen
-            ideal["text"] += share * idf
-            ideal["ctx"] += ctx.get(term, 0.0) * idf
             if not p:
-                continue
+                continue  # rank-bm25 scores an unknown term 0
             arrs = self._arrays.get(term)
             if arrs is None:
                 arrs = self._arrays[term] = (
@@ -263,21 +238,116 @@ class BM25Index:
                     np.fromiter(p.values(), dtype=np.float64, count=len(p)),
                 )
             slots, tfs = arrs
-            # the same expression, in the same order, as rank_bm25.BM25Okapi.get_scores
-            part = idf * (tfs * (k1 + 1) / (tfs + k1 * (1 - b + b * self._lens[slots] / avgdl)))
+            idf = self._idf(len(p), n)
+            # rank_bm25.BM25Plus.get_scores without its `delta` term (see the module docstring)
+            part = idf * ((tfs * (k1 + 1)) / (k1 * (1 - b + b * self._lens[slots] / avgdl) + tfs))
             acc[slots] += part if w == 1 else w * part
             hit[slots] = True
-        cand = np.flatnonzero(hit)
-        # normalize by the text's ideal score; context only when the text has no terms at all
-        norm = ideal["text"] or ideal["ctx"]
-        return cand, acc[cand], norm
 
-    def scores(self, query: "Query | str") -> dict[str, float]:
-        """Raw BM25 scores of every document sharing a term with the query (for tests and
-        diagnostics; ``search`` is the fast path)."""
+    def _ideal(self, terms: Mapping[str, float]) -> float:
+        """The normalizer: the weighted idf of the query's IDEAL_TERMS most specific terms
+        (an unseen term counting as df=0.5), so a long prompt is judged by its specific words."""
+        n = len(self._slot)
+        unseen = math.log((n + 1) / 0.5)  # more specific than any word the store has
+        idfs = []
+        for term, w in terms.items():
+            p = self._postings.get(term)
+            idfs.append((self._idf(len(p), n) if p else unseen, w))
+        idfs.sort(reverse=True)
+        return sum(idf * w for idf, w in idfs[:IDEAL_TERMS])
+
+    def _top(self, cand: Any, score: Any, k: int) -> Any:
+        """Indexes into ``cand`` of the k best scores, best first, ties by doc id."""
+        np = _numpy()
+        idx = np.arange(len(cand))
+        if len(cand) > k:
+            # the k-th best score; everything tied with it stays so ids can break the tie
+            kth = np.partition(score, len(score) - k)[len(score) - k]
+            idx = idx[score >= kth]
+        ids = self._ids
+        order = sorted(idx.tolist(), key=lambda i: (-score[i], ids[cand[i]]))
+        return order[:k]
+
+    def _feedback(self, cand: Any, score: Any, exclude: Mapping[str, float]) -> dict[str, float]:
+        """Pseudo-relevance feedback (RM3-like): the terms that best characterize the top
+        FEEDBACK_DOCS hits, weighted up to FEEDBACK_WEIGHT. They find memories that answer the
+        query in other words than it uses (the top hit often states the topic, the next memory
+        the answer). Call under the lock."""
+        n = len(self._slot)
+        mass: dict[str, float] = {}
+        for i in self._top(cand, score, FEEDBACK_DOCS):
+            tf = self._terms[int(cand[i])]
+            assert tf is not None
+            share = float(score[i]) / sum(tf.values())  # score x term's share of the memory
+            for term, c in tf.items():
+                if term not in exclude:
+                    mass[term] = mass.get(term, 0.0) + share * c
+        ranked = sorted(
+            ((m * self._idf(len(self._postings[t]), n), t) for t, m in mass.items()),
+            key=lambda x: (-x[0], x[1]),
+        )[:FEEDBACK_TERMS]
+        if not ranked or ranked[0][0] <= 0:
+            return {}
+        top = ranked[0][0]
+        return {t: FEEDBACK_WEIGHT * v / top for v, t in ranked}
+
+    def _run(
+        self, query: "Query | str", cut: float, feedback: bool
+    ) -> tuple[Any, Any, float, dict[str, float]]:
+        """Score the query. Returns the slots of the documents sharing a term with it whose
+        normalized score is >= ``cut``, their raw scores (with feedback terms when
+        ``feedback``), the normalizer and the term weights used. Call under the lock."""
+        np = _numpy()
+        text, ctx = self._weights(query)
+        weights: dict[str, float] = dict(text)
+        for t, w in ctx.items():
+            weights[t] = weights.get(t, 0) + w
+        if not self._slot or not weights:
+            return np.zeros(0, dtype=np.int64), np.zeros(0), 0.0, weights
+        # normalize by the text's ideal score; by the context's when the text has no terms
+        norm = self._ideal(text) or self._ideal(ctx)
+        acc = np.zeros(len(self._lens))
+        hit = np.zeros(len(self._lens), dtype=bool)
+        self._accumulate(weights, acc, hit)
+        cand = np.flatnonzero(hit)
+        cand = cand[acc[cand] >= cut * norm]  # the cut is on the query's own terms
+        if feedback and FEEDBACK_TERMS and len(cand):
+            extra = self._feedback(cand, acc[cand], weights)
+            # feedback reorders the memories that match the query; it adds none (the recall it
+            # buys on LoCoMo comes from reordering, and an added memory would not match at all)
+            self._accumulate(extra, acc, hit)
+            weights.update(extra)
+        return cand, acc[cand], norm, weights
+
+    def expand(self, query: "Query | str", min_score: float | None = None) -> dict[str, float]:
+        """The weighted terms ``search`` scores with: the query's, its context's and the
+        feedback terms (for tests and diagnostics)."""
+        cut = DEFAULT_MIN_SCORE if min_score is None else min_score
         with self._lock:
-            cand, raw, _ = self._score(query)
-            return {self._ids[s]: float(v) for s, v in zip(cand.tolist(), raw.tolist())}  # type: ignore[misc]
+            return self._run(query, cut, feedback=True)[3]
+
+    def scores(self, query: "Query | str | Mapping[str, float]") -> dict[str, float]:
+        """rank_bm25.BM25Plus scores, without feedback, of every document sharing a term with the
+        query (every other document scores ``delta * sum(weight * idf)`` of the known terms). A
+        mapping is taken as analyzed terms and their weights. For tests and diagnostics."""
+        np = _numpy()
+        with self._lock:
+            if not self._slot:
+                return {}
+            if isinstance(query, Mapping):
+                weights = dict(query)
+            else:
+                weights = self._run(query, 0.0, feedback=False)[3]
+            acc = np.zeros(len(self._lens))
+            hit = np.zeros(len(self._lens), dtype=bool)
+            self._accumulate(weights, acc, hit)
+            n = len(self._slot)
+            base = sum(
+                w * self._idf(len(self._postings[t]), n) * self.delta
+                for t, w in weights.items()
+                if t in self._postings
+            )
+            return {self._ids[s]: base + float(acc[s]) for s in np.flatnonzero(hit).tolist()}  # type: ignore[misc]
 
     def search(
         self, query: "Query | str", k: int = 5, min_score: float | None = None
@@ -289,18 +359,10 @@ class BM25Index:
         if k <= 0:
             return []
         cut = DEFAULT_MIN_SCORE if min_score is None else min_score
-        np = _numpy()
         with self._lock:
-            cand, raw, norm = self._score(query)
+            cand, raw, norm, _ = self._run(query, cut, feedback=True)
             if norm <= 0 or len(cand) == 0:
                 return []
             score = raw / norm
-            keep = score >= cut
-            if len(cand) > k:
-                # the k-th best score; everything tied with it is kept so ids can break the tie
-                kth = np.partition(score, len(score) - k)[len(score) - k]
-                keep &= score >= kth
             ids = self._ids
-            found = [(ids[s], v) for s, v in zip(cand[keep].tolist(), score[keep].tolist())]
-        found.sort(key=lambda x: (-x[1], x[0]))
-        return found[:k]  # type: ignore[return-value]
+            return [(ids[int(cand[i])], float(score[i])) for i in self._top(cand, score, k)]  # type: ignore[misc]

@@ -20,6 +20,7 @@ __all__ = ["analyze", "STOPWORDS"]
 _TOKEN = re.compile(r"[^\W_]+(?:[-'’.][^\W_]+)*")
 _JOINERS = re.compile(r"[-'’.]")
 _POSSESSIVE = re.compile(r"['’]s$")
+_NEGATION = re.compile(r"n['’]t$")
 
 # The common English function words (NLTK's list, plus contractions' fragments and a few
 # conversational fillers). They carry no topic, so they would only add noise to BM25.
@@ -32,10 +33,39 @@ STOPWORDS: frozenset[str] = frozenset(
     nor not now o of off on once only or other our ours ourselves out over own re s same shan she
     should shouldn so some such t than that the their theirs them themselves then there these they
     this those through to too under until up ve very was wasn we were weren what when where which
-    while who whom why will with won wouldn y you your yours yourself yourselves
+    while who whom why will with wouldn y you your yours yourself yourselves
     would could also yeah yes oh ok okay hey hi hello really
     """.split()
 )
+
+# Irregular past forms -> base form, so "bought" finds "buy" and "went" finds "go" (the stemmer
+# only strips suffixes). Forms that are also common nouns ("bit", "rose", "saw"?) are left out
+# when the noun is the likelier reading.
+_IRREGULAR: dict[str, str] = {}
+for _line in """
+    arise arose arisen|awake awoke awoken|become became|begin began begun|bend bent|bet|bite bitten
+    bleed bled|blow blew blown|break broke broken|breed bred|bring brought|build built|burn burnt
+    buy bought|catch caught|choose chose chosen|cling clung|come came|creep crept|deal dealt
+    dig dug|draw drew drawn|dream dreamt|drink drank drunk|drive drove driven|eat ate eaten
+    fall fell fallen|feed fed|feel felt|fight fought|find found|flee fled|fly flew flown
+    forbid forbade forbidden|forget forgot forgotten|forgive forgave forgiven|freeze froze frozen
+    get got gotten|give gave given|go went gone|grow grew grown|hang hung|hear heard|hide hid hidden
+    hold held|keep kept|kneel knelt|know knew known|lay laid|lead led|leap leapt|learn learnt
+    leave left|lend lent|lie lain|light lit|lose lost|make made|mean meant|meet met
+    mistake mistook mistaken|overcome overcame|pay paid|ride rode ridden|ring rang rung|run ran
+    say said|see saw seen|seek sought|sell sold|send sent|shake shook shaken|shine shone
+    shoot shot|shrink shrank shrunk|sing sang sung|sink sank sunk|sit sat|sleep slept|slide slid
+    speak spoke spoken|speed sped|spend spent|spin spun|stand stood|steal stole stolen|stick stuck
+    sting stung|strike struck stricken|strive strove striven|swear swore sworn|sweep swept
+    swim swam swum|swing swung|take took taken|teach taught|tear tore torn|tell told|think thought
+    throw threw thrown|understand understood|wake woke woken|wear wore worn|weave wove woven
+    weep wept|win won|withdraw withdrew withdrawn|write wrote written|undertake undertook undertaken
+    """.replace("\n", "|").split("|"):
+    if not _line.strip():
+        continue
+    _base, *_forms = _line.split()
+    for _form in _forms:
+        _IRREGULAR[_form] = _base
 
 _stem_lock = threading.Lock()
 
@@ -49,6 +79,7 @@ def _stemmer() -> Any:
 
 @lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
+    word = _IRREGULAR.get(word, word)
     # PyStemmer objects are not documented as thread-safe; the cache makes the lock rarely taken.
     with _stem_lock:
         return str(_stemmer().stemWord(word))
@@ -65,7 +96,10 @@ def _fold(text: str) -> str:
 def _words(text: str) -> list[str]:
     out: list[str] = []
     for m in _TOKEN.finditer(_fold(text)):
-        tok = _POSSESSIVE.sub("", m.group())
+        tok = m.group()
+        if _NEGATION.search(tok):  # "don't", "won't": auxiliaries, all stopwords
+            continue
+        tok = _POSSESSIVE.sub("", tok)
         parts = [p for p in _JOINERS.split(tok) if p]
         out.extend(parts)
         # "de-stress" also as "destress" (hyphens only: not "don't" -> "dont", "a.b" -> "ab")

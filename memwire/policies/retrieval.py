@@ -54,11 +54,13 @@ def _last_question(text: str) -> str | None:
 def query_from_messages(latest_user: str, earlier: Sequence[str]) -> Query:
     """Build the query for ``latest_user`` given the texts of the earlier messages (all roles,
     oldest first). Keeps the last ``CONTEXT_MESSAGES`` messages (their last ``CONTEXT_CHARS``
-    characters each) as context. When the latest message is a short reply and the message just
-    before it asked a question, the question joins the query text."""
+    characters each) as context. When the latest message is a short reply (not itself a question)
+    and the message just before it asked one, that question joins the query text."""
     kept = [m[-CONTEXT_CHARS:] for m in earlier[-CONTEXT_MESSAGES:] if m and m.strip()]
     text = latest_user
-    if earlier and len(_WORD.findall(latest_user)) <= _SHORT_REPLY_WORDS:
+    short = len(_WORD.findall(latest_user)) <= _SHORT_REPLY_WORDS
+    # a short question of its own ("and the tests?") is a follow-up, not an answer
+    if earlier and short and not latest_user.rstrip().endswith("?"):
         question = _last_question(earlier[-1] or "")
         if question:
             text = f"{question}\n{latest_user}"

@@ -1,0 +1,259 @@
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+from rank_bm25 import BM25Plus
+
+from memwire.memory import index as index_mod
+from memwire.memory.index import (
+    CONTEXT_WEIGHT,
+    DEFAULT_MIN_SCORE,
+    BM25Index,
+    date_terms,
+)
+from memwire.memory.text import analyze
+from memwire.policies.retrieval import Query
+
+VOCAB = [f"word{i}" for i in range(80)]
+ZIPF = [1 / (i + 1) for i in range(len(VOCAB))]
+
+
+def random_text(rng: random.Random) -> str:
+    return " ".join(rng.choices(VOCAB, weights=ZIPF, k=rng.randint(1, 14)))
+
+
+def reference(docs: dict[str, str]) -> tuple[list[str], BM25Plus]:
+    ids = sorted(docs)
+    bm = BM25Plus([analyze(docs[i]) for i in ids], k1=index_mod.K1, b=index_mod.B, delta=index_mod.DELTA)
+    return ids, bm
+
+
+def assert_same_as_rank_bm25(idx: BM25Index, docs: dict[str, str], queries: list[str]) -> None:
+    ids, bm = reference(docs)
+    for q in queries:
+        ref = dict(zip(ids, bm.get_scores(analyze(q)).tolist()))
+        got = idx.scores(q)
+        terms = set(analyze(q))
+        assert set(got) == {i for i in ids if terms & set(analyze(docs[i]))}
+        for doc_id, score in got.items():
+            assert score == pytest.approx(ref[doc_id], rel=1e-9, abs=1e-9)
+        # rank-bm25 gives every other document the same baseline, below every match
+        rest = {ref[i] for i in ids if i not in got}
+        if rest and got:
+            assert max(rest) - min(rest) < 1e-9 and max(rest) < min(got.values())
+
+
+def check_ranking(idx: BM25Index, docs: dict[str, str], q: str) -> None:
+    """search() ranks like rank-bm25 scoring the expanded query, ties by id ascending."""
+    ids, bm = reference(docs)
+    weights = idx.expand(q, min_score=0)
+    ref = {i: 0.0 for i in ids}
+    for term, w in weights.items():
+        for i, s in zip(ids, bm.get_scores([term]).tolist()):
+            ref[i] += w * s
+    found = [d for d, _ in idx.search(q, k=len(docs), min_score=0)]
+    terms = set(analyze(q))
+    assert set(found) == {i for i in ids if terms & set(analyze(docs[i]))}
+    for a, b in zip(found, found[1:]):
+        assert ref[a] > ref[b] - 1e-9
+        if abs(ref[a] - ref[b]) <= 1e-9:
+            assert a < b
+
+
+def test_scores_equal_rank_bm25_on_a_random_corpus_through_adds_and_removes() -> None:
+    rng = random.Random(7)
+    docs = {f"d{i:03d}": random_text(rng) for i in range(250)}
+    idx = BM25Index()
+    idx.add_many((d, t, None) for d, t in docs.items())
+    queries = [random_text(rng) for _ in range(15)] + ["word0", "word79 word0 word0", "nothing"]
+    assert_same_as_rank_bm25(idx, docs, queries)
+
+    for d in rng.sample(sorted(docs), 80):  # removes
+        idx.remove(d)
+        del docs[d]
+    for i in range(40):  # adds, one at a time
+        docs[f"n{i:03d}"] = random_text(rng)
+        idx.add(f"n{i:03d}", docs[f"n{i:03d}"])
+    for d in rng.sample(sorted(docs), 30):  # replacements keep the id
+        docs[d] = random_text(rng)
+        idx.add(d, docs[d])
+    idx.remove("absent")  # no-op
+    assert len(idx) == len(docs) and all(d in idx for d in docs) and "absent" not in idx
+    assert_same_as_rank_bm25(idx, docs, queries)
+    for q in queries[:8]:
+        check_ranking(idx, docs, q)
+
+
+def test_context_terms_count_context_weight_once() -> None:
+    rng = random.Random(3)
+    docs = {f"d{i:02d}": random_text(rng) for i in range(60)}
+    idx = BM25Index()
+    idx.add_many((d, t, None) for d, t in docs.items())
+    ids, bm = reference(docs)
+    query = Query("word3 word10", ("word1 word1 word20", "word20 word50"))
+    got = idx.scores(query)
+    ref = bm.get_scores(["word3", "word10"])
+    for term in {"word1", "word20", "word50"}:
+        ref = ref + CONTEXT_WEIGHT * bm.get_scores([term])
+    for i, s in zip(ids, ref.tolist()):
+        if i in got:
+            assert got[i] == pytest.approx(s, rel=1e-9)
+
+
+def test_empty_index_and_empty_query() -> None:
+    idx = BM25Index()
+    assert idx.search("anything") == [] and len(idx) == 0
+    idx.add("a", "some text")
+    assert idx.search("") == [] and idx.search("the and of") == [] and idx.search("text", k=0) == []
+
+
+def test_one_memory_store_finds_it() -> None:
+    idx = BM25Index()
+    idx.add("m1", "Alice likes kubernetes dashboards")
+    [(doc, score)] = idx.search("kubernetes")
+    assert doc == "m1" and score > DEFAULT_MIN_SCORE
+
+
+def test_ties_are_broken_by_id_and_results_are_deterministic() -> None:
+    idx = BM25Index()
+    for d in ["e", "c", "a", "d", "b"]:
+        idx.add(d, "deploy to staging on fridays")
+    idx.add("z", "unrelated note about lunch")
+    assert [d for d, _ in idx.search("staging deploy", k=3)] == ["a", "b", "c"]
+    first = idx.search("staging deploy", k=5)
+    assert all(idx.search("staging deploy", k=5) == first for _ in range(5))
+
+
+def test_scores_are_normalized_and_sorted() -> None:
+    idx = BM25Index()
+    idx.add_many([
+        ("full", "the staging database runs postgres", None),
+        ("half", "postgres tuning notes", None),
+        ("none", "lunch is at noon", None),
+    ])
+    hits = idx.search("staging database postgres", k=5, min_score=0)
+    assert [d for d, _ in hits] == ["full", "half"]
+    assert hits[0][1] >= 1.0 > hits[1][1] > 0  # a memory with every query term scores >= 1
+
+
+SOFTWARE_MEMORIES = [
+    "User prefers tabs over spaces in Python code",
+    "The project uses PostgreSQL 15 for the main database",
+    "Deploys go through GitHub Actions to the staging server first, then production",
+    "API keys live in .env and must never be committed",
+    "Run the test suite with pytest -q before pushing",
+    "The frontend is a React app built with Vite",
+    "Code review needs one approval from the backend team",
+    "We use ruff for linting and black formatting is disabled",
+    "Database migrations are written with Alembic",
+    "Logs are shipped to Datadog; use structured JSON logging",
+    "The mobile app release train is every second Tuesday",
+    "Prefer small pull requests under 400 lines",
+]
+
+
+@pytest.fixture()
+def software() -> BM25Index:
+    idx = BM25Index()
+    idx.add_many((f"m{i:02d}", t, None) for i, t in enumerate(SOFTWARE_MEMORIES))
+    return idx
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    ["What's the weather in Paris?", "Tell me a joke", "What is the capital of France?",
+     "Can you recommend a good restaurant for dinner tonight?"],
+)
+def test_unrelated_prompt_returns_nothing(software: BM25Index, prompt: str) -> None:
+    assert software.search(prompt, k=5) == []
+
+
+@pytest.mark.parametrize(
+    ("prompt", "expected"),
+    [("Which database do we use?", "m01"), ("how do I run the tests", "m04"),
+     ("can I commit my api key?", "m03"), ("when is the next mobile release?", "m10"),
+     ("tabs or spaces?", "m00")],
+)
+def test_related_prompt_finds_the_memory(software: BM25Index, prompt: str, expected: str) -> None:
+    assert software.search(prompt, k=3)[0][0] == expected
+
+
+def test_min_score_cut(software: BM25Index) -> None:
+    everything = software.search("which database do we use for logging", k=20, min_score=0)
+    strict = software.search("which database do we use for logging", k=20, min_score=0.5)
+    assert len(strict) < len(everything)
+    assert [d for d, _ in strict] == [d for d, _ in everything][: len(strict)]
+    assert all(s >= 0.5 for _, s in strict)
+
+
+def test_date_terms_and_date_aware_search() -> None:
+    assert date_terms("1:56 pm on 8 May, 2023") == analyze("may 2023")
+    assert date_terms("2024-02-29") == analyze("february 2024")
+    assert date_terms("Sept. 3rd") == analyze("september")
+    assert date_terms(None) == [] and date_terms("someday") == []
+    idx = BM25Index()
+    idx.add("a", "we chose the blue logo", date="2023-05-08")
+    idx.add("b", "we chose the green logo", date="2024-01-10")
+    assert idx.search("which logo did we choose in May 2023?", k=1)[0][0] == "a"
+
+
+def test_feedback_only_reorders_matching_memories() -> None:
+    idx = BM25Index()
+    idx.add_many([
+        ("q", "Do you have any pets at home?", None),
+        ("a", "Two cats and a dog, all rescued", None),
+        ("x", "pets are allowed in the office", None),
+    ])
+    found = [d for d, _ in idx.search("pets", k=5, min_score=0)]
+    assert set(found) == {"q", "x"}  # "a" shares no word with the query
+
+
+def test_concurrent_adds_removes_and_searches() -> None:
+    rng = random.Random(11)
+    idx = BM25Index()
+    base = {f"b{i:03d}": random_text(rng) for i in range(300)}
+    idx.add_many((d, t, None) for d, t in base.items())
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def writer(n: int) -> None:
+        r = random.Random(n)
+        try:
+            for i in range(300):
+                idx.add(f"w{n}-{i}", random_text(r))
+                if i % 3 == 0:
+                    idx.remove(f"w{n}-{i // 2}")
+            idx.add_many((f"bulk{n}-{i}", random_text(r), None) for i in range(1500))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def reader(n: int) -> None:
+        r = random.Random(100 + n)
+        try:
+            while not stop.is_set():
+                hits = idx.search(random_text(r), k=5, min_score=0)
+                assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    writers = [threading.Thread(target=writer, args=(n,)) for n in range(3)]
+    readers = [threading.Thread(target=reader, args=(n,)) for n in range(3)]
+    for t in writers + readers:
+        t.start()
+    for t in writers:
+        t.join()
+    stop.set()
+    for t in readers:
+        t.join()
+    assert not errors
+    # the index ends up exactly as if built in one go from the surviving documents
+    fresh = BM25Index()
+    survivors = {d: idx._terms[s] for d, s in idx._slot.items()}
+    assert len(survivors) == len(idx)
+    fresh.add_many((d, " ".join(tf.elements()), None) for d, tf in survivors.items())
+    q = "word1 word2 word30"
+    got, want = idx.search(q, k=20, min_score=0), fresh.search(q, k=20, min_score=0)
+    assert [d for d, _ in got] == [d for d, _ in want]
+    assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9)

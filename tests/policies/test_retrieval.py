@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import pytest
+
+from memwire.memory.index import BM25Index
+from memwire.policies.retrieval import CONTEXT_CHARS, CONTEXT_MESSAGES, Query, query_from_messages
+
+
+def test_query_is_frozen_and_context_a_tuple() -> None:
+    q = Query("hello", ["a", "b"])  # type: ignore[arg-type]
+    assert q.context == ("a", "b") and hash(q) == hash(Query("hello", ("a", "b")))
+    with pytest.raises(TypeError):
+        Query(None)  # type: ignore[arg-type]
+
+
+def test_plain_message_keeps_the_last_messages_as_context() -> None:
+    earlier = [f"message {i}" for i in range(10)]
+    q = query_from_messages("How do I deploy the billing service to staging?", earlier)
+    assert q.text == "How do I deploy the billing service to staging?"
+    assert q.context == tuple(earlier[-CONTEXT_MESSAGES:])
+
+
+def test_no_earlier_messages() -> None:
+    assert query_from_messages("yes", []) == Query("yes", ())
+
+
+def test_long_messages_are_cut_to_their_tail_and_blank_ones_dropped() -> None:
+    long = "x" * 5000 + " tail words"
+    q = query_from_messages("What is the status of the migration?", ["   ", long])
+    assert q.context == (long[-CONTEXT_CHARS:],)
+
+
+def test_short_answer_to_an_assistant_question_joins_the_question() -> None:
+    earlier = ["Let me look.", "I found two databases. Should I migrate the staging one or production?"]
+    q = query_from_messages("the staging one", earlier)
+    assert q.text == "Should I migrate the staging one or production?\nthe staging one"
+    assert q.context == tuple(earlier)
+
+
+def test_short_reply_without_a_question_is_left_alone() -> None:
+    q = query_from_messages("sounds good", ["I migrated the staging database."])
+    assert q.text == "sounds good"
+
+
+def test_long_reply_is_not_merged_with_the_question() -> None:
+    msg = "no, I want you to explain how the nightly billing export handles refunds first"
+    q = query_from_messages(msg, ["Shall I run it?"])
+    assert q.text == msg
+
+
+def test_context_helps_a_follow_up_but_the_message_wins() -> None:
+    idx = BM25Index()
+    idx.add_many([
+        ("tests", "Run the billing tests with pytest -m billing", None),
+        ("deploy", "Billing deploys need a change ticket", None),
+        ("tabs", "The user prefers tabs", None),
+    ])
+    follow_up = query_from_messages("and what about the tests?", ["How do we deploy billing?"])
+    hits = idx.search(follow_up, k=3)
+    assert hits[0][0] == "tests"
+    assert idx.search(Query("tabs", ("billing deploys",)), k=1)[0][0] == "tabs"
