@@ -1,0 +1,129 @@
+"""Streaming relay on real sockets: the proxy and a slow upstream each served by uvicorn on 127.0.0.1."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+import uvicorn
+
+from memwire import MemoryStore, Middleware
+from memwire.adapters.proxy import create_app
+
+WAIT = 5.0  # seconds the slow upstream waits to be released; a buffering proxy would show it
+
+
+class SlowUpstream:
+    """Sends one SSE event, then waits for ``release`` (or a client disconnect) before the last."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.disconnected = threading.Event()
+        self.timed_out = False
+        self.bodies: list[bytes] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        assert scope["type"] == "http"
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        self.bodies.append(body)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream"), (b"x-upstream", b"slow")]})
+        await send({"type": "http.response.body", "body": b"data: first\n\n", "more_body": True})
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                self.disconnected.set()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(watch)
+            deadline = time.monotonic() + WAIT
+            while not self.release.is_set():
+                if time.monotonic() > deadline:
+                    self.timed_out = True
+                    break
+                await anyio.sleep(0.005)
+            await send({"type": "http.response.body", "body": b"data: last\n\n", "more_body": False})
+            tg.cancel_scope.cancel()
+
+
+class Served:
+    """uvicorn on 127.0.0.1 (a free port) in a daemon thread."""
+
+    def __init__(self, app: Any, lifespan: str = "on") -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan, timeout_graceful_shutdown=1))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert self.thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.005)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(5)
+        self.sock.close()
+
+
+@pytest.fixture
+def servers(tmp_path: Any) -> Iterator[tuple[SlowUpstream, str]]:
+    store = MemoryStore(tmp_path / "mem")
+    store.add_many(["The project database is PostgreSQL 16", "Deploys run through GitHub Actions",
+                    "The user lives in Lisbon"])
+    upstream = SlowUpstream()
+    up = Served(upstream, lifespan="off")
+    proxy = Served(create_app(Middleware(store=store, mode="contextPerTurn"),
+                              openai_upstream=up.url, anthropic_upstream=up.url))
+    try:
+        yield upstream, proxy.url
+    finally:
+        upstream.release.set()
+        proxy.stop()
+        up.stop()
+
+
+CHAT = {"model": "gpt-4o-mini", "stream": True,
+        "messages": [{"role": "user", "content": "which database does the project use?"}]}
+
+
+def test_first_chunk_arrives_before_the_upstream_finishes(servers: tuple[SlowUpstream, str]) -> None:
+    upstream, proxy = servers
+    with httpx.Client(timeout=10) as client, client.stream("POST", proxy + "/v1/chat/completions", json=CHAT) as r:
+        assert r.status_code == 200
+        assert r.headers["x-memwire-injected"] == "1" and r.headers["x-upstream"] == "slow"
+        chunks = r.iter_raw()
+        first = next(chunks)
+        released_early = not upstream.release.is_set() and not upstream.timed_out
+        upstream.release.set()
+        rest = b"".join(chunks)
+    assert first == b"data: first\n\n"
+    assert released_early, "the first chunk only came after the upstream finished: the proxy buffered"
+    assert rest == b"data: last\n\n"
+    assert b"PostgreSQL" in upstream.bodies[0]
+
+
+def test_client_disconnect_closes_the_upstream_stream(servers: tuple[SlowUpstream, str]) -> None:
+    upstream, proxy = servers
+    body = {"model": "claude-haiku-4-5", "max_tokens": 5, "stream": True,
+            "messages": [{"role": "user", "content": "where do deploys run?"}]}
+    with httpx.Client(timeout=10) as client:
+        with client.stream("POST", proxy + "/v1/messages", json=body) as r:
+            assert next(r.iter_raw()) == b"data: first\n\n"
+        # leaving the block closes the connection mid-stream
+    assert upstream.disconnected.wait(WAIT - 1), "the upstream stream stayed open after the client left"
+    assert not upstream.timed_out
