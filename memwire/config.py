@@ -45,7 +45,7 @@ class Config(BaseModel):
 
     mode: str = Field("contextPerTurn", description="startup | systemPromptPerTurn | contextPerTurn")
     history: Literal["drop", "replay"] = Field(
-        "drop", description="contextPerTurn: drop earlier turns' blocks, or replay them in place"
+        "replay", description="contextPerTurn: drop earlier turns' blocks, or replay them in place"
     )
     replay_max_tokens: int = Field(
         4000, ge=0, le=1_000_000, description="history=replay: replayed memory tokens per session before a compaction"

@@ -103,7 +103,7 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 @SETTINGS
 @given(spec=conversation, api=apis, mode=modes)
 def test_rules_hold_over_generated_conversations(store: MemoryStore, spec: Any, api: str, mode: str) -> None:
-    mw = Middleware(store=store, mode=mode)
+    mw = Middleware(store=store, mode=mode, history="drop")
     requests = build(spec, api)
     blocks_by_turn: dict[int, Any] = {}
     startup_blocks = set()
@@ -148,7 +148,7 @@ def test_closer_turn_leaves_request_equal_in_per_turn_modes(store: MemoryStore, 
     has_system, turns, has_tools = spec
     turns = [*turns[:-1], (closer, turns[-1][1], False)]
     for mode in ("contextPerTurn", "systemPromptPerTurn"):
-        mw = Middleware(store=store, mode=mode)
+        mw = Middleware(store=store, mode=mode, history="drop")
         last = build((has_system, turns, has_tools), api)[-1]
         p = mw.prepare_request(last, api=api)
         assert p.body == last and p.injection is not None and p.injection.skipped == "gate"

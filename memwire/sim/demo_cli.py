@@ -1,0 +1,32 @@
+"""The ``memwire demo`` subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from typing import Any
+
+from ..config import Config
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("demo", help="show with numbers what each mode costs (no API key: a local fake provider)")
+    p.add_argument("--provider", choices=["openai", "anthropic"], default="openai")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(fn=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
+    from .demo import render, run_demo
+
+    logging.getLogger("memwire").setLevel(logging.ERROR)  # the demo's own request log would drown the table
+    start = time.perf_counter()
+    report = run_demo(args.provider)
+    if args.json:
+        print(json.dumps({**report.as_json(), "seconds": round(time.perf_counter() - start, 2)}, indent=2))
+    else:
+        print(render(report))
+        print(f"\n({time.perf_counter() - start:.1f} s)")
+    return 0

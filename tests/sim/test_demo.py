@@ -1,0 +1,54 @@
+"""`memwire demo --json`: structure, and the ordering the product exists for."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from memwire.cli import main
+
+
+@pytest.fixture(scope="module")
+def demo_json() -> dict:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["demo", "--json"]) == 0
+    logging.getLogger("memwire").setLevel(logging.NOTSET)
+    return json.loads(out.getvalue())
+
+
+def test_demo_json_structure(demo_json: dict) -> None:
+    assert demo_json["provider"] == "openai" and demo_json["turns"] >= 12 and demo_json["memories"] >= 50
+    labels = [m["label"] for m in demo_json["modes"]]
+    assert labels[0] == "no memory"
+    assert {"startup", "systemPromptPerTurn"} <= set(labels)
+    assert any(label.startswith("contextPerTurn") for label in labels)
+    for m in demo_json["modes"]:
+        for key in ("requests", "injected", "recalled", "needed", "cached_ratio", "cost", "cost_vs_none", "ideal_ratio"):
+            assert key in m
+        assert m["requests"] > 14  # tool loops: several requests per turn
+        assert 0 <= m["cached_ratio"] <= m["ideal_ratio"] <= 1
+    none = demo_json["modes"][0]
+    assert none["recalled"] == 0 and none["injected"] == 0 and none["cost_vs_none"] == 1.0
+
+
+def test_context_per_turn_keeps_more_cached_than_system_prompt_per_turn(demo_json: dict) -> None:
+    by = {m["label"]: m for m in demo_json["modes"]}
+    spt = by["systemPromptPerTurn"]
+    for label, m in by.items():
+        if label.startswith("contextPerTurn"):
+            assert m["cached_ratio"] > spt["cached_ratio"]
+            assert m["cost"] < spt["cost"]
+            assert m["recalled"] >= 1
+
+
+def test_replay_is_cheapest_and_recalls_what_drop_recalls(demo_json: dict) -> None:
+    by = {m["label"]: m for m in demo_json["modes"]}
+    replay, drop = by["contextPerTurn (replay)"], by["contextPerTurn (drop)"]
+    assert replay["recalled"] >= drop["recalled"]
+    assert replay["cost"] == min(m["cost"] for label, m in by.items() if label != "no memory")
