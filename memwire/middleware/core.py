@@ -123,7 +123,7 @@ class _LedgerMemo:
     def settle(self, block: _Block) -> _Block:
         if not block.replay:  # retrieval failed: record an empty entry, keep the earlier ones as they are
             entry = LedgerEntry(self.key)
-            if self.ledger.commit(self.key, (*self.ledger.entries, entry)):
+            if self.ledger.commit(self.key, (*self.ledger.entries, entry), persist=False):
                 return self._block(entry, self.ledger.entries, skipped=block.skipped, error=block.error)
         elif self.ledger.commit(self.key, block.replay):
             return block

@@ -88,7 +88,7 @@ class Ledger:
             if data.get("version") != _VERSION or data.get("session") != session:
                 raise ValueError("not this session's ledger")
             return cls(path, session, [LedgerEntry.from_json(e) for e in data.get("entries", [])])
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # no ledger yet (or no directory: retrieval will say so)
             return cls(path, session)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("memwire: ledger %s unreadable (%s); starting a new one", path, exc)
@@ -100,15 +100,17 @@ class Ledger:
                 return e
         return None
 
-    def commit(self, key: str, entries: Sequence[LedgerEntry]) -> bool:
+    def commit(self, key: str, entries: Sequence[LedgerEntry], persist: bool = True) -> bool:
         """Replace the entries with ``entries`` (which hold ``key``) unless another request of the
-        same turn committed first. Returns whether this call's entries were stored."""
+        same turn committed first. Returns whether this call's entries were stored. ``persist=False``
+        keeps the change in memory only (after a failed retrieval: the memory directory may be broken)."""
         with self._lock:
             if self.get(key) is not None:
                 return False
             self.entries = tuple(entries)[-MAX_ENTRIES:]
             snapshot = self.entries
-        self._save(snapshot)
+        if persist:
+            self._save(snapshot)
         return True
 
     def _save(self, entries: tuple[LedgerEntry, ...]) -> None:
