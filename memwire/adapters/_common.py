@@ -39,22 +39,26 @@ def fail_open(where: str, exc: BaseException) -> None:
     log.warning("memwire: %s failed (%s: %s); request sent unchanged", where, type(exc).__name__, exc)
 
 
-def memory_as_user(p: Prepared) -> Prepared:
-    """Give an inserted memory message the ``user`` role.
+def memory_as_user(body: Mapping[str, Any], p: Prepared) -> Prepared:
+    """Give every memory message memwire inserted into ``body`` the ``user`` role.
 
     litellm turns ``developer`` into ``system`` and hoists the leading system messages into the
     system field of Anthropic, Gemini, Bedrock, ...; a system-role memory message there would change
-    the provider's system prompt on every turn and lose its cache (DESIGN rule 2)."""
-    inj = p.injection
-    if inj is None or not inj.injected or inj.placement != "message" or inj.position is None:
+    the provider's system prompt on every turn and lose its cache (DESIGN rule 2). The inserted
+    messages are the new objects in the list (the core shares the caller's untouched messages),
+    which also covers earlier turns' blocks re-inserted by ``history="replay"``."""
+    if p.injection is None or p.injection.placement == "system":  # systemPromptPerTurn: meant to be there
         return p
     key = "input" if p.api == "openai.responses" else "messages"
-    items = p.body.get(key)
-    if not isinstance(items, list) or not 0 <= inj.position < len(items):
+    items, before = p.body.get(key), body.get(key)
+    if not isinstance(items, list) or items is before:
         return p
-    item = items[inj.position]
-    if isinstance(item, Mapping) and item.get("role") in ("system", "developer"):
-        items = list(items)
-        items[inj.position] = {**item, "role": "user"}
-        p.body = {**p.body, key: items}
+    theirs = {id(m) for m in before} if isinstance(before, list) else set()
+    out = [
+        {**m, "role": "user"}
+        if id(m) not in theirs and isinstance(m, Mapping) and m.get("role") in ("system", "developer") else m
+        for m in items
+    ]
+    if any(a is not b for a, b in zip(out, items)):
+        p.body = {**p.body, key: out}
     return p

@@ -98,7 +98,7 @@ def wrap(fn: F, middleware: Middleware) -> F:
             call, session, namespace = split(args, kwargs)
             try:
                 p = await middleware.aprepare_request(call, api="openai.chat", session_id=session, namespace=namespace)
-                call = memory_as_user(p).body
+                call = memory_as_user(call, p).body
             except Exception as exc:  # noqa: BLE001 - fail open
                 fail_open("litellm prepare", exc)
             return await fn(**call)
@@ -110,7 +110,7 @@ def wrap(fn: F, middleware: Middleware) -> F:
         call, session, namespace = split(args, kwargs)
         try:
             p = middleware.prepare_request(call, api="openai.chat", session_id=session, namespace=namespace)
-            call = memory_as_user(p).body
+            call = memory_as_user(call, p).body
         except Exception as exc:  # noqa: BLE001 - fail open
             fail_open("litellm prepare", exc)
         return fn(**call)
@@ -190,7 +190,7 @@ async def _pre_call(
         p: Prepared = await middleware.aprepare_request(
             data, api=api, session_id=proxy_session(data), namespace=namespace_fn(user_api_key_dict, data)
         )
-        return memory_as_user(p).body
+        return memory_as_user(data, p).body
     except Exception as exc:  # noqa: BLE001 - fail open
         fail_open(f"LiteLLM proxy hook ({call_type})", exc)
         return data

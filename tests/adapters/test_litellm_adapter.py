@@ -166,6 +166,18 @@ def test_completion_anthropic_system_is_byte_identical(store: MemoryStore, api: 
         assert first["role"] == "user" and first["content"][0]["text"].startswith(OPEN)
 
 
+def test_replayed_blocks_also_leave_the_system_field_alone(store: MemoryStore, api: Any) -> None:
+    completion = wrap(litellm.completion, Middleware(store=store, history="replay", memory_role="system"))
+    first = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Which port is the staging database on?"}]
+    completion(model=CLAUDE, messages=first, api_key="test", memwire_session="r")
+    second = [*first, {"role": "assistant", "content": "5433."}, {"role": "user", "content": QUESTION}]
+    completion(model=CLAUDE, messages=second, api_key="test", memwire_session="r")
+    body = sent(api, "anthropic")
+    assert body["system"] == [{"type": "text", "text": SYSTEM}]
+    blocks = [b["text"] for m in body["messages"] for b in m["content"] if b.get("text", "").startswith(OPEN)]
+    assert len(blocks) == 2 and "port 5433" in blocks[0] and "tabs over spaces" in blocks[1]
+
+
 async def test_acompletion_anthropic(mw: Middleware, api: Any) -> None:
     result = await wrap(litellm.acompletion, mw)(model=CLAUDE, messages=conversation(), api_key="test")
     assert result.choices[0].message.content == "Tabs."
