@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, TypeVar, cast
 
+import pydantic
+
 from ..middleware.core import Middleware
 from ._common import as_list, fail_open, split_kwargs
 
@@ -22,6 +24,14 @@ __all__ = ["wrap"]
 C = TypeVar("C")
 
 _ITEMS = {"openai.chat": "messages", "openai.responses": "input"}
+
+
+def _plain(item: Any) -> Any:
+    """An SDK object passed back as input (``response.output`` items, a ``ChatCompletionMessage``)
+    as the dict the SDK itself would send (openai/_utils/_transform.py), so memwire can read it."""
+    if isinstance(item, pydantic.BaseModel):
+        return item.model_dump(exclude_unset=True, mode="json", exclude=getattr(item, "__api_exclude__", None))
+    return item
 
 
 class _Proxy:
@@ -48,7 +58,10 @@ class _Endpoint(_Proxy):
 
     def _split(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], str | None, str | None]:
         call, session, namespace = split_kwargs(kwargs)
-        as_list(call, _ITEMS[self._api])
+        key = _ITEMS[self._api]
+        as_list(call, key)
+        if isinstance(call.get(key), list) and any(isinstance(m, pydantic.BaseModel) for m in call[key]):
+            call[key] = [_plain(m) for m in call[key]]
         return call, session, namespace
 
     def _prepare(self, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -196,6 +196,28 @@ async def test_responses_input_items_async(mw: Middleware, api: Any) -> None:
     assert sent_items[3]["content"][0]["text"].startswith(OPEN)
 
 
+def test_sdk_objects_passed_back_as_input(mw: Middleware, api: Any) -> None:
+    # agent loops pass the SDK's own objects back: they reach the provider as the SDK would send them
+    raw = openai.OpenAI(api_key="test")
+    client = wrap(raw, mw)
+    first = client.responses.create(model="gpt-4o-mini", input="hi")
+    items = [{"role": "user", "content": "hi"}, *first.output, {"role": "user", "content": QUESTION}]
+    raw.responses.create(model="gpt-4o-mini", input=items)
+    plain = sent(api, "responses")["input"]
+    client.responses.create(model="gpt-4o-mini", input=items)
+    with_memory = sent(api, "responses")["input"]
+    assert with_memory[:2] == plain[:2] and with_memory[3:] == plain[2:]
+    assert with_memory[2]["content"][0]["text"].startswith(OPEN)
+
+    reply = client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+    messages = [{"role": "user", "content": "hi"}, reply.choices[0].message, {"role": "user", "content": QUESTION}]
+    raw.chat.completions.create(model="gpt-4o-mini", messages=messages)
+    plain = sent(api)["messages"]
+    client.chat.completions.create(model="gpt-4o-mini", messages=messages)
+    assert sent(api)["messages"] == [*plain[:2], sent(api)["messages"][2], plain[2]]
+    assert sent(api)["messages"][2]["content"].startswith(OPEN)
+
+
 # ---------------------------------------------------------------------- the rest of the client
 
 
