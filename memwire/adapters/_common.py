@@ -8,7 +8,7 @@ from typing import Any
 
 from ..middleware.core import Prepared
 
-__all__ = ["SESSION_KW", "NAMESPACE_KW", "split_kwargs", "fail_open", "memory_as_user", "as_list"]
+__all__ = ["SESSION_KW", "NAMESPACE_KW", "split_kwargs", "fail_open", "memory_as_user", "as_list", "readable", "restore"]
 
 log = logging.getLogger("memwire")
 
@@ -32,6 +32,32 @@ def as_list(call: dict[str, Any], key: str) -> None:
     value = call.get(key)
     if value is not None and not isinstance(value, (list, str, bytes, Mapping)) and isinstance(value, Iterable):
         call[key] = list(value)
+
+
+def readable(call: dict[str, Any], key: str) -> tuple[dict[str, Any], dict[int, Any]]:
+    """``call`` with SDK objects in ``call[key]`` (a litellm ``Message`` passed back, ...) shown as
+    dicts for memwire to read, and a map from each such dict back to its object (see :func:`restore`)."""
+    items = call.get(key)
+    if not isinstance(items, list) or not any(hasattr(m, "model_dump") and not isinstance(m, Mapping) for m in items):
+        return call, {}
+    back: dict[int, Any] = {}
+    shown = []
+    for m in items:
+        if hasattr(m, "model_dump") and not isinstance(m, Mapping):
+            d = m.model_dump(exclude_none=True)
+            back[id(d)] = m
+            m = d
+        shown.append(m)
+    return {**call, key: shown}, back
+
+
+def restore(body: dict[str, Any], key: str, back: dict[int, Any]) -> dict[str, Any]:
+    """Put the caller's own objects back where memwire left the dicts it read them as untouched
+    (the core shares untouched messages), so the provider layer sees exactly what it was given."""
+    items = body.get(key)
+    if not back or not isinstance(items, list):
+        return body
+    return {**body, key: [back.get(id(m), m) for m in items]}
 
 
 def fail_open(where: str, exc: BaseException) -> None:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from ..errors import NamespaceError
 from ..memory.store import validate_namespace
 from ..middleware.core import Middleware, Prepared
-from ._common import as_list, fail_open, memory_as_user, split_kwargs
+from ._common import as_list, fail_open, memory_as_user, readable, restore, split_kwargs
 
 if TYPE_CHECKING:
     from litellm.integrations.custom_logger import CustomLogger
@@ -97,8 +97,9 @@ def wrap(fn: F, middleware: Middleware) -> F:
         async def awrapper(*args: Any, **kwargs: Any) -> Any:
             call, session, namespace = split(args, kwargs)
             try:
-                p = await middleware.aprepare_request(call, api="openai.chat", session_id=session, namespace=namespace)
-                call = memory_as_user(call, p).body
+                shown, back = readable(call, "messages")
+                p = await middleware.aprepare_request(shown, api="openai.chat", session_id=session, namespace=namespace)
+                call = restore(memory_as_user(shown, p).body, "messages", back)
             except Exception as exc:  # noqa: BLE001 - fail open
                 fail_open("litellm prepare", exc)
             return await fn(**call)
@@ -109,8 +110,9 @@ def wrap(fn: F, middleware: Middleware) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         call, session, namespace = split(args, kwargs)
         try:
-            p = middleware.prepare_request(call, api="openai.chat", session_id=session, namespace=namespace)
-            call = memory_as_user(call, p).body
+            shown, back = readable(call, "messages")  # litellm Message objects passed back
+            p = middleware.prepare_request(shown, api="openai.chat", session_id=session, namespace=namespace)
+            call = restore(memory_as_user(shown, p).body, "messages", back)
         except Exception as exc:  # noqa: BLE001 - fail open
             fail_open("litellm prepare", exc)
         return fn(**call)

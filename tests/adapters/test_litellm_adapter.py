@@ -178,6 +178,22 @@ def test_replayed_blocks_also_leave_the_system_field_alone(store: MemoryStore, a
     assert len(blocks) == 2 and "port 5433" in blocks[0] and "tabs over spaces" in blocks[1]
 
 
+def test_litellm_message_objects_passed_back(mw: Middleware, api: Any) -> None:
+    # tool loops append the response's own Message object; it reaches litellm as the caller gave it
+    completion = wrap(litellm.completion, mw)
+    reply = completion(model=CLAUDE, messages=[{"role": "user", "content": "hi"}], api_key="test")
+    message = reply.choices[0].message
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "hi"}, message,
+                {"role": "user", "content": QUESTION}]
+    litellm.completion(model=CLAUDE, messages=messages, api_key="test")
+    plain = sent(api, "anthropic")
+    completion(model=CLAUDE, messages=messages, api_key="test")
+    body = sent(api, "anthropic")
+    assert body["system"] == plain["system"] and body["messages"][:2] == plain["messages"][:2]
+    _anthropic_memory_then_question(body)
+    assert messages[2] is message
+
+
 async def test_acompletion_anthropic(mw: Middleware, api: Any) -> None:
     result = await wrap(litellm.acompletion, mw)(model=CLAUDE, messages=conversation(), api_key="test")
     assert result.choices[0].message.content == "Tabs."
