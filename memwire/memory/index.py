@@ -129,7 +129,7 @@ class BM25Index:
         """Index ``text`` as ``doc_id``, replacing what was indexed under that id."""
         tf = self._analyze(text, date)
         with self._lock:
-            self._insert(doc_id, tf)
+            self._insert(doc_id, tf, patch=True)
 
     def add_many(self, docs: Iterable[tuple[str, str, str | None]]) -> None:
         """Index many (id, text, date) documents; later duplicates of an id win."""
@@ -148,12 +148,14 @@ class BM25Index:
     def remove(self, doc_id: str) -> None:
         """Drop ``doc_id`` from the index (nothing happens if it is not there)."""
         with self._lock:
-            self._delete(doc_id)
+            self._delete(doc_id, patch=True)
 
-    def _insert(self, doc_id: str, tf: Counter[str]) -> None:
+    def _insert(self, doc_id: str, tf: Counter[str], patch: bool = False) -> None:
+        """Index one document. ``patch``: update the cached term arrays in place (a memcpy, fast
+        for one document) rather than dropping them (cheaper when many documents come)."""
         np = _numpy()
         if doc_id in self._slot:
-            self._delete(doc_id)
+            self._delete(doc_id, patch)
         if self._free:
             slot = self._free.pop()
         else:
@@ -177,9 +179,11 @@ class BM25Index:
             if p is None:
                 p = postings[term] = {}
             p[slot] = n
-            arrays.pop(term, None)  # its arrays are rebuilt on the next search that needs them
+            cached = arrays.pop(term, None)  # dropped arrays are rebuilt by the next search
+            if patch and cached is not None:
+                arrays[term] = (np.append(cached[0], slot), np.append(cached[1], float(n)))
 
-    def _delete(self, doc_id: str) -> None:
+    def _delete(self, doc_id: str, patch: bool = False) -> None:
         slot = self._slot.pop(doc_id, None)
         if slot is None:
             return
@@ -191,7 +195,10 @@ class BM25Index:
             del p[slot]
             if not p:
                 del postings[term]
-            arrays.pop(term, None)
+            cached = arrays.pop(term, None)
+            if patch and cached is not None and p:
+                keep = cached[0] != slot
+                arrays[term] = (cached[0][keep], cached[1][keep])
         self._total_len -= int(self._lens[slot])
         self._lens[slot] = 0.0
         self._ids[slot] = None
