@@ -269,8 +269,7 @@ def test_fail_open_when_search_raises(tmp_path: Path, api: Any, caplog: pytest.L
 def test_fail_open_on_broken_memory_directory(tmp_path: Path, api: Any, caplog: pytest.LogCaptureFixture) -> None:
     not_a_dir = tmp_path / "memory"
     not_a_dir.write_text("this is a file, not a directory")
-    # history="drop": the replay ledger (kept in the same directory) would add warnings of its own
-    mw = Middleware(store=MemoryStore(not_a_dir), mode="contextPerTurn", history="drop")
+    mw = Middleware(store=MemoryStore(not_a_dir), mode="contextPerTurn")
     client = wrap(openai.OpenAI(api_key="test"), mw)
     client.chat.completions.create(model="gpt-4o-mini", messages=conversation())
     assert sent(api)["messages"] == conversation()
