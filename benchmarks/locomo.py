@@ -5,8 +5,9 @@
 Per conversation, every dialog turn becomes one memory ("Speaker: text", plus "[shares a photo:
 caption]" when the turn has a blip_caption), dated with its session's date. The memories are
 written with ``MemoryStore.add_many`` into a temporary directory and each question is asked with
-``store.search(question, k=25)``, the call the middleware makes (``--direct`` skips the markdown
-store and queries a ``BM25Index`` built from the turns). Recall@k, as the LoCoMo paper measures
+``store.search(question, k=25, min_score=0)``, the call the middleware makes but without its
+score cut, so the figures measure the ranking (``--min-score 0.2`` shows what the middleware's
+default cut costs; ``--direct`` skips the markdown store and queries a ``BM25Index``). Recall@k, as the LoCoMo paper measures
 it: the fraction of a question's evidence turns found among the top k, averaged over questions;
 questions without usable evidence are skipped, evidence like "D8:6; D9:17" is split.
 
@@ -30,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memwire.memory.index import BM25Index  # noqa: E402
+from memwire.memory.index import DEFAULT_MIN_SCORE, BM25Index  # noqa: E402
 from memwire.memory.model import Memory  # noqa: E402
 from memwire.memory.store import MemoryStore  # noqa: E402
 
@@ -161,15 +162,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--conversations", help='which conversations, 1-based: "1-3", "4,5"')
     ap.add_argument("--direct", action="store_true", help="query a BM25Index, not a MemoryStore")
-    ap.add_argument("--min-score", type=float, default=None,
-                    help="score cut (default: the store's default, as in the middleware)")
+    ap.add_argument("--min-score", type=float, default=0.0,
+                    help="score cut (default 0: rank quality; the middleware's cut is "
+                         f"{DEFAULT_MIN_SCORE}, pass it to see what the cut costs)")
     args = ap.parse_args(argv)
     result = run(args.path, args.conversations, args.direct, args.min_score)
     if args.json:
         print(json.dumps(result))
         return 0
     path = "BM25Index directly" if args.direct else "MemoryStore.search"
-    print(f"LoCoMo retrieval via {path}: {args.path}"
+    print(f"LoCoMo retrieval via {path}, min_score {args.min_score}: {args.path}"
           + (f" (conversations {args.conversations})" if args.conversations else ""))
     print(f"questions: {result['questions']}")
     head = "".join(f"  R@{k:<4}" for k in KS)

@@ -22,8 +22,10 @@ every term of a short query once, at average length, scores about 1.0, more with
 one matching only a common word scores near 0. Dividing every score of a query by one positive
 number keeps the ranking identical to BM25's and makes one threshold mean the same for short and
 long queries: ``min_score`` is "the share of what the query is about that the memory covers".
-Memories below ``DEFAULT_MIN_SCORE`` are not returned, and feedback only runs when some memory
-passed it, so an unrelated prompt gets nothing.
+The cut is checked on the query's own terms (before feedback), a second time with common English
+words (``text.COMMON_WORDS``: "make", "good", "work") counting ``COMMON_WEIGHT``, so a memory
+that shares only such a word with the prompt is not returned. Feedback only reorders memories
+that passed the cut, so an unrelated prompt gets nothing. ``DEFAULT_MIN_SCORE`` is the default.
 
 Threading: mutations and scoring take one lock, but text analysis (the slow part) runs outside it
 and bulk adds release it every ``_CHUNK`` documents, so a search waits at most a few milliseconds.
@@ -38,7 +40,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .text import analyze
+from .text import analyze, common_terms
 
 if TYPE_CHECKING:
     from ..policies.retrieval import Query
@@ -59,8 +61,10 @@ FEEDBACK_TERMS = 20
 FEEDBACK_WEIGHT = 0.5
 
 IDEAL_TERMS = 10  # a prompt's specificity is that of its 10 most specific words
+COMMON_WEIGHT = 0.25  # what a common word (text.COMMON_WORDS) counts for in the score cut
 
-# A memory must match at least this share of the query's idf mass (see the module docstring).
+# A memory must cover at least this share of the query's idf mass (see the module docstring).
+# 0.2: about one of the query's five most specific words.
 DEFAULT_MIN_SCORE = 0.2
 
 _CHUNK = 1000  # bulk adds release the lock this often
@@ -228,9 +232,13 @@ class BM25Index:
         ctx = {t: CONTEXT_WEIGHT for c in query.context for t in analyze(c)}
         return text, ctx
 
-    def _accumulate(self, weights: Mapping[str, float], acc: Any, hit: Any) -> None:
-        """Add each term's weighted BM25 contribution to ``acc``. Call under the lock."""
+    def _accumulate(
+        self, weights: Mapping[str, float], acc: Any, hit: Any, common_acc: Any = None
+    ) -> None:
+        """Add each term's weighted BM25 contribution to ``acc`` (and, for common words, to
+        ``common_acc`` too). Call under the lock."""
         np = _numpy()
+        common = common_terms()
         n = len(self._slot)
         k1, b = self.k1, self.b
         avgdl = self._total_len / n
@@ -248,20 +256,26 @@ class BM25Index:
             idf = self._idf(len(p), n)
             # rank_bm25.BM25Plus.get_scores without its `delta` term (see the module docstring)
             part = idf * ((tfs * (k1 + 1)) / (k1 * (1 - b + b * self._lens[slots] / avgdl) + tfs))
-            acc[slots] += part if w == 1 else w * part
+            part = part if w == 1 else w * part
+            acc[slots] += part
             hit[slots] = True
+            if common_acc is not None and term in common:
+                common_acc[slots] += part
 
-    def _ideal(self, terms: Mapping[str, float]) -> float:
+    def _ideal(self, terms: Mapping[str, float], common_weight: float = 1.0) -> float:
         """The normalizer: the weighted idf of the query's IDEAL_TERMS most specific terms
-        (an unseen term counting as df=0.5), so a long prompt is judged by its specific words."""
+        (an unseen term counting as df=0.5), so a long prompt is judged by its specific words.
+        ``common_weight`` scales the common words (text.COMMON_WORDS)."""
         n = len(self._slot)
         unseen = math.log((n + 1) / 0.5)  # more specific than any word the store has
-        idfs = []
+        common = common_terms()
+        parts = []
         for term, w in terms.items():
             p = self._postings.get(term)
-            idfs.append((self._idf(len(p), n) if p else unseen, w))
-        idfs.sort(reverse=True)
-        return sum(idf * w for idf, w in idfs[:IDEAL_TERMS])
+            idf = self._idf(len(p), n) if p else unseen
+            parts.append(idf * w * (common_weight if term in common else 1.0))
+        parts.sort(reverse=True)
+        return sum(parts[:IDEAL_TERMS])
 
     def _top(self, cand: Any, score: Any, k: int) -> Any:
         """Indexes into ``cand`` of the k best scores, best first, ties by doc id."""
@@ -296,7 +310,9 @@ class BM25Index:
         if not ranked or ranked[0][0] <= 0:
             return {}
         top = ranked[0][0]
-        return {t: FEEDBACK_WEIGHT * v / top for v, t in ranked}
+        # a term under a tenth of the strongest barely moves a score, but a common one (in every
+        # memory, idf ~ 0) would still cost a pass over its whole postings list
+        return {t: FEEDBACK_WEIGHT * v / top for v, t in ranked if v >= 0.1 * top}
 
     def _run(
         self, query: "Query | str", cut: float, feedback: bool
@@ -312,12 +328,19 @@ class BM25Index:
         if not self._slot or not weights:
             return np.zeros(0, dtype=np.int64), np.zeros(0), 0.0, weights
         # normalize by the text's ideal score; by the context's when the text has no terms
-        norm = self._ideal(text) or self._ideal(ctx)
+        base = text if text else ctx
+        norm = self._ideal(base)
         acc = np.zeros(len(self._lens))
         hit = np.zeros(len(self._lens), dtype=bool)
-        self._accumulate(weights, acc, hit)
+        common_acc = np.zeros(len(self._lens))
+        self._accumulate(weights, acc, hit, common_acc)
         cand = np.flatnonzero(hit)
-        cand = cand[acc[cand] >= cut * norm]  # the cut is on the query's own terms
+        if cut > 0:
+            # the cut is on the query's own terms, twice: as scored, and with common words
+            # counting COMMON_WEIGHT, so a match on "make" or "work" alone is not enough
+            spec = acc[cand] - (1 - COMMON_WEIGHT) * common_acc[cand]
+            spec_norm = self._ideal(base, COMMON_WEIGHT)
+            cand = cand[(acc[cand] >= cut * norm) & (spec >= cut * spec_norm)]
         if feedback and FEEDBACK_TERMS and len(cand):
             extra = self._feedback(cand, acc[cand], weights)
             # feedback reorders the memories that match the query; it adds none (the recall it

@@ -14,7 +14,7 @@ import unicodedata
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["analyze", "STOPWORDS"]
+__all__ = ["analyze", "STOPWORDS", "COMMON_WORDS", "common_terms"]
 
 # A compound is word parts joined by single hyphens/dots/apostrophes; we split it ourselves.
 _TOKEN = re.compile(r"[^\W_]+(?:[-'’.][^\W_]+)*")
@@ -67,6 +67,31 @@ for _line in """
     for _form in _forms:
         _IRREGULAR[_form] = _base
 
+# Frequent English content words: they say little about what a message is about ("make", "good",
+# "time", "work"). Not stopwords (a memory may hinge on one), but the index's score cut counts
+# them for less, so "how do vaccines work?" does not pull up a memory about someone's work.
+COMMON_WORDS: frozenset[str] = frozenset(
+    """
+    able accept add age ago agree allow almost along already always another answer anything
+    anyone appear area around ask away back bad become begin believe best better big bit bring
+    build buy call came care carry case cause certain change check child children close come
+    consider continue could course cut day days decide different done early easy else end enough
+    even ever every everyone everything example expect experience face fact fall far feel few
+    find fine first follow form found friend full game get give given go going gone good got
+    great group grow guess guy half hand happen happy hard head hear help high hold home hope
+    hour house idea important include instead keep kind know large last late later lead learn
+    least leave left less let life light like line little live long look lot love low made make
+    man many matter maybe mean might mind minute moment month morning move much must name need
+    never new next nice night number often old one open order others part pass pay people person
+    place plan play point possible pretty problem put question quite rather read ready real
+    really reason remember rest right room run said same saw say second see seem seen set several
+    show side since small something sometimes soon sort start stay still stop story sure take
+    talk tell thing things think though thought three time today together told tomorrow took
+    try turn two understand until use used usually want watch way week well went whole without
+    woman word work world write year years yesterday yet young
+    """.split()
+)
+
 _stem_lock = threading.Lock()
 
 
@@ -106,6 +131,12 @@ def _words(text: str) -> list[str]:
         if len(parts) > 1 and set(_JOINERS.findall(tok)) == {"-"}:
             out.append("".join(parts))
     return out
+
+
+@lru_cache(maxsize=1)
+def common_terms() -> frozenset[str]:
+    """COMMON_WORDS as index terms (stemmed)."""
+    return frozenset(analyze(" ".join(COMMON_WORDS)))
 
 
 def analyze(text: str) -> list[str]:
