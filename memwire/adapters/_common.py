@@ -1,4 +1,4 @@
-"""Helpers shared by the adapters: per-call keyword arguments, fail-open logging, role forcing."""
+"""Helpers shared by the adapters: per-call keyword arguments, SDK objects, fail-open logging."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..middleware.core import Prepared
 
-__all__ = ["SESSION_KW", "NAMESPACE_KW", "split_kwargs", "fail_open", "memory_as_user", "as_list", "readable", "restore"]
+__all__ = ["SESSION_KW", "NAMESPACE_KW", "split_kwargs", "fail_open", "as_list", "readable", "restore"]
 
 log = logging.getLogger("memwire")
 
@@ -63,28 +62,3 @@ def restore(body: dict[str, Any], key: str, back: dict[int, Any]) -> dict[str, A
 def fail_open(where: str, exc: BaseException) -> None:
     """One warning per failed call; the request then goes out unchanged (DESIGN rule 6)."""
     log.warning("memwire: %s failed (%s: %s); request sent unchanged", where, type(exc).__name__, exc)
-
-
-def memory_as_user(body: Mapping[str, Any], p: Prepared) -> Prepared:
-    """Give every memory message memwire inserted into ``body`` the ``user`` role.
-
-    litellm turns ``developer`` into ``system`` and hoists the leading system messages into the
-    system field of Anthropic, Gemini, Bedrock, ...; a system-role memory message there would change
-    the provider's system prompt on every turn and lose its cache (DESIGN rule 2). The inserted
-    messages are the new objects in the list (the core shares the caller's untouched messages),
-    which also covers earlier turns' blocks re-inserted by ``history="replay"``."""
-    if p.injection is None or p.injection.placement == "system":  # systemPromptPerTurn: meant to be there
-        return p
-    key = "input" if p.api == "openai.responses" else "messages"
-    items, before = p.body.get(key), body.get(key)
-    if not isinstance(items, list) or items is before:
-        return p
-    theirs = {id(m) for m in before} if isinstance(before, list) else set()
-    out = [
-        {**m, "role": "user"}
-        if id(m) not in theirs and isinstance(m, Mapping) and m.get("role") in ("system", "developer") else m
-        for m in items
-    ]
-    if any(a is not b for a, b in zip(out, items)):
-        p.body = {**p.body, key: out}
-    return p

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from ..errors import NamespaceError
 from ..memory.store import validate_namespace
 from ..middleware.core import Middleware, Prepared
-from ._common import as_list, fail_open, memory_as_user, readable, restore, split_kwargs
+from ._common import as_list, fail_open, readable, restore, split_kwargs
 
 if TYPE_CHECKING:
     from litellm.integrations.custom_logger import CustomLogger
@@ -98,8 +98,9 @@ def wrap(fn: F, middleware: Middleware) -> F:
             call, session, namespace = split(args, kwargs)
             try:
                 shown, back = readable(call, "messages")
-                p = await middleware.aprepare_request(shown, api="openai.chat", session_id=session, namespace=namespace)
-                call = restore(memory_as_user(shown, p).body, "messages", back)
+                p = await middleware.aprepare_request(shown, api="openai.chat", session_id=session, namespace=namespace,
+                                                      memory_role="user")
+                call = restore(p.body, "messages", back)
             except Exception as exc:  # noqa: BLE001 - fail open
                 fail_open("litellm prepare", exc)
             return await fn(**call)
@@ -111,8 +112,9 @@ def wrap(fn: F, middleware: Middleware) -> F:
         call, session, namespace = split(args, kwargs)
         try:
             shown, back = readable(call, "messages")  # litellm Message objects passed back
-            p = middleware.prepare_request(shown, api="openai.chat", session_id=session, namespace=namespace)
-            call = restore(memory_as_user(shown, p).body, "messages", back)
+            p = middleware.prepare_request(shown, api="openai.chat", session_id=session, namespace=namespace,
+                                           memory_role="user")
+            call = restore(p.body, "messages", back)
         except Exception as exc:  # noqa: BLE001 - fail open
             fail_open("litellm prepare", exc)
         return fn(**call)
@@ -190,9 +192,10 @@ async def _pre_call(
         return data
     try:
         p: Prepared = await middleware.aprepare_request(
-            data, api=api, session_id=proxy_session(data), namespace=namespace_fn(user_api_key_dict, data)
+            data, api=api, session_id=proxy_session(data), namespace=namespace_fn(user_api_key_dict, data),
+            memory_role="user",
         )
-        return memory_as_user(data, p).body
+        return p.body
     except Exception as exc:  # noqa: BLE001 - fail open
         fail_open(f"LiteLLM proxy hook ({call_type})", exc)
         return data

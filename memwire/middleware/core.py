@@ -142,6 +142,7 @@ class _Plan:
     memo: _Memo | _LedgerMemo
     compute: Callable[[], _Block]
     keys: dict[int, str] = field(default_factory=dict)  # replay: ledger key of each user message
+    role: str = "user"  # of the memory message (OpenAI chat / Responses)
     start: float = field(default_factory=time.perf_counter)
 
 
@@ -225,11 +226,15 @@ class Middleware:
 
     def prepare_request(
         self, body: Mapping[str, Any], api: str = "openai.chat", *, session_id: str | None = None,
-        namespace: str | None = None, mode: str | None = None, _strip_model: bool = False,
+        namespace: str | None = None, mode: str | None = None, memory_role: str | None = None,
+        _strip_model: bool = False,
     ) -> Prepared:
-        """Prepare a whole request body of ``api`` ("openai.chat", "anthropic.messages", "openai.responses")."""
+        """Prepare a whole request body of ``api`` ("openai.chat", "anthropic.messages", "openai.responses").
+
+        ``memory_role`` overrides the configured role of the memory message for this call (the
+        litellm adapter forces ``user``: litellm hoists system messages into the system field)."""
         try:
-            plan = self._plan(body, api, session_id, namespace, mode)
+            plan = self._plan(body, api, session_id, namespace, mode, memory_role)
             if isinstance(plan, Prepared):
                 return _strip(plan, _strip_model)
             block = plan.memo.get()
@@ -244,10 +249,11 @@ class Middleware:
 
     async def aprepare_request(
         self, body: Mapping[str, Any], api: str = "openai.chat", *, session_id: str | None = None,
-        namespace: str | None = None, mode: str | None = None, _strip_model: bool = False,
+        namespace: str | None = None, mode: str | None = None, memory_role: str | None = None,
+        _strip_model: bool = False,
     ) -> Prepared:
         try:
-            plan = self._plan(body, api, session_id, namespace, mode)
+            plan = self._plan(body, api, session_id, namespace, mode, memory_role)
             if isinstance(plan, Prepared):
                 return _strip(plan, _strip_model)
             block = plan.memo.get()
@@ -287,6 +293,7 @@ class Middleware:
 
     def _plan(
         self, body: Mapping[str, Any], api: str, session_id: str | None, namespace: str | None, mode: str | None,
+        memory_role: str | None = None,
     ) -> _Plan | Prepared:
         fmt = get_format(api)
         view = fmt.view(body)  # raises RequestFormatError on a malformed request
@@ -297,12 +304,15 @@ class Middleware:
         ns = namespace or ""
         store = self.store_for(namespace)  # a bad namespace name raises NamespaceError
         model = _model(body)
+        role = memory_role or self.config.memory_role
+        if role not in ("user", "system", "developer"):
+            raise RequestFormatError(f"memory_role must be user, system or developer, got {role!r}")
         if mode == "startup":
             if view.stateful:  # the provider keeps the history: the block went in with the first call
                 return Prepared(dict(body), Injection(mode, skipped="stateful", session=session), api)
             max_tokens = self.config.startup_max_tokens
             return _Plan(fmt, body, view, mode, session, _Memo(self._sessions, ("startup", ns, session)),
-                         lambda: self._startup_block(store, max_tokens, model))
+                         lambda: self._startup_block(store, max_tokens, model), role=role)
         replay = mode == "contextPerTurn" and self.config.history == "replay"
         decision = gate(view.user_text, view.previous_assistant)
         if decision.skip and not replay:
@@ -319,11 +329,11 @@ class Middleware:
 
         if not replay:
             key = ("turn", ns, session, mode, turn_key(view.latest_user, view.user_text))
-            return _Plan(fmt, body, view, mode, session, _Memo(self._turns, key), retrieve)
+            return _Plan(fmt, body, view, mode, session, _Memo(self._turns, key), retrieve, role=role)
         keys = message_keys(view.items, view.user_indices)
         ledger = self._ledger(store, ns, session)
         return _Plan(fmt, body, view, mode, session, _LedgerMemo(ledger, keys[view.latest_user]),
-                     lambda: self._replay_turn(ledger, store, keys, view, model, retrieve), keys)
+                     lambda: self._replay_turn(ledger, store, keys, view, model, retrieve), keys, role)
 
     def _ledger(self, store: MemoryStore, ns: str, session: str) -> Ledger:
         cached = self._ledgers.get((ns, session))
@@ -386,29 +396,31 @@ class Middleware:
         if block.skipped or not block.ids:
             if not replayed:
                 return Prepared(dict(body), replace(base, skipped=block.skipped or "nothing_relevant"), fmt.api)
-            new_body = self._insert_all(fmt, body, replayed)
+            new_body = self._insert_all(fmt, body, replayed, plan.role)
             return Prepared(new_body, replace(base, skipped=block.skipped or "nothing_relevant"), fmt.api)
         if plan.mode == "systemPromptPerTurn":
             new_body, position, placement = fmt.append_system(body, block.text), None, "system"
         elif plan.mode == "startup":
             position = view.leading_system
-            new_body, placement = fmt.insert(body, position, block.text, self.config.memory_role), "message"
+            new_body, placement = fmt.insert(body, position, block.text, plan.role), "message"
         else:
             merge = self.config.placement == "merge"
-            new_body = self._insert_all(fmt, body, [*replayed, (view.latest_user, block.text)])
+            new_body = self._insert_all(fmt, body, [*replayed, (view.latest_user, block.text)], plan.role)
             position = view.latest_user + _added_before(fmt, view.items, replayed, view.latest_user, merge)
             placement = "message" if not merge and fmt.adds_item(view.items, view.latest_user) else "merge"
         return Prepared(new_body, replace(base, memory_ids=block.ids, text=block.text,
                                           tokens=block.tokens, position=position, placement=placement), fmt.api)
 
-    def _insert_all(self, fmt: Format, body: Mapping[str, Any], blocks: Sequence[tuple[int, str]]) -> dict[str, Any]:
+    def _insert_all(
+        self, fmt: Format, body: Mapping[str, Any], blocks: Sequence[tuple[int, str]], role: str
+    ) -> dict[str, Any]:
         """Insert blocks before the messages at their indices (the last first, so indices hold)."""
         out: dict[str, Any] = dict(body)
         for index, text in sorted(blocks, reverse=True):
             if self.config.placement == "merge":
                 out = fmt.merge(out, index, text)
             else:
-                out = fmt.insert(out, index, text, self.config.memory_role)
+                out = fmt.insert(out, index, text, role)
         return out
 
 
