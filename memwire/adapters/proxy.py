@@ -14,6 +14,7 @@ breaks, the original bytes go upstream.
 from __future__ import annotations
 
 import hmac
+import itertools
 import json
 import logging
 import time
@@ -77,14 +78,31 @@ _ANTHROPIC_ERROR_TYPES = {
 }
 
 
-def default_client(timeout: float = 600.0) -> httpx.AsyncClient:
-    """The shared upstream client: pooled connections; long reads (model calls can take minutes)."""
+def default_client(timeout: float = 600.0, shards: int = 8) -> httpx.AsyncClient:
+    """The shared upstream client: pooled keep-alive connections; long reads (model calls can take
+    minutes); never follows redirects or reads proxy variables (the upstream is given explicitly)."""
     return httpx.AsyncClient(
+        transport=_ShardedTransport(shards, limits=httpx.Limits(max_connections=64, max_keepalive_connections=32)),
         timeout=httpx.Timeout(timeout, connect=10.0, pool=30.0),
-        limits=httpx.Limits(max_connections=512, max_keepalive_connections=128),
         follow_redirects=False,
-        trust_env=False,  # the upstream is given explicitly; no proxy variables or netrc auth
+        trust_env=False,
     )
+
+
+class _ShardedTransport(httpx.AsyncBaseTransport):
+    """Several connection pools used in turn. httpcore's pool does bookkeeping quadratic in its
+    connection count on every request; small pools keep that flat when many calls are in flight."""
+
+    def __init__(self, shards: int, limits: httpx.Limits) -> None:
+        self._pools = [httpx.AsyncHTTPTransport(limits=limits) for _ in range(max(1, shards))]
+        self._turn = itertools.cycle(self._pools)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await next(self._turn).handle_async_request(request)
+
+    async def aclose(self) -> None:
+        for pool in self._pools:
+            await pool.aclose()
 
 
 def create_app(
@@ -260,26 +278,48 @@ class _Proxy:
         extra: list[tuple[bytes, bytes]],
     ) -> int:
         """Send the request upstream and relay the answer. ``body=None``: stream the client's body
-        through untouched. Returns the status sent."""
+        through untouched. Returns the status sent (499: the client left first)."""
         raw_headers: Sequence[tuple[bytes, bytes]] = scope["headers"]
         content: bytes | AsyncIterator[bytes] | None = body
-        keep_length = False
-        if body is None and any(k in (b"content-length", b"transfer-encoding") for k, _ in raw_headers):
-            content, keep_length = _stream_body(receive), True
+        streamed_body = body is None and any(k in (b"content-length", b"transfer-encoding") for k, _ in raw_headers)
+        if streamed_body:
+            content = _stream_body(receive)
         url = self.upstreams[family] + scope["path"]
         if scope.get("query_string"):
             url += "?" + scope["query_string"].decode("latin-1")
         request = self.client.build_request(
-            scope["method"], url, headers=_upstream_headers(raw_headers, keep_length), content=content)
-        try:
-            upstream = await self.client.send(request, stream=True)
-        except httpx.TimeoutException:
-            raise _Reject(504, f"upstream {self.upstreams[family]} timed out", "upstream_timeout") from None
-        except httpx.HTTPError as exc:
-            raise _Reject(502, f"upstream {self.upstreams[family]} unreachable: {type(exc).__name__}",
-                          "upstream_unreachable") from None
-        await _relay(upstream, receive, send, extra)
-        return upstream.status_code
+            scope["method"], url, headers=_upstream_headers(raw_headers, keep_length=streamed_body), content=content)
+        status, failure = 499, None
+        async with anyio.create_task_group() as tg:
+
+            async def watch_disconnect() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                tg.cancel_scope.cancel()  # the client left: stop waiting for or reading the upstream
+
+            if not streamed_body:  # else the body stream reads receive() until the request is sent
+                tg.start_soon(watch_disconnect)
+            try:
+                upstream = await self.client.send(request, stream=True)
+            except httpx.TimeoutException:
+                failure = _Reject(504, f"upstream {self.upstreams[family]} timed out", "upstream_timeout")
+            except httpx.HTTPError as exc:
+                failure = _Reject(502, f"upstream {self.upstreams[family]} unreachable: {type(exc).__name__}",
+                                  "upstream_unreachable")
+            except _Reject as exc:  # the client went away while sending its body
+                failure = exc
+            else:
+                if streamed_body:
+                    tg.start_soon(watch_disconnect)
+                try:
+                    status = upstream.status_code
+                    await _relay(upstream, send, extra)
+                finally:
+                    await upstream.aclose()
+            tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return status
 
 
 def _upstream_headers(raw: Sequence[tuple[bytes, bytes]], keep_length: bool) -> list[tuple[bytes, bytes]]:
@@ -304,30 +344,24 @@ async def _stream_body(receive: Receive) -> AsyncIterator[bytes]:
             return
 
 
-async def _relay(upstream: httpx.Response, receive: Receive, send: Send, extra: list[tuple[bytes, bytes]]) -> None:
-    """Relay status, headers and raw body chunks as they arrive; stop when the client goes away."""
+async def _relay(upstream: httpx.Response, send: Send, extra: list[tuple[bytes, bytes]]) -> None:
+    """Relay status, headers and raw body chunks as they arrive."""
     headers = [(k.lower(), v) for k, v in upstream.headers.raw if k.lower() not in _DROP_RESPONSE]
+    await send({"type": "http.response.start", "status": upstream.status_code, "headers": headers + extra})
+    declared = upstream.headers.get("content-length", "")
+    length = int(declared) if declared.isdigit() else None
+    sent = 0
     try:
-        async with anyio.create_task_group() as tg:
-
-            async def watch_disconnect() -> None:
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-                tg.cancel_scope.cancel()  # the client left: stop reading upstream
-
-            tg.start_soon(watch_disconnect)
-            await send({"type": "http.response.start", "status": upstream.status_code, "headers": headers + extra})
-            try:
-                async for chunk in _raw_chunks(upstream):
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            except httpx.HTTPError as exc:  # headers are gone already: all we can do is cut the stream
-                log.warning("memwire proxy: upstream stream broke off (%s)", type(exc).__name__)
-                tg.cancel_scope.cancel()
+        async for chunk in _raw_chunks(upstream):
+            sent += len(chunk)
+            last = length is not None and sent >= length  # all declared bytes: end with this send
+            await send({"type": "http.response.body", "body": chunk, "more_body": not last})
+            if last:
                 return
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-            tg.cancel_scope.cancel()
-    finally:
-        await upstream.aclose()
+    except httpx.HTTPError as exc:  # headers are gone already: all we can do is cut the stream
+        log.warning("memwire proxy: upstream stream broke off (%s)", type(exc).__name__)
+        return
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def _raw_chunks(upstream: httpx.Response) -> AsyncIterator[bytes]:

@@ -37,9 +37,11 @@ class SlowUpstream:
             if not message.get("more_body"):
                 break
         self.bodies.append(body)
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream"), (b"x-upstream", b"slow")]})
-        await send({"type": "http.response.body", "body": b"data: first\n\n", "more_body": True})
+        hold = scope["path"] == "/v1/responses"  # a slow non-streaming call: no headers until released
+        if not hold:
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"text/event-stream"), (b"x-upstream", b"slow")]})
+            await send({"type": "http.response.body", "body": b"data: first\n\n", "more_body": True})
         async with anyio.create_task_group() as tg:
 
             async def watch() -> None:
@@ -55,6 +57,8 @@ class SlowUpstream:
                     self.timed_out = True
                     break
                 await anyio.sleep(0.005)
+            if hold:
+                await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
             await send({"type": "http.response.body", "body": b"data: last\n\n", "more_body": False})
             tg.cancel_scope.cancel()
 
@@ -126,4 +130,13 @@ def test_client_disconnect_closes_the_upstream_stream(servers: tuple[SlowUpstrea
             assert next(r.iter_raw()) == b"data: first\n\n"
         # leaving the block closes the connection mid-stream
     assert upstream.disconnected.wait(WAIT - 1), "the upstream stream stayed open after the client left"
+    assert not upstream.timed_out
+
+
+def test_client_leaving_a_slow_call_cancels_the_upstream_request(servers: tuple[SlowUpstream, str]) -> None:
+    upstream, proxy = servers
+    body = {"model": "gpt-4o-mini", "input": "which database does the project use?"}
+    with httpx.Client(timeout=httpx.Timeout(10, read=0.3)) as client, pytest.raises(httpx.ReadTimeout):
+        client.post(proxy + "/v1/responses", json=body)  # gives up while the upstream has not answered
+    assert upstream.disconnected.wait(WAIT - 1), "the upstream request stayed open after the client left"
     assert not upstream.timed_out
