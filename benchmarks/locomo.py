@@ -7,9 +7,10 @@ caption]" when the turn has a blip_caption), dated with its session's date. The 
 written with ``MemoryStore.add_many`` into a temporary directory and each question is asked with
 ``store.search(question, k=25, min_score=0)``, the call the middleware makes but without its
 score cut, so the figures measure the ranking (``--min-score 0.2`` shows what the middleware's
-default cut costs; ``--direct`` skips the markdown store and queries a ``BM25Index``). Recall@k, as the LoCoMo paper measures
-it: the fraction of a question's evidence turns found among the top k, averaged over questions;
-questions without usable evidence are skipped, evidence like "D8:6; D9:17" is split.
+default cut costs; ``--direct`` skips the markdown store and queries a ``BM25Index``).
+Recall@k, as the LoCoMo paper measures it: the fraction of a question's evidence turns found
+among the top k, averaged over questions; questions without usable evidence are skipped,
+evidence like "D8:6; D9:17" is split.
 
 The retrieval parameters were chosen on conversations 1-3 of the dev file; report conversations
 4-5 (``--conversations 4-5``) as held out. Prints figures; asserts nothing.
@@ -128,7 +129,10 @@ def run(path: str, conversations: str | None, direct: bool, min_score: float | N
     latencies: list[float] = []
     for _, turns, questions in pick(load(path), conversations):
         with tempfile.TemporaryDirectory(prefix="memwire-locomo-") as tmp:
-            search = direct_searcher(turns, min_score) if direct else store_searcher(turns, Path(tmp), min_score)
+            if direct:
+                search = direct_searcher(turns, min_score)
+            else:
+                search = store_searcher(turns, Path(tmp), min_score)
             for q in questions:
                 t0 = time.perf_counter()
                 found = search(q.text)
