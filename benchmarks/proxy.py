@@ -231,8 +231,8 @@ def measure(targets: list[Target], n1: int, n32: int, rounds: int) -> dict[str, 
         _, stream, concurrency = scenario
         per_round = max(1, (n1 if concurrency == 1 else n32) // rounds)
         values: dict[str, list[float]] = {t.name: [] for t in targets}
-        for _ in range(rounds):
-            for t in targets:
+        for r in range(rounds):
+            for t in (targets if r % 2 == 0 else targets[::-1]):  # alternate who goes first
                 values[t.name] += asyncio.run(run_load(t, stream, concurrency, per_round))
         for name, v in values.items():
             out[name][scenario] = (pct(v, 0.50), pct(v, 0.99))

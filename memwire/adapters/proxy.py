@@ -350,18 +350,21 @@ async def _relay(upstream: httpx.Response, send: Send, extra: list[tuple[bytes, 
     await send({"type": "http.response.start", "status": upstream.status_code, "headers": headers + extra})
     declared = upstream.headers.get("content-length", "")
     length = int(declared) if declared.isdigit() else None
-    sent = 0
+    sent, done = 0, False
     try:
+        # Read to the end even after the last declared byte: a fully read response returns its
+        # connection to the pool, a half-read one is closed.
         async for chunk in _raw_chunks(upstream):
+            if done:
+                continue
             sent += len(chunk)
-            last = length is not None and sent >= length  # all declared bytes: end with this send
-            await send({"type": "http.response.body", "body": chunk, "more_body": not last})
-            if last:
-                return
+            done = length is not None and sent >= length  # all declared bytes: end with this send
+            await send({"type": "http.response.body", "body": chunk, "more_body": not done})
     except httpx.HTTPError as exc:  # headers are gone already: all we can do is cut the stream
         log.warning("memwire proxy: upstream stream broke off (%s)", type(exc).__name__)
         return
-    await send({"type": "http.response.body", "body": b"", "more_body": False})
+    if not done:
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def _raw_chunks(upstream: httpx.Response) -> AsyncIterator[bytes]:

@@ -27,6 +27,7 @@ class SlowUpstream:
         self.disconnected = threading.Event()
         self.timed_out = False
         self.bodies: list[bytes] = []
+        self.client_ports: list[int] = []
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         assert scope["type"] == "http"
@@ -37,6 +38,13 @@ class SlowUpstream:
             if not message.get("more_body"):
                 break
         self.bodies.append(body)
+        if scope["method"] == "GET":  # a quick JSON answer, for connection reuse
+            self.client_ports.append(scope["client"][1])
+            payload = b'{"object":"list","data":[]}'
+            await send({"type": "http.response.start", "status": 200, "headers": [
+                (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
+            await send({"type": "http.response.body", "body": payload})
+            return
         hold = scope["path"] == "/v1/responses"  # a slow non-streaming call: no headers until released
         if not hold:
             await send({"type": "http.response.start", "status": 200,
@@ -140,3 +148,13 @@ def test_client_leaving_a_slow_call_cancels_the_upstream_request(servers: tuple[
         client.post(proxy + "/v1/responses", json=body)  # gives up while the upstream has not answered
     assert upstream.disconnected.wait(WAIT - 1), "the upstream request stayed open after the client left"
     assert not upstream.timed_out
+
+
+def test_upstream_connections_are_reused(servers: tuple[SlowUpstream, str]) -> None:
+    upstream, proxy = servers
+    with httpx.Client(timeout=10) as client:
+        for _ in range(24):
+            r = client.get(proxy + "/v1/models")
+            assert r.status_code == 200 and r.json() == {"object": "list", "data": []}
+    # a response read to its end hands its connection back to the pool: far fewer connections than calls
+    assert len(set(upstream.client_ports)) <= 8
