@@ -276,6 +276,12 @@ class MemoryStore:
         self.refresh()
         return mid in self._merged
 
+    def missing(self, ids: Iterable[str]) -> set[str]:
+        """The ids in ``ids`` that no longer name a memory (forgotten, or edited into another id)."""
+        self.refresh()
+        merged = self._merged
+        return {mid for mid in ids if mid not in merged}
+
     def get(self, mid: str) -> Memory:
         self.refresh()
         try:

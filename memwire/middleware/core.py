@@ -351,10 +351,10 @@ class Middleware:
         present = {keys[i] for i in view.user_indices if i != view.latest_user}
         entries = list(ledger.entries)
         compacted = False
-        known = {m.id for m in store}
+        gone = store.missing({mid for e in entries for mid in e.ids})
         for j, e in enumerate(entries):  # a forgotten or edited memory is rendered out of its block
-            if e.ids and any(mid not in known for mid in e.ids):
-                kept = [(mid, line) for mid, line in zip(e.ids, e.lines) if mid in known]
+            if gone.intersection(e.ids):
+                kept = [(mid, line) for mid, line in zip(e.ids, e.lines) if mid not in gone]
                 entries[j] = _entry(e.key, kept, model)
                 compacted = compacted or e.key in present
         shown = [e for e in entries if e.key in present and e.text]

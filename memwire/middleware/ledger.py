@@ -13,6 +13,7 @@ session under the memory directory (``.ledger/``), bounded in entries, files and
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
@@ -26,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LedgerEntry", "Ledger", "message_keys"]
+__all__ = ["LedgerEntry", "Ledger", "message_keys", "flush"]
 
 log = logging.getLogger("memwire")
 
@@ -82,6 +83,7 @@ class Ledger:
 
     @classmethod
     def load(cls, root: Path, session: str) -> "Ledger":
+        _writer.flush()  # a ledger saved a moment ago by this process is read back whole
         path = root / LEDGER_DIR / (hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:24] + ".json")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -114,25 +116,77 @@ class Ledger:
         return True
 
     def _save(self, entries: tuple[LedgerEntry, ...]) -> None:
-        if self.path is None:
-            return
-        tmp = ""
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            new_file = not self.path.exists()
-            data = {"version": _VERSION, "session": self.session, "saved": time.time(),
-                    "entries": [asdict(e) for e in entries]}
-            fd, tmp = tempfile.mkstemp(prefix=".ledger.", suffix=".tmp", dir=self.path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, ensure_ascii=False)
-            os.replace(tmp, self.path)
-            if new_file:
-                _prune(self.path.parent)
-        except OSError as exc:  # the ledger is an optimization: never fail a call over it
-            log.warning("memwire: could not save ledger %s (%s)", self.path, exc)
-            if tmp:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+        if self.path is not None:
+            _writer.submit(self.path, {"version": _VERSION, "session": self.session, "saved": time.time(),
+                                       "entries": [asdict(e) for e in entries]})
+
+
+class _Writer:
+    """Saves ledgers off the request path: one daemon thread, the latest snapshot per file wins.
+
+    ``flush()`` waits until everything submitted is on disk; loading a ledger flushes first, and
+    so does interpreter exit."""
+
+    def __init__(self) -> None:
+        self._pending: dict[Path, dict[str, Any]] = {}
+        self._busy = False
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, path: Path, data: dict[str, Any]) -> None:
+        with self._cond:
+            self._pending[path] = data
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="memwire-ledger", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def flush(self) -> None:
+        with self._cond:
+            while self._pending or self._busy:
+                self._cond.wait(1.0)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending:
+                    self._cond.wait()
+                batch, self._pending = self._pending, {}
+                self._busy = True
+            try:
+                for path, data in batch.items():
+                    _write(path, data)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    tmp = ""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        new_file = not path.exists()
+        fd, tmp = tempfile.mkstemp(prefix=".ledger.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, ensure_ascii=False)
+        os.replace(tmp, path)
+        if new_file:
+            _prune(path.parent)
+    except OSError as exc:  # the ledger is an optimization: never fail a call over it
+        log.warning("memwire: could not save ledger %s (%s)", path, exc)
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+_writer = _Writer()
+atexit.register(_writer.flush)
+
+
+def flush() -> None:
+    """Wait until every ledger change is on disk."""
+    _writer.flush()
 
 
 def _prune(directory: Path) -> None:
