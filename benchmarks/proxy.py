@@ -142,7 +142,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 class Target:
@@ -250,11 +250,11 @@ def start_memwire(workdir: Path, upstream: str, port: int, history: str) -> subp
     MemoryStore(memory).add_many(memories())
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMWIRE_")},
            "MEMWIRE_HOME": str(workdir / "home"), "MEMWIRE_HISTORY": history}
-    log = open(workdir / f"memwire-{history}.log", "wb")
-    return subprocess.Popen(
-        [sys.executable, "-m", "memwire.cli", "proxy", "--port", str(port), "--openai-upstream", upstream,
-         "--dir", str(memory), "--mode", "contextPerTurn"],
-        cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
+    with open(workdir / f"memwire-{history}.log", "wb") as log:  # the child keeps its own copy of the fd
+        return subprocess.Popen(
+            [sys.executable, "-m", "memwire.cli", "proxy", "--port", str(port), "--openai-upstream", upstream,
+             "--dir", str(memory), "--mode", "contextPerTurn"],
+            cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def find_litellm(option: str | None) -> str | None:
@@ -278,9 +278,9 @@ def start_litellm(exe: str, workdir: Path, upstream: str, port: int, key: str) -
         "litellm_settings:\n  telemetry: false\n  num_retries: 0\n"
         "router_settings:\n  num_retries: 0\n")
     env = {**os.environ, "LITELLM_MASTER_KEY": key, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}
-    log = open(workdir / "litellm.log", "wb")
-    return subprocess.Popen([exe, "--config", str(config), "--host", "127.0.0.1", "--port", str(port)],
-                            cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
+    with open(workdir / "litellm.log", "wb") as log:
+        return subprocess.Popen([exe, "--config", str(config), "--host", "127.0.0.1", "--port", str(port)],
+                                cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 # -------------------------------------------------------------------- report

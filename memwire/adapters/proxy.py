@@ -33,15 +33,15 @@ from ..memory.store import validate_namespace
 from ..middleware.core import Injection, Middleware
 
 __all__ = [
-    "create_app",
-    "default_client",
-    "add_cache_breakpoint",
-    "count_cache_breakpoints",
-    "upstream_family",
-    "DEFAULT_OPENAI_UPSTREAM",
     "DEFAULT_ANTHROPIC_UPSTREAM",
     "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_OPENAI_UPSTREAM",
     "MAX_CACHE_BREAKPOINTS",
+    "add_cache_breakpoint",
+    "count_cache_breakpoints",
+    "create_app",
+    "default_client",
+    "upstream_family",
 ]
 
 log = logging.getLogger("memwire.proxy")
@@ -148,8 +148,7 @@ def create_app(
 
 def _base_url(url: str) -> str:
     """``https://host/v1`` and ``https://host`` both mean the origin: request paths carry ``/v1``."""
-    url = url.rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
+    return url.rstrip("/").removesuffix("/v1")
 
 
 def upstream_family(path: str, headers: Mapping[str, str]) -> str:

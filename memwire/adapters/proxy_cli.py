@@ -12,7 +12,7 @@ from ..config import MODES, Config
 from ..errors import ConfigError
 from .proxy import DEFAULT_ANTHROPIC_UPSTREAM, DEFAULT_MAX_BODY_BYTES, DEFAULT_OPENAI_UPSTREAM
 
-__all__ = ["register", "check_bind", "cmd_proxy"]
+__all__ = ["check_bind", "cmd_proxy", "register"]
 
 
 def register(sub: Any) -> None:

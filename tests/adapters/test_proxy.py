@@ -88,7 +88,7 @@ def is_memory(item: Any) -> bool:
     return MEMORY_TAG in text
 
 
-CHAT = [
+CHAT: list[Any] = [
     {"role": "system", "content": "You are terse."},
     {"role": "user", "content": "hello"},
     {"role": "assistant", "content": "hi, how can I help?"},
@@ -164,7 +164,7 @@ async def test_responses_stateful_call_skipped_in_startup_mode(tmp_path: Any, fa
     assert fake.requests[-1].body["input"] == "and now?"  # the caller's bytes went through
 
 
-ANTHROPIC_MESSAGES = [
+ANTHROPIC_MESSAGES: list[Any] = [
     {"role": "user", "content": "hello"},
     {"role": "assistant", "content": "hi, how can I help?"},
     {"role": "user", "content": "which database does the project use?"},
@@ -175,7 +175,8 @@ async def test_anthropic_messages_sdk(app: Starlette, fake: FakeProvider) -> Non
     raw = await ant(app).messages.with_raw_response.create(
         model="claude-haiku-4-5", max_tokens=64, system="Be brief.", messages=ANTHROPIC_MESSAGES)
     assert raw.headers["x-memwire-injected"] == "1"
-    assert (await raw.parse()).content[0].text == "ok: which database does the project use?"
+    block = (await raw.parse()).content[0]
+    assert isinstance(block, anthropic.types.TextBlock) and block.text == "ok: which database does the project use?"
     sent = fake.requests[-1]
     assert sent.path == "/v1/messages"
     msgs = sent.body["messages"]
@@ -299,7 +300,7 @@ async def test_no_accept_encoding_means_identity(mw: Middleware) -> None:
         return httpx.Response(200, json={"data": []})
 
     app = create_app(mw, client=mock_upstream(handler))
-    status, headers, _ = await _asgi_call(app, "/v1/models", b"", [], method="GET")
+    status, _, _ = await _asgi_call(app, "/v1/models", b"", [], method="GET")
     assert status == 200
     assert seen[0].headers["accept-encoding"] == "identity"  # no gzip asked for on the client's behalf
 

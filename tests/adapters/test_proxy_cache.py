@@ -79,7 +79,7 @@ def test_breakpoint_with_0_3_4_existing(mw: Middleware, n_existing: int) -> None
 
 
 def test_last_block_of_a_list_message_is_marked() -> None:
-    messages = [
+    messages: list[Any] = [
         {"role": "user", "content": "read it"},
         {"role": "assistant", "content": [{"type": "thinking", "thinking": "...", "signature": "s"},
                                           {"type": "tool_use", "id": "t1", "name": "read", "input": {}}]},

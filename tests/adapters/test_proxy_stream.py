@@ -6,7 +6,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx
@@ -74,7 +74,7 @@ class SlowUpstream:
 class Served:
     """uvicorn on 127.0.0.1 (a free port) in a daemon thread."""
 
-    def __init__(self, app: Any, lifespan: str = "on") -> None:
+    def __init__(self, app: Any, lifespan: Literal["on", "off"] = "on") -> None:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
@@ -133,10 +133,9 @@ def test_client_disconnect_closes_the_upstream_stream(servers: tuple[SlowUpstrea
     upstream, proxy = servers
     body = {"model": "claude-haiku-4-5", "max_tokens": 5, "stream": True,
             "messages": [{"role": "user", "content": "where do deploys run?"}]}
-    with httpx.Client(timeout=10) as client:
-        with client.stream("POST", proxy + "/v1/messages", json=body) as r:
-            assert next(r.iter_raw()) == b"data: first\n\n"
-        # leaving the block closes the connection mid-stream
+    with httpx.Client(timeout=10) as client, client.stream("POST", proxy + "/v1/messages", json=body) as r:
+        assert next(r.iter_raw()) == b"data: first\n\n"
+    # leaving the block closed the connection mid-stream
     assert upstream.disconnected.wait(WAIT - 1), "the upstream stream stayed open after the client left"
     assert not upstream.timed_out
 
