@@ -415,8 +415,10 @@ class MemoryStore:
         self._edit(d, name, mid, edit)
         return self._merged[mid]
 
-    def pin(self, mid: str, pinned: bool = True) -> Memory:
-        """Mark a memory pinned (startup mode shows pinned memories first)."""
+    @contextlib.contextmanager
+    def _locked(self, mid: str) -> Iterator[tuple[_Dir, str]]:
+        """The directory and file holding ``mid`` (the project's copy first), under both locks and
+        re-read under the file lock, so an edit never works from a stale view."""
         with self._lock:
             d, _ = self._locate(mid)
             with d.write_lock():
@@ -424,28 +426,27 @@ class MemoryStore:
                 name = d.find(mid)
                 if name is None:
                     raise MemoryNotFoundError(f"no memory with id {mid!r} in {d.path}")
-                mem = d.files[name][mid]
-                if mem.pinned == pinned:
-                    return mem
-                return self._update_line(d, name, mid, tags=mem.tags, pinned=pinned)
+                yield d, name
+
+    def pin(self, mid: str, pinned: bool = True) -> Memory:
+        """Mark a memory pinned (startup mode shows pinned memories first)."""
+        with self._locked(mid) as (d, name):
+            mem = d.files[name][mid]
+            if mem.pinned == pinned:
+                return mem
+            return self._update_line(d, name, mid, tags=mem.tags, pinned=pinned)
 
     def forget(self, mid: str) -> Memory:
         """Delete a memory's line(s) from its file. Returns what was removed."""
-        with self._lock:
-            d, _ = self._locate(mid)
-            with d.write_lock():
-                d.refresh()
-                name = d.find(mid)
-                if name is None:
-                    raise MemoryNotFoundError(f"no memory with id {mid!r} in {d.path}")
 
-                def edit(lines: list[str], entry: Any) -> None:
-                    del lines[entry.first_line - 1 : entry.last_line]
+        def edit(lines: list[str], entry: Any) -> None:
+            del lines[entry.first_line - 1 : entry.last_line]
 
-                removed = self._edit(d, name, mid, edit)
-            if mid in self._merged:  # still visible from the other scope
-                log.info("memwire: %s forgotten in %s but still present in another scope", mid, d.path)
-            return removed
+        with self._locked(mid) as (d, name):
+            removed = self._edit(d, name, mid, edit)
+        if mid in self._merged:  # still visible from the other scope
+            log.info("memwire: %s forgotten in %s but still present in another scope", mid, d.path)
+        return removed
 
     def __repr__(self) -> str:
         return f"MemoryStore({str(self.path)!r})"

@@ -12,7 +12,7 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -207,64 +207,65 @@ class Middleware:
         self, messages: Sequence[Any], session_id: str | None = None, *, model: str | None = None,
         namespace: str | None = None, mode: str | None = None,
     ) -> Prepared:
-        """Prepare an OpenAI chat message list. Returns ``Prepared`` with a new ``.messages``."""
-        if not isinstance(messages, list):
-            raise RequestFormatError(f"openai.chat: messages must be a list, got {type(messages).__name__}")
-        return self.prepare_request({"messages": messages, "model": model} if model else {"messages": messages},
-                                    api="openai.chat", session_id=session_id, namespace=namespace, mode=mode,
-                                    _strip_model=model is not None)
+        """Prepare an OpenAI chat message list. Returns ``Prepared`` with a new ``.messages``;
+        ``model`` picks the token encoding of the budget."""
+        return _messages_only(self.prepare_request(_chat_body(messages, model), api="openai.chat",
+                                                   session_id=session_id, namespace=namespace, mode=mode))
 
     async def aprepare(
         self, messages: Sequence[Any], session_id: str | None = None, *, model: str | None = None,
         namespace: str | None = None, mode: str | None = None,
     ) -> Prepared:
-        if not isinstance(messages, list):
-            raise RequestFormatError(f"openai.chat: messages must be a list, got {type(messages).__name__}")
-        return await self.aprepare_request({"messages": messages, "model": model} if model else {"messages": messages},
-                                           api="openai.chat", session_id=session_id, namespace=namespace,
-                                           mode=mode, _strip_model=model is not None)
+        return _messages_only(await self.aprepare_request(_chat_body(messages, model), api="openai.chat",
+                                                          session_id=session_id, namespace=namespace, mode=mode))
 
     def prepare_request(
         self, body: Mapping[str, Any], api: str = "openai.chat", *, session_id: str | None = None,
         namespace: str | None = None, mode: str | None = None, memory_role: str | None = None,
-        _strip_model: bool = False,
     ) -> Prepared:
         """Prepare a whole request body of ``api`` ("openai.chat", "anthropic.messages", "openai.responses").
 
         ``memory_role`` overrides the configured role of the memory message for this call (the
         litellm adapter forces ``user``: litellm hoists system messages into the system field)."""
+        flow = self._flow(body, api, session_id, namespace, mode, memory_role)
         try:
-            plan = self._plan(body, api, session_id, namespace, mode, memory_role)
-            if isinstance(plan, Prepared):
-                return _strip(plan, _strip_model)
-            block = plan.memo.get()
-            reused = block is not None
-            if block is None:
-                block = plan.memo.settle(self._run_sync(plan.compute))
-            return _strip(self._finish(plan, block, reused), _strip_model)
-        except (RequestFormatError, NamespaceError):
-            raise
-        except Exception as exc:  # noqa: BLE001 - a bug in memwire must not fail the user's call
-            return _strip(_unchanged(body, api, exc, mode or self.config.mode), _strip_model)
+            compute = next(flow)
+            while True:
+                compute = flow.send(self._run_sync(compute))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
     async def aprepare_request(
         self, body: Mapping[str, Any], api: str = "openai.chat", *, session_id: str | None = None,
         namespace: str | None = None, mode: str | None = None, memory_role: str | None = None,
-        _strip_model: bool = False,
     ) -> Prepared:
+        flow = self._flow(body, api, session_id, namespace, mode, memory_role)
+        try:
+            compute = next(flow)
+            while True:
+                compute = flow.send(await self._run_async(compute))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    def _flow(
+        self, body: Mapping[str, Any], api: str, session_id: str | None, namespace: str | None,
+        mode: str | None, memory_role: str | None,
+    ) -> Generator[Callable[[], _Block], _Block, Prepared]:
+        """The whole transform, I/O-free (httpx ``auth_flow`` style): it yields the retrieval it
+        needs and is sent the result; the sync and async faces only differ in how they run it."""
         try:
             plan = self._plan(body, api, session_id, namespace, mode, memory_role)
             if isinstance(plan, Prepared):
-                return _strip(plan, _strip_model)
+                return plan
             block = plan.memo.get()
             reused = block is not None
             if block is None:
-                block = plan.memo.settle(await self._run_async(plan.compute))
-            return _strip(self._finish(plan, block, reused), _strip_model)
+                block = plan.memo.settle((yield plan.compute))
+            return self._finish(plan, block, reused)
         except (RequestFormatError, NamespaceError):
             raise
         except Exception as exc:  # noqa: BLE001 - a bug in memwire must not fail the user's call
-            return _strip(_unchanged(body, api, exc, mode or self.config.mode), _strip_model)
+            return _unchanged(body, api, exc, mode or self.config.mode)
 
     # ------------------------------------------------------------------ retrieval, two faces
 
@@ -463,7 +464,13 @@ def _failed(exc: BaseException) -> _Block:
     return _Block(skipped="error", error=f"{type(exc).__name__}: {exc}")
 
 
-def _strip(p: Prepared, strip_model: bool) -> Prepared:
-    if strip_model:
-        p.body.pop("model", None)
+def _chat_body(messages: Any, model: str | None) -> dict[str, Any]:
+    if not isinstance(messages, list):
+        raise RequestFormatError(f"openai.chat: messages must be a list, got {type(messages).__name__}")
+    return {"messages": messages, "model": model} if model else {"messages": messages}
+
+
+def _messages_only(p: Prepared) -> Prepared:
+    """prepare() hands back a message list: the body holds nothing else."""
+    p.body = {"messages": p.body["messages"]}
     return p

@@ -46,7 +46,7 @@ def test_every_request_extends_the_previous_one(tmp_path_factory: Any, spec: Any
         items = p.body[ITEMS[api]]
         caller_items = [m for m in items if not is_block(m)]
         assert caller_items == body[ITEMS[api]]  # only whole blocks were added
-        if previous is not None and not p.injection.compacted:
+        if previous is not None and not (p.injection and p.injection.compacted):
             assert items[: len(previous)] == previous, "the prompt must be an append-only log"
         previous = items
 
@@ -113,7 +113,7 @@ def test_compaction_is_reported_once_then_stable(tmp_path: Path) -> None:
     previous = None
     for n in range(1, 8, 2):
         p = mw.prepare(chat(*TURNS[:n]), session_id="cap")
-        if previous is not None and not p.injection.compacted:
+        if previous is not None and not (p.injection and p.injection.compacted):
             assert p.messages[: len(previous)] == previous
         reports.append(p.injection.compacted)
         previous = p.messages
