@@ -283,7 +283,8 @@ class _Proxy:
         streamed_body = body is None and any(k in (b"content-length", b"transfer-encoding") for k, _ in raw_headers)
         if streamed_body:
             content = _stream_body(receive)
-        url = self.upstreams[family] + scope["path"]
+        raw_path = scope.get("raw_path")  # as the client encoded it (%2F stays %2F)
+        url = self.upstreams[family] + (raw_path.decode("latin-1") if raw_path else scope["path"])
         if scope.get("query_string"):
             url += "?" + scope["query_string"].decode("latin-1")
         request = self.client.build_request(
@@ -361,6 +362,8 @@ async def _relay(upstream: httpx.Response, send: Send, extra: list[tuple[bytes, 
             await send({"type": "http.response.body", "body": chunk, "more_body": not done})
     except httpx.HTTPError as exc:  # headers are gone already: all we can do is cut the stream
         log.warning("memwire proxy: upstream stream broke off (%s)", type(exc).__name__)
+        return
+    except OSError:  # ASGI 2.4 servers raise on send once the client is gone
         return
     if not done:
         await send({"type": "http.response.body", "body": b"", "more_body": False})

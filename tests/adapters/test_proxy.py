@@ -244,14 +244,16 @@ async def test_passthrough_models_and_routing_rule(mw: Middleware) -> None:
         await http.post("/v1/messages/batches", json={"requests": []})
         await http.delete("/v1/files/file-1", headers={"authorization": "Bearer sk-1"})
         await http.get("/v1/chat/completions")  # not POST: passthrough too
+        await http.get("/v1/files/file%2Fa%3Fb/content")  # the path goes as the client encoded it
     assert [str(r.url) for r in seen] == [
         OPENAI_UP + "/v1/models?limit=2",  # a trailing /v1 on the upstream is not doubled
         ANTHROPIC_UP + "/v1/models",
         ANTHROPIC_UP + "/v1/messages/batches",
         OPENAI_UP + "/v1/files/file-1",
         OPENAI_UP + "/v1/chat/completions",
+        OPENAI_UP + "/v1/files/file%2Fa%3Fb/content",
     ]
-    assert [r.method for r in seen] == ["GET", "GET", "POST", "DELETE", "GET"]
+    assert [r.method for r in seen] == ["GET", "GET", "POST", "DELETE", "GET", "GET"]
     assert seen[2].content == b'{"requests":[]}'
 
 
