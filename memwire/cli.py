@@ -176,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--messages", help="a JSON file: a message list or a whole request body")
     p.add_argument("--api", default="openai.chat", choices=["openai.chat", "anthropic.messages", "openai.responses"])
     p.add_argument("--mode", help=f"one of {', '.join(MODES)}")
+    p.add_argument("--history", choices=["replay", "drop"], help="contextPerTurn: replay or drop earlier blocks")
     p.add_argument("--model", help="target model (selects the token encoding)")
     p.add_argument("--session", help="session id")
     p.set_defaults(fn=cmd_preview)
@@ -202,8 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         overrides: dict[str, Any] = {}
-        if getattr(args, "mode", None):
-            overrides["mode"] = args.mode
+        for key in ("mode", "history"):
+            if getattr(args, key, None):
+                overrides[key] = getattr(args, key)
         if getattr(args, "dir", None):
             overrides["dir"] = args.dir
         cfg = load_config(args.config, **overrides)

@@ -65,6 +65,9 @@ class Config(BaseModel):
     dir: Path = Field(Path(".memwire"), description="project memory directory (MEMWIRE_DIR)")
     home: Path | None = Field(None, description="global memory directory (MEMWIRE_HOME; default ~/.memwire)")
     use_global: bool = Field(True, description="also search the global directory")
+    proxy_key: str | None = Field(
+        None, repr=False, description="proxy: clients must send it in x-memwire-key (MEMWIRE_PROXY_KEY)"
+    )
     anthropic_cache_breakpoint: bool = Field(
         True, description="proxy: add a cache_control breakpoint before the memory message"
     )

@@ -26,10 +26,13 @@ def register(sub: Any) -> None:
     p.add_argument("--anthropic-upstream", default=DEFAULT_ANTHROPIC_UPSTREAM,
                    help=f"Anthropic API base URL (default {DEFAULT_ANTHROPIC_UPSTREAM})")
     p.add_argument("--mode", help=f"one of {', '.join(MODES)}")
+    p.add_argument("--history", choices=["replay", "drop"],
+                   help="contextPerTurn: replay earlier turns' blocks in place (default) or drop them")
     p.add_argument("--dir", help="memory directory; namespace NAME uses DIR/namespaces/NAME")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow a non-loopback --host (requires --proxy-key)")
-    p.add_argument("--proxy-key", help="clients must send this in x-memwire-key (required with --allow-remote)")
+    p.add_argument("--proxy-key", help="clients must send this in x-memwire-key (required with --allow-remote; "
+                                       "or set MEMWIRE_PROXY_KEY, which stays out of the process list)")
     p.add_argument("--cache-breakpoint", action=argparse.BooleanOptionalAction, default=None,
                    help="Anthropic: mark the history before the memory with cache_control "
                         "(default: config key anthropic_cache_breakpoint, on)")
@@ -65,7 +68,8 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
     from ..middleware.core import Middleware
     from .proxy import create_app
 
-    check_bind(args.host, args.allow_remote, args.proxy_key)
+    proxy_key = args.proxy_key or cfg.proxy_key
+    check_bind(args.host, args.allow_remote, proxy_key)
     if args.max_body_mb <= 0 or args.timeout <= 0:
         raise ConfigError("--max-body-mb and --timeout must be positive")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -76,7 +80,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
         anthropic_upstream=args.anthropic_upstream,
         timeout=args.timeout,
         max_body_bytes=int(args.max_body_mb * 2**20),
-        proxy_key=args.proxy_key,
+        proxy_key=proxy_key,
         anthropic_cache_breakpoint=args.cache_breakpoint,
     )
     print(f"memwire proxy on http://{args.host}:{args.port}  mode={mw.mode}  memory={mw.store.path}\n"

@@ -116,9 +116,8 @@ class Ledger:
         return True
 
     def _save(self, entries: tuple[LedgerEntry, ...]) -> None:
-        if self.path is not None:
-            _writer.submit(self.path, {"version": _VERSION, "session": self.session, "saved": time.time(),
-                                       "entries": [asdict(e) for e in entries]})
+        if self.path is not None:  # serialized on the writer thread, off the request path
+            _writer.submit(self.path, (self.session, entries))
 
 
 class _Writer:
@@ -128,12 +127,12 @@ class _Writer:
     so does interpreter exit."""
 
     def __init__(self) -> None:
-        self._pending: dict[Path, dict[str, Any]] = {}
+        self._pending: dict[Path, tuple[str, tuple[LedgerEntry, ...]]] = {}
         self._busy = False
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    def submit(self, path: Path, data: dict[str, Any]) -> None:
+    def submit(self, path: Path, data: tuple[str, tuple[LedgerEntry, ...]]) -> None:
         with self._cond:
             self._pending[path] = data
             if self._thread is None or not self._thread.is_alive():
@@ -154,8 +153,9 @@ class _Writer:
                 batch, self._pending = self._pending, {}
                 self._busy = True
             try:
-                for path, data in batch.items():
-                    _write(path, data)
+                for path, (session, entries) in batch.items():
+                    _write(path, {"version": _VERSION, "session": session, "saved": time.time(),
+                                  "entries": [asdict(e) for e in entries]})
             finally:
                 with self._cond:
                     self._busy = False
