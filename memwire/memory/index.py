@@ -18,21 +18,22 @@ the neighbor share below.
 
 Conversation neighbors: memories are often the turns of a conversation, and a turn means little
 without the one it answers ("How long have you had them?" / "Three years now!"). Documents added
-one after another with the same non-empty date (a session written in order: ``add_many`` in
-order, or successive ``add`` calls) are linked as neighbors; a memory without a date has none, so
-a store of hand-written facts ranks exactly as before. A memory's score is its own plus
-``NEIGHBOR_WEIGHT`` times the better of its two neighbors' scores (after feedback; the feedback
-documents are also picked by this score). ``neighbors`` shows the links. Removing a memory links
-its two neighbors to each other; replacing a document under the same id keeps its place; an edited
-memory (new text, new id in the store) joins the end. On LoCoMo this is worth about 5 points of
-recall@10, as much on held-out conversations as on the tuning ones.
+one after another with the same non-empty date (a session written in order: ``add_many`` in order,
+or successive ``add`` calls) are linked as neighbors: a new document follows the last one still
+indexed with its date. A memory without a date has none, so a store of undated facts ranks exactly
+as before. A memory's score is its own plus ``NEIGHBOR_WEIGHT`` times the better of its two
+neighbors' scores (after feedback; the feedback documents are also picked by this score).
+``neighbors`` shows the links. Removing a memory links its two neighbors to each other; replacing a
+document under the same id and date keeps its place; an edited memory (new text, new id in the
+store) joins the end of its session. On LoCoMo this is worth about 5 points of recall@10, as much
+on held-out conversations as on the tuning ones.
 
 Scores returned by ``search`` are *normalized*: the BM25 score (without the delta constant)
 divided by the query's ideal score, the idf sum of its ``IDEAL_TERMS`` most specific terms (a
 word the store has never seen counts as df=0.5, more specific than any it has). A memory holding
-every term of a short query once, at average length, scores about 1.0, more with feedback terms;
-one matching only a common word scores near 0. Dividing every score of a query by one positive
-number keeps the ranking identical to BM25's and makes one threshold mean the same for short and
+every term of a short query once, at average length, scores about 1.0, more with feedback terms
+and neighbors; one matching only a common word scores near 0. Dividing every score of a query by
+one positive number keeps the ranking identical to BM25's (plus neighbors) and makes one threshold mean the same for short and
 long queries: ``min_score`` is "the share of what the query is about that the memory covers".
 The cut is checked on the query's own terms (before feedback), a second time with common English
 words (``text.COMMON_WORDS``: "make", "good", "work") counting ``COMMON_WEIGHT``, so a memory
@@ -164,9 +165,9 @@ class BM25Index:
         return Counter(analyze(text) + date_terms(date))
 
     def add(self, doc_id: str, text: str, date: str | None = None) -> None:
-        """Index ``text`` as ``doc_id``, replacing what was indexed under that id (a replaced
-        document keeps its neighbors). A new document with the same date as the last one added
-        becomes its conversation neighbor (see the module docstring)."""
+        """Index ``text`` as ``doc_id``, replacing what was indexed under that id (a replacement
+        of the same date keeps its neighbors). A new document follows the last one added with
+        the same date as its conversation neighbor (see the module docstring)."""
         tf = self._analyze(text, date)
         with self._lock:
             self._insert(doc_id, tf, date, patch=True)
@@ -198,16 +199,13 @@ class BM25Index:
         for one document) rather than dropping them (cheaper when many documents come)."""
         np = _numpy()
         old = self._slot.get(doc_id)
-        if old is not None and self._dates[old] == date:
-            # a replacement of the same date keeps its slot, so it keeps its neighbors
-            self._delete(doc_id, patch, unlink=False)
+        # a replacement of the same date keeps its slot, so it keeps its neighbors
+        keep = old is not None and self._dates[old] == date
+        if old is not None:
+            self._delete(doc_id, patch, unlink=not keep)
+        if keep:
             slot = self._free.pop()  # the slot just freed
             assert slot == old
-        elif old is not None:  # a new date: a new place
-            self._delete(doc_id, patch)
-            old = None
-        if old is not None:
-            pass
         elif self._free:
             slot = self._free.pop()
         else:
@@ -229,7 +227,7 @@ class BM25Index:
         self._ids[slot] = doc_id
         self._terms[slot] = tf
         self._dates[slot] = date
-        if old is None and date:
+        if date and not keep:
             tail = self._tails.get(date)
             if tail is not None and self._next[tail] < 0:
                 self._prev[slot], self._next[tail] = tail, slot
@@ -253,19 +251,17 @@ class BM25Index:
         if slot is None:
             return
         if unlink:  # its neighbors become each other's (a forgotten turn leaves the rest in order)
-            p, n = int(self._prev[slot]), int(self._next[slot])
-            self._links -= (p >= 0) + (n >= 0)
-            if p >= 0:
-                self._next[p] = n
-            if n >= 0:
-                self._prev[n] = p
-            if p >= 0 and n >= 0:
-                self._links += 1
+            before, after = int(self._prev[slot]), int(self._next[slot])
+            self._links -= (before >= 0) + (after >= 0) - (before >= 0 and after >= 0)
+            if before >= 0:
+                self._next[before] = after
+            if after >= 0:
+                self._prev[after] = before
             self._prev[slot] = self._next[slot] = -1
             date = self._dates[slot]
             if date and self._tails.get(date) == slot:
-                if p >= 0:
-                    self._tails[date] = p
+                if before >= 0:
+                    self._tails[date] = before
                 else:
                     del self._tails[date]
         tf = self._terms[slot]

@@ -109,11 +109,16 @@ def parse(data: bytes, path: str) -> ParsedFile:
     return _parse_lines(lines, path, out)
 
 
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def _parse_lines(lines: list[str], path: str, out: ParsedFile) -> ParsedFile:
     start, meta = _front_matter(lines, path, out)
-    file_tags = [_slug_tag(t) for t in meta.get("tags", []) if isinstance(t, str)]  # type: ignore[union-attr]
-    file_date = meta.get("date") if isinstance(meta.get("date"), str) else None
-    out.description = meta.get("description") if isinstance(meta.get("description"), str) else None  # type: ignore[assignment]
+    tags_value = meta.get("tags")
+    file_tags = [_slug_tag(t) for t in tags_value if isinstance(t, str)] if isinstance(tags_value, list) else []
+    file_date = _str_or_none(meta.get("date"))
+    out.description = _str_or_none(meta.get("description"))
     topic = out.description
     has_bullets = any(_BULLET.match(line) for line in lines[start:])
     current: Entry | None = None

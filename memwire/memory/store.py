@@ -163,7 +163,7 @@ def _insert_under_topic(text: str, topic: str, lines_to_add: list[str]) -> str:
         lines.pop()
     want = topic.strip().lower()
     start = next(
-        (i for i, l in enumerate(lines) if l.startswith("## ") and l[3:].strip().lower() == want), None
+        (i for i, line in enumerate(lines) if line.startswith("## ") and line[3:].strip().lower() == want), None
     )
     if start is None:
         if lines and lines[-1].strip():

@@ -7,7 +7,7 @@ mutated. Validation errors name the problem and its position.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -41,7 +41,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from memwire.errors import RequestFormatError
 from memwire.policies.tokens import get_encoder
 from memwire.sim.cache import CacheSimulator, Usage
-from memwire.sim.serialize import canonical_json, request_blocks
+from memwire.sim.serialize import request_blocks
 
 __all__ = [
     "FakeProvider",
@@ -376,7 +376,7 @@ class FakeProvider:
         rid = self._id("resp_fake")
         output: list[dict[str, Any]] = []
         if reply.text or not reply.tool_calls:
-            part = {"type": "output_text", "text": reply.text, "annotations": [], "logprobs": []}
+            part: dict[str, Any] = {"type": "output_text", "text": reply.text, "annotations": [], "logprobs": []}
             output.append(
                 {"type": "message", "id": self._id("msg_fake"), "status": "completed", "role": "assistant", "content": [part]}
             )
@@ -554,8 +554,8 @@ class FakeProvider:
             ]
             first, last = (self.models[0], self.models[-1]) if self.models else (None, None)
             return JSONResponse({"data": data, "has_more": False, "first_id": first, "last_id": last})
-        data = [{"id": m, "object": "model", "created": CREATED, "owned_by": "memwire-fake"} for m in self.models]
-        return JSONResponse({"object": "list", "data": data})
+        models = [{"id": m, "object": "model", "created": CREATED, "owned_by": "memwire-fake"} for m in self.models]
+        return JSONResponse({"object": "list", "data": models})
 
 
 # -- running it on a real socket ---------------------------------------------------------------
