@@ -1,11 +1,14 @@
 """BM25Index speed and memory by store size: build, search, add one memory, peak memory.
 
     python benchmarks/index_scale.py [--sizes 1000 10000 100000] [--queries 500] [--adds 300]
+                                     [--undated]
 
 Memories are short generated sentences: English function words mixed with a generated
 vocabulary of 50,000 pseudo-words drawn with a Zipf-like distribution (weight 1/rank^1.07), so a
 few content words are in a large share of the memories and most are rare, as in real text.
-Queries are generated the same way (6-16 words, like a user message). Figures printed:
+Queries are generated the same way (6-16 words, like a user message). Memories are dated by
+session (``SESSION`` memories per date, written in order, as a conversation is), so the index
+links conversation neighbors; ``--undated`` leaves dates out. Figures printed:
 
 - build: one ``add_many`` of all memories (analysis included);
 - search p50/p99: ``index.search(query, k=6)`` with the default score cut;
@@ -39,6 +42,7 @@ FUNCTION_WORDS = (
     "how what which who all any some each every more most very just also only again still"
 ).split()
 VOCAB_SIZE = 50_000
+SESSION = 20  # memories per session date
 _ONSETS = "b c d f g h j k l m n p r s t v w z br ch cl cr dr fl gr pl pr sh sl sp st th tr".split()
 _VOWELS = "a e i o u ai ea ee oa oo ou".split()
 _CODAS = ["", "", "n", "r", "s", "t", "l", "m", "nd", "st", "ck", "ng"]
@@ -77,9 +81,13 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def measure(size: int, n_queries: int, n_adds: int) -> dict[str, float]:
+def session_date(i: int, dated: bool) -> str | None:
+    return f"session {i // SESSION}" if dated else None
+
+
+def measure(size: int, n_queries: int, n_adds: int, dated: bool = True) -> dict[str, float]:
     gen = TextGen(size)
-    docs = [(f"m{i:07d}", gen.sentence(6, 22), None) for i in range(size)]
+    docs = [(f"m{i:07d}", gen.sentence(6, 22), session_date(i, dated)) for i in range(size)]
     queries = [gen.sentence(6, 16) for _ in range(n_queries)]
     new_docs = [gen.sentence(6, 22) for _ in range(n_adds)]
 
@@ -104,7 +112,7 @@ def measure(size: int, n_queries: int, n_adds: int) -> dict[str, float]:
     add, after_add = [], []
     for i, text in enumerate(new_docs):
         t = time.perf_counter()
-        index.add(f"new{i:05d}", text)
+        index.add(f"new{i:05d}", text, session_date(size + i, dated))
         add.append((time.perf_counter() - t) * 1000)
         t = time.perf_counter()
         index.search(queries[i % len(queries)], k=6)
@@ -152,11 +160,12 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
     ap.add_argument("--queries", type=int, default=500)
     ap.add_argument("--adds", type=int, default=300)
+    ap.add_argument("--undated", action="store_true", help="no dates: no conversation neighbors")
     args = ap.parse_args()
     print(f"{'memories':>9} {'build s':>8} {'search p50/p99 ms':>18} {'after add p50/p99':>18} "
           f"{'add p50/p99 ms':>15} {'peak MB':>8} {'RSS MB':>7} {'queries hit':>11}")
     for size in args.sizes:
-        r = measure(size, args.queries, args.adds)
+        r = measure(size, args.queries, args.adds, dated=not args.undated)
         print(f"{size:>9} {r['build_s']:>8.2f} {r['search_p50']:>8.2f} /{r['search_p99']:>7.2f}"
               f" {r['after_add_p50']:>8.2f} /{r['after_add_p99']:>7.2f}"
               f" {r['add_p50']:>6.3f} /{r['add_p99']:>6.3f} {r['peak_mb']:>8.1f} {r['rss_mb']:>7.1f}"

@@ -1,10 +1,13 @@
 """Retrieval recall on LoCoMo-format data, through the same store path as the middleware.
 
     python benchmarks/locomo.py PATH [--json] [--conversations 1-3] [--direct] [--min-score X]
+                                     [--neighbor-weight X]
 
 Per conversation, every dialog turn becomes one memory ("Speaker: text", plus "[shares a photo:
 caption]" when the turn has a blip_caption), dated with its session's date. The memories are
-written with ``MemoryStore.add_many`` into a temporary directory and each question is asked with
+written in order with ``MemoryStore.add_many`` into a temporary directory (so the index links each
+turn to the turns before and after it in its session: see ``memwire.memory.index``;
+``--neighbor-weight 0`` shows the ranking without them) and each question is asked with
 ``store.search(question, k=25, min_score=0)``, the call the middleware makes but without its
 score cut, so the figures measure the ranking (``--min-score 0.2`` shows what the middleware's
 default cut costs; ``--direct`` skips the markdown store and queries a ``BM25Index``).
@@ -32,6 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from memwire.memory import index as index_module  # noqa: E402
 from memwire.memory.index import DEFAULT_MIN_SCORE, BM25Index  # noqa: E402
 from memwire.memory.model import Memory  # noqa: E402
 from memwire.memory.store import MemoryStore  # noqa: E402
@@ -169,7 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-score", type=float, default=0.0,
                     help="score cut (default 0: rank quality; the middleware's cut is "
                          f"{DEFAULT_MIN_SCORE}, pass it to see what the cut costs)")
+    ap.add_argument("--neighbor-weight", type=float, default=None,
+                    help=f"override index.NEIGHBOR_WEIGHT ({index_module.NEIGHBOR_WEIGHT}); "
+                         "0 ranks without conversation neighbors")
     args = ap.parse_args(argv)
+    if args.neighbor_weight is not None:
+        index_module.NEIGHBOR_WEIGHT = args.neighbor_weight
     result = run(args.path, args.conversations, args.direct, args.min_score)
     if args.json:
         print(json.dumps(result))

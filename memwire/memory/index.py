@@ -28,18 +28,18 @@ document under the same id and date keeps its place; an edited memory (new text,
 store) joins the end of its session. On LoCoMo this is worth about 5 points of recall@10, as much
 on held-out conversations as on the tuning ones.
 
-Scores returned by ``search`` are *normalized*: the BM25 score (without the delta constant)
-divided by the query's ideal score, the idf sum of its ``IDEAL_TERMS`` most specific terms (a
-word the store has never seen counts as df=0.5, more specific than any it has). A memory holding
-every term of a short query once, at average length, scores about 1.0, more with feedback terms
-and neighbors; one matching only a common word scores near 0. Dividing every score of a query by
-one positive number keeps the ranking identical to BM25's (plus neighbors) and makes one threshold mean the same for short and
-long queries: ``min_score`` is "the share of what the query is about that the memory covers".
-The cut is checked on the query's own terms (before feedback), a second time with common English
-words (``text.COMMON_WORDS``: "make", "good", "work") counting ``COMMON_WEIGHT``, so a memory
-that shares only such a word with the prompt is not returned. Feedback only reorders memories
-that passed the cut, and so does the neighbors' share, so an unrelated prompt gets nothing (and
-a memory sharing no term with the query is never returned, whatever its neighbors).
+Scores returned by ``search`` are *normalized*: the BM25 score (without the delta constant) divided
+by the query's ideal score, the idf sum of its ``IDEAL_TERMS`` most specific terms (a word the
+store has never seen counts as df=0.5, more specific than any it has). A memory holding every term
+of a short query once, at average length, scores about 1.0, more with feedback terms and neighbors;
+one matching only a common word scores near 0. Dividing every score of a query by one positive
+number keeps the ranking identical to BM25's (plus neighbors) and makes one threshold mean the same
+for short and long queries: ``min_score`` is "the share of what the query is about that the memory
+covers". The cut is checked on the query's own terms (before feedback), a second time with common
+English words (``text.COMMON_WORDS``: "make", "good", "work") counting ``COMMON_WEIGHT``, so a
+memory that shares only such a word with the prompt is not returned. Feedback only reorders
+memories that passed the cut, and so does the neighbors' share, so an unrelated prompt gets nothing
+(and a memory sharing no term with the query is never returned, whatever its neighbors).
 ``DEFAULT_MIN_SCORE`` is the default.
 
 Threading: mutations and scoring take one lock, but text analysis (the slow part) runs outside it

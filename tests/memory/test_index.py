@@ -10,6 +10,7 @@ from memwire.memory import index as index_mod
 from memwire.memory.index import (
     CONTEXT_WEIGHT,
     DEFAULT_MIN_SCORE,
+    NEIGHBOR_WEIGHT,
     BM25Index,
     date_terms,
 )
@@ -46,13 +47,20 @@ def assert_same_as_rank_bm25(idx: BM25Index, docs: dict[str, str], queries: list
 
 
 def check_ranking(idx: BM25Index, docs: dict[str, str], q: str) -> None:
-    """search() ranks like rank-bm25 scoring the expanded query, ties by id ascending."""
+    """search() ranks like rank-bm25 scoring the expanded query, plus NEIGHBOR_WEIGHT times the
+    better neighbor's score, ties by id ascending."""
     ids, bm = reference(docs)
     weights = idx.expand(q, min_score=0)
-    ref = {i: 0.0 for i in ids}
+    own = {i: 0.0 for i in ids}
     for term, w in weights.items():
-        for i, s in zip(ids, bm.get_scores([term]).tolist()):
-            ref[i] += w * s
+        scores = bm.get_scores([term]).tolist()
+        base = bm.idf.get(term, 0.0) * index_mod.DELTA  # BM25Plus gives every document this
+        for i, s in zip(ids, scores):
+            own[i] += w * (s - base)
+    ref = {}
+    for i in ids:
+        near = [own[n] for n in idx.neighbors(i) if n is not None]
+        ref[i] = own[i] + NEIGHBOR_WEIGHT * max(near, default=0.0)
     found = [d for d, _ in idx.search(q, k=len(docs), min_score=0)]
     terms = set(analyze(q))
     assert set(found) == {i for i in ids if terms & set(analyze(docs[i]))}
@@ -260,3 +268,70 @@ def test_concurrent_adds_removes_and_searches() -> None:
     got, want = idx.search(q, k=20, min_score=0), fresh.search(q, k=20, min_score=0)
     assert [d for d, _ in got] == [d for d, _ in want]
     assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9)
+
+
+def test_neighbors_are_consecutive_memories_of_one_date() -> None:
+    idx = BM25Index()
+    idx.add_many([
+        ("u", "a note without a date", None),
+        ("a", "first turn", "1:56 pm on 8 May, 2023"),
+        ("b", "second turn", "1:56 pm on 8 May, 2023"),
+        ("c", "third turn", "1:56 pm on 8 May, 2023"),
+        ("d", "next session", "2:00 pm on 9 May, 2023"),
+    ])
+    idx.add("e", "a later add of the same session", "2:00 pm on 9 May, 2023")
+    idx.add("f", "undated", None)
+    assert idx.neighbors("u") == (None, None) and idx.neighbors("f") == (None, None)
+    assert idx.neighbors("a") == (None, "b") and idx.neighbors("b") == ("a", "c")
+    assert idx.neighbors("c") == ("b", None)  # a new date starts a new session
+    assert idx.neighbors("d") == (None, "e") and idx.neighbors("e") == ("d", None)
+    idx.remove("b")  # its neighbors join up
+    assert idx.neighbors("a") == (None, "c") and idx.neighbors("c") == ("a", None)
+    idx.add("a", "first turn, edited", "1:56 pm on 8 May, 2023")  # same id: keeps its place
+    assert idx.neighbors("a") == (None, "c") and idx.neighbors("c") == ("a", None)
+    idx.remove("f")
+    idx.remove("e")
+    idx.add("g", "after the removals", "2:00 pm on 9 May, 2023")  # follows the session's last one
+    assert idx.neighbors("g") == ("d", None)
+
+
+def test_a_neighbor_share_reorders_but_adds_nothing() -> None:
+    day = "2023-05-08"
+    idx = BM25Index()
+    idx.add_many([
+        ("q1", "Nate: How long have you had your turtles?", day),
+        ("q2", "Joanna: Three years now, they are great company.", day),
+        ("q3", "Nate: Joanna, did you finish the screenplay?", day),
+        ("x", "Joanna: I love my turtles and my screenplay", "2023-06-01"),
+        ("y", "Joanna: Three cats and two dogs", "2023-06-01"),
+        ("z", "Joanna: my cat sleeps all day", "2023-06-01"),
+    ])
+    # q2 shares only "joanna" with the question, but it answers q1, which matches it best
+    found = [d for d, _ in idx.search("How long has Joanna had her turtles?", k=6, min_score=0)]
+    assert found[0] == "q1"
+    assert found.index("q2") < found.index("y")  # same own score; q2's neighbor lifts it
+    assert set(found) == {"q1", "q2", "q3", "x", "y", "z"}  # all share "joanna"
+    # neighbors only reorder: no memory without a shared term, and the cut is on own terms
+    assert "q2" not in [d for d, _ in idx.search("turtles", k=6, min_score=0)]
+    assert idx.search("quantum chromodynamics lecture", k=6, min_score=0) == []
+    assert [d for d, _ in idx.search("turtles", k=6)] == ["q1", "x"]
+
+
+def test_ranking_with_neighbors_through_adds_and_removes() -> None:
+    rng = random.Random(5)
+    docs = {f"d{i:03d}": random_text(rng) for i in range(120)}
+    idx = BM25Index()
+    idx.add_many((d, t, f"session {i // 7}") for i, (d, t) in enumerate(docs.items()))
+    for d in rng.sample(sorted(docs), 30):
+        idx.remove(d)
+        del docs[d]
+    for i in range(20):
+        docs[f"n{i:03d}"] = random_text(rng)
+        idx.add(f"n{i:03d}", docs[f"n{i:03d}"], f"session {rng.randrange(20)}")
+    for d in sorted(docs):  # the links are a set of chains: symmetric, each of one date
+        before, after = idx.neighbors(d)
+        assert before is None or idx.neighbors(before)[1] == d
+        assert after is None or idx.neighbors(after)[0] == d
+    assert any(idx.neighbors(d) != (None, None) for d in docs)
+    for _ in range(8):
+        check_ranking(idx, docs, random_text(rng))
