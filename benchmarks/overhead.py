@@ -1,10 +1,11 @@
 """prepare() overhead in contextPerTurn on a 20-message conversation, by store size.
 
-    python benchmarks/overhead.py [--sizes 1000 10000 100000] [--requests 300]
+    python benchmarks/overhead.py [--sizes 1000 10000 100000] [--requests 300] [--history replay drop]
 
 Prints p50 / p99 in milliseconds. The store is written to a temp dir as markdown (one add_many),
 then read back through MemoryStore as a user's store would be; the index is warmed before timing.
-Each timed request is a new turn (a fresh latest user message), so nothing comes from the memo.
+Each timed request is a new turn (a fresh latest user message), so nothing comes from the memo;
+the first messages vary, so requests fall into a dozen sessions, as on a busy proxy.
 """
 
 from __future__ import annotations
@@ -37,13 +38,13 @@ def conversation(rng: random.Random, turn: int) -> list[dict]:
     return msgs  # 20 messages
 
 
-def measure(size: int, requests: int) -> tuple[float, float, float]:
+def measure(size: int, requests: int, history: str) -> tuple[float, float, float]:
     rng = random.Random(size)
     with tempfile.TemporaryDirectory() as d:
         MemoryStore(d).add_many(make_memory(rng, i) for i in range(size))
         t = time.perf_counter()
         store = MemoryStore(d)
-        mw = Middleware(store=store, mode="contextPerTurn", timeout_ms=60_000)
+        mw = Middleware(store=store, mode="contextPerTurn", history=history, timeout_ms=60_000)
         mw.prepare(conversation(rng, -1), model="gpt-4o")  # load + index
         load = time.perf_counter() - t
         times = []
@@ -60,11 +61,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--requests", type=int, default=300)
+    ap.add_argument("--history", nargs="+", default=["replay", "drop"], choices=["replay", "drop"])
     args = ap.parse_args()
-    print(f"{'memories':>9} {'p50 ms':>8} {'p99 ms':>8} {'load s':>8}")
-    for size in args.sizes:
-        p50, p99, load = measure(size, args.requests)
-        print(f"{size:>9} {p50:>8.3f} {p99:>8.3f} {load:>8.2f}")
+    print(f"{'history':>8} {'memories':>9} {'p50 ms':>8} {'p99 ms':>8} {'load s':>8}")
+    for history in args.history:
+        for size in args.sizes:
+            p50, p99, load = measure(size, args.requests, history)
+            print(f"{history:>8} {size:>9} {p50:>8.3f} {p99:>8.3f} {load:>8.2f}")
 
 
 if __name__ == "__main__":

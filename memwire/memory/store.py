@@ -12,8 +12,10 @@ import contextlib
 import logging
 import os
 import re
+import stat
 import tempfile
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -58,9 +60,29 @@ class _Dir:
         self.sigs: dict[str, _Sig | None] = {}
         self.files: dict[str, dict[str, Memory]] = {}
         self.problems: dict[str, list[MemoryFileError]] = {}
+        self._dir_sig: tuple[int, int] | None = None
 
     def _scan(self) -> dict[str, _Sig]:
-        found: dict[str, _Sig] = {}
+        """(mtime, size, inode) of every memory file. Runs on every request, so when the directory
+        itself has not changed (no file added, removed or renamed) only the known files are stat'ed."""
+        try:
+            dst = os.stat(self.path)
+        except FileNotFoundError:
+            return {}  # created on first write
+        if not stat.S_ISDIR(dst.st_mode):
+            raise NotADirectoryError(f"memory directory {self.path} is not a directory")
+        dir_sig = (dst.st_mtime_ns, dst.st_ino)
+        # a directory changed within the last second may change again within the same mtime tick
+        if dir_sig == self._dir_sig and time.time_ns() - dst.st_mtime_ns > 1_000_000_000:
+            found: dict[str, _Sig] = {}
+            try:
+                for name in self.sigs:
+                    st = os.stat(os.path.join(self.path, name))
+                    found[name] = (st.st_mtime_ns, st.st_size, st.st_ino)
+                return found
+            except FileNotFoundError:
+                pass  # removed in place of a rename: list the directory
+        found = {}
         try:
             with os.scandir(self.path) as it:
                 for e in it:
@@ -68,8 +90,13 @@ class _Dir:
                         st = e.stat()
                         found[e.name] = (st.st_mtime_ns, st.st_size, st.st_ino)
         except FileNotFoundError:
-            pass
+            return {}
+        self._dir_sig = dir_sig
         return found
+
+    def current(self) -> bool:
+        """Whether the cache matches the files on disk (nothing to re-read)."""
+        return self._scan() == self.sigs
 
     def refresh(self) -> bool:
         """Re-read changed files. Returns True when anything changed."""
@@ -204,6 +231,7 @@ class MemoryStore:
         self._merged: dict[str, Memory] = {}
         self._lock = threading.RLock()
         self.version = 0  # bumps whenever the memory set changes
+        self._loaded = False
 
     @classmethod
     def for_namespace(cls, root: str | os.PathLike[str], namespace: str | None, **kw: Any) -> "MemoryStore":
@@ -224,6 +252,11 @@ class MemoryStore:
                 changed = d.refresh() or changed
             if changed:
                 self._rebuild_merged()
+            self._loaded = True
+
+    def ready(self) -> bool:
+        """True when the files are loaded and unchanged since: a search is in-memory work only."""
+        return self._loaded and all(d.current() for d in self._dirs)
 
     def _rebuild_merged(self) -> None:
         merged: dict[str, Memory] = {}

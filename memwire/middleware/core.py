@@ -141,6 +141,7 @@ class _Plan:
     session: str
     memo: _Memo | _LedgerMemo
     compute: Callable[[], _Block]
+    store: MemoryStore
     keys: dict[int, str] = field(default_factory=dict)  # replay: ledger key of each user message
     role: str = "user"  # of the memory message (OpenAI chat / Responses)
     start: float = field(default_factory=time.perf_counter)
@@ -229,9 +230,9 @@ class Middleware:
         litellm adapter forces ``user``: litellm hoists system messages into the system field)."""
         flow = self._flow(body, api, session_id, namespace, mode, memory_role)
         try:
-            compute = next(flow)
+            plan = next(flow)
             while True:
-                compute = flow.send(self._run_sync(compute))
+                plan = flow.send(self._run_sync(plan))
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
@@ -241,16 +242,16 @@ class Middleware:
     ) -> Prepared:
         flow = self._flow(body, api, session_id, namespace, mode, memory_role)
         try:
-            compute = next(flow)
+            plan = next(flow)
             while True:
-                compute = flow.send(await self._run_async(compute))
+                plan = flow.send(await self._run_async(plan))
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
     def _flow(
         self, body: Mapping[str, Any], api: str, session_id: str | None, namespace: str | None,
         mode: str | None, memory_role: str | None,
-    ) -> Generator[Callable[[], _Block], _Block, Prepared]:
+    ) -> Generator[_Plan, _Block, Prepared]:
         """The whole transform, I/O-free (httpx ``auth_flow`` style): it yields the retrieval it
         needs and is sent the result; the sync and async faces only differ in how they run it."""
         try:
@@ -260,7 +261,7 @@ class Middleware:
             block = plan.memo.get()
             reused = block is not None
             if block is None:
-                block = plan.memo.settle((yield plan.compute))
+                block = plan.memo.settle((yield plan))
             return self._finish(plan, block, reused)
         except (RequestFormatError, NamespaceError):
             raise
@@ -269,26 +270,46 @@ class Middleware:
 
     # ------------------------------------------------------------------ retrieval, two faces
 
-    def _run_sync(self, fn: Callable[[], _Block]) -> _Block:
-        timeout = self.config.timeout_ms / 1000
-        future = _executor().submit(fn)
+    # A store that is loaded and unchanged on disk answers from memory in well under a millisecond:
+    # less than a hop to a worker thread costs, so it runs inline and an overrun only discards the
+    # result. A cold or changed store (files to parse and index) runs in a worker with the budget
+    # enforced, so a slow load never holds the call up.
+
+    def _run_sync(self, plan: _Plan) -> _Block:
+        if plan.store.ready():
+            return self._inline(plan.compute)
+        future = _executor().submit(plan.compute)
         try:
-            return future.result(timeout=timeout)
+            return future.result(timeout=self.config.timeout_ms / 1000)
         except concurrent.futures.TimeoutError:
-            log.warning("memwire: retrieval exceeded its %.0f ms budget; request sent unchanged", self.config.timeout_ms)
-            return _Block(skipped="timeout", error=f"retrieval exceeded {self.config.timeout_ms:.0f} ms")
+            return self._timed_out()
         except Exception as exc:  # noqa: BLE001 - fail open
             return _failed(exc)
 
-    async def _run_async(self, fn: Callable[[], _Block]) -> _Block:
+    async def _run_async(self, plan: _Plan) -> _Block:
+        if plan.store.ready():
+            return self._inline(plan.compute)
         loop = asyncio.get_running_loop()
         try:
-            return await asyncio.wait_for(loop.run_in_executor(_executor(), fn), self.config.timeout_ms / 1000)
+            return await asyncio.wait_for(loop.run_in_executor(_executor(), plan.compute), self.config.timeout_ms / 1000)
         except asyncio.TimeoutError:
-            log.warning("memwire: retrieval exceeded its %.0f ms budget; request sent unchanged", self.config.timeout_ms)
-            return _Block(skipped="timeout", error=f"retrieval exceeded {self.config.timeout_ms:.0f} ms")
+            return self._timed_out()
         except Exception as exc:  # noqa: BLE001 - fail open
             return _failed(exc)
+
+    def _inline(self, fn: Callable[[], _Block]) -> _Block:
+        start = time.perf_counter()
+        try:
+            block = fn()
+        except Exception as exc:  # noqa: BLE001 - fail open
+            return _failed(exc)
+        if (time.perf_counter() - start) * 1000 > self.config.timeout_ms:
+            return self._timed_out()
+        return block
+
+    def _timed_out(self) -> _Block:
+        log.warning("memwire: retrieval exceeded its %.0f ms budget; request sent unchanged", self.config.timeout_ms)
+        return _Block(skipped="timeout", error=f"retrieval exceeded {self.config.timeout_ms:.0f} ms")
 
     # ------------------------------------------------------------------ the transform (no I/O)
 
@@ -313,7 +334,7 @@ class Middleware:
                 return Prepared(dict(body), Injection(mode, skipped="stateful", session=session), api)
             max_tokens = self.config.startup_max_tokens
             return _Plan(fmt, body, view, mode, session, _Memo(self._sessions, ("startup", ns, session)),
-                         lambda: self._startup_block(store, max_tokens, model), role=role)
+                         lambda: self._startup_block(store, max_tokens, model), store, role=role)
         replay = mode == "contextPerTurn" and self.config.history == "replay"
         decision = gate(view.user_text, view.previous_assistant)
         if decision.skip and not replay:
@@ -330,11 +351,11 @@ class Middleware:
 
         if not replay:
             key = ("turn", ns, session, mode, turn_key(view.latest_user, view.user_text))
-            return _Plan(fmt, body, view, mode, session, _Memo(self._turns, key), retrieve, role=role)
+            return _Plan(fmt, body, view, mode, session, _Memo(self._turns, key), retrieve, store, role=role)
         keys = message_keys(view.items, view.user_indices)
         ledger = self._ledger(store, ns, session)
         return _Plan(fmt, body, view, mode, session, _LedgerMemo(ledger, keys[view.latest_user]),
-                     lambda: self._replay_turn(ledger, store, keys, view, model, retrieve), keys, role)
+                     lambda: self._replay_turn(ledger, store, keys, view, model, retrieve), store, keys, role)
 
     def _ledger(self, store: MemoryStore, ns: str, session: str) -> Ledger:
         cached = self._ledgers.get((ns, session))

@@ -35,7 +35,7 @@ LEDGER_DIR = ".ledger"
 MAX_ENTRIES = 500          # per session; the oldest go first (a compaction)
 MAX_FILES = 1000           # sessions kept per memory directory
 MAX_AGE_S = 30 * 24 * 3600  # sessions untouched this long are pruned
-_VERSION = 1
+_VERSION = 2  # a JSON Lines file: a header line, then one entry per line
 
 
 def _digest(value: Any) -> str:
@@ -83,13 +83,22 @@ class Ledger:
 
     @classmethod
     def load(cls, root: Path, session: str) -> "Ledger":
-        _writer.flush()  # a ledger saved a moment ago by this process is read back whole
-        path = root / LEDGER_DIR / (hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:24] + ".json")
+        path = root / LEDGER_DIR / (hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:24] + ".jsonl")
+        _writer.flush(path)  # a ledger saved a moment ago by this process is read back whole
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if data.get("version") != _VERSION or data.get("session") != session:
+            head, *lines = path.read_text(encoding="utf-8").splitlines()
+            meta = json.loads(head)
+            if meta.get("version") != _VERSION or meta.get("session") != session:
                 raise ValueError("not this session's ledger")
-            return cls(path, session, [LedgerEntry.from_json(e) for e in data.get("entries", [])])
+            by_key: dict[str, LedgerEntry] = {}
+            for line in lines:
+                if line.strip():  # a line cut short by a crash ends the readable part
+                    try:
+                        e = LedgerEntry.from_json(json.loads(line))
+                    except ValueError:
+                        break
+                    by_key[e.key] = e
+            return cls(path, session, list(by_key.values()))
         except (FileNotFoundError, NotADirectoryError):  # no ledger yet (or no directory: retrieval will say so)
             return cls(path, session)
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -128,7 +137,8 @@ class _Writer:
 
     def __init__(self) -> None:
         self._pending: dict[Path, tuple[str, tuple[LedgerEntry, ...]]] = {}
-        self._busy = False
+        self._writing: set[Path] = set()
+        self._on_disk: dict[Path, tuple[LedgerEntry, ...]] = {}  # what this process last wrote
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
 
@@ -140,9 +150,10 @@ class _Writer:
                 self._thread.start()
             self._cond.notify_all()
 
-    def flush(self) -> None:
+    def flush(self, path: Path | None = None) -> None:
+        """Wait until everything (or ``path``) submitted so far is on disk."""
         with self._cond:
-            while self._pending or self._busy:
+            while (path in self._pending or path in self._writing) if path else (self._pending or self._writing):
                 self._cond.wait(1.0)
 
     def _run(self) -> None:
@@ -151,33 +162,47 @@ class _Writer:
                 while not self._pending:
                     self._cond.wait()
                 batch, self._pending = self._pending, {}
-                self._busy = True
+                self._writing = set(batch)
             try:
                 for path, (session, entries) in batch.items():
-                    _write(path, {"version": _VERSION, "session": session, "saved": time.time(),
-                                  "entries": [asdict(e) for e in entries]})
+                    self._on_disk[path] = _write(path, session, entries, self._on_disk.get(path))
             finally:
                 with self._cond:
-                    self._busy = False
+                    self._writing = set()
                     self._cond.notify_all()
 
 
-def _write(path: Path, data: dict[str, Any]) -> None:
+def _line(entry: LedgerEntry) -> str:
+    return json.dumps(asdict(entry), ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def _write(
+    path: Path, session: str, entries: tuple[LedgerEntry, ...], on_disk: tuple[LedgerEntry, ...] | None
+) -> tuple[LedgerEntry, ...] | None:
+    """Append the new entries when the file holds a prefix of them (a new turn: one short line);
+    rewrite it atomically otherwise (compaction, a forgotten memory). Returns what is on disk."""
     tmp = ""
     try:
+        if on_disk is not None and entries[: len(on_disk)] == on_disk and path.exists():
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write("".join(_line(e) for e in entries[len(on_disk):]))
+            return entries
         path.parent.mkdir(parents=True, exist_ok=True)
         new_file = not path.exists()
         fd, tmp = tempfile.mkstemp(prefix=".ledger.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, ensure_ascii=False)
+            fh.write(json.dumps({"version": _VERSION, "session": session, "saved": time.time()}) + "\n")
+            fh.write("".join(_line(e) for e in entries))
         os.replace(tmp, path)
         if new_file:
             _prune(path.parent)
+        return entries
     except OSError as exc:  # the ledger is an optimization: never fail a call over it
         log.warning("memwire: could not save ledger %s (%s)", path, exc)
         if tmp:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+        return None
 
 
 _writer = _Writer()
@@ -193,7 +218,7 @@ def _prune(directory: Path) -> None:
     """Drop ledgers older than MAX_AGE_S, then the oldest beyond MAX_FILES."""
     now = time.time()
     files = []
-    for p in directory.glob("*.json"):
+    for p in directory.glob("*.jsonl"):
         with contextlib.suppress(OSError):
             m = p.stat().st_mtime
             if now - m > MAX_AGE_S:
