@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import inspect
 import json
-import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +17,16 @@ import pytest
 import respx
 from litellm.proxy._types import UserAPIKeyAuth
 
-from memwire import Middleware, MemoryStore
-from memwire.adapters.litellm import MemwireCallback, proxy_namespace, proxy_session, wrap
-from memwire.memory.model import Hit
+from memwire import MemoryStore, Middleware
+from memwire.adapters.litellm import (
+    MemwireCallback,
+    proxy_namespace,
+    proxy_session,
+    wrap,
+)
 from memwire.middleware.render import OPEN
+
+from .failing import BrokenMiddleware, BrokenStore, memwire_warnings
 
 litellm.disable_aiohttp_transport = True  # async calls go through httpx, where respx intercepts them
 litellm.suppress_debug_info = True
@@ -205,42 +210,25 @@ async def test_acompletion_anthropic(mw: Middleware, api: Any) -> None:
 # ---------------------------------------------------------------------- fail open
 
 
-class _BrokenStore(MemoryStore):
-    def search(self, *args: Any, **kwargs: Any) -> list[Hit]:
-        raise OSError("disk on fire")
-
-
-class _BrokenMiddleware(Middleware):
-    def prepare_request(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("boom")
-
-    async def aprepare_request(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("boom")
-
-
-def _warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == "memwire" and r.levelno == logging.WARNING]
-
-
 def test_completion_fails_open_when_search_raises(tmp_path: Path, api: Any, caplog: pytest.LogCaptureFixture) -> None:
-    store = _BrokenStore(tmp_path / "mem")
+    store = BrokenStore(tmp_path / "mem")
     store.add("User prefers tabs over spaces")
     result = wrap(litellm.completion, Middleware(store=store))(model="gpt-4o-mini", messages=conversation(),
                                                                api_key="test")
     assert result.choices[0].message.content == "Tabs."
     assert sent(api, "openai")["messages"] == conversation()
-    assert len(_warnings(caplog)) == 1
+    assert len(memwire_warnings(caplog)) == 1
 
 
 async def test_acompletion_fails_open_when_middleware_raises(store: MemoryStore, api: Any,
                                                              caplog: pytest.LogCaptureFixture) -> None:
-    fn = wrap(litellm.acompletion, _BrokenMiddleware(store=store))
+    fn = wrap(litellm.acompletion, BrokenMiddleware(store=store))
     result = await fn(model=CLAUDE, messages=conversation(), api_key="test", memwire_namespace="bob")
     assert result.choices[0].message.content == "Tabs."
     body = sent(api, "anthropic")
     assert [m["content"] for m in body["messages"]][-1] == [{"type": "text", "text": QUESTION}]
     assert not any(OPEN in json.dumps(m) for m in body["messages"])
-    assert len(_warnings(caplog)) == 1
+    assert len(memwire_warnings(caplog)) == 1
 
 
 def test_importing_the_adapter_does_not_import_litellm() -> None:
@@ -328,9 +316,9 @@ async def test_callback_leaves_other_call_types_alone(mw: Middleware, call_type:
 
 async def test_callback_fails_open(store: MemoryStore, caplog: pytest.LogCaptureFixture) -> None:
     data = _proxy_data()
-    out = await MemwireCallback(middleware=_BrokenMiddleware(store=store)).async_pre_call_hook(
+    out = await MemwireCallback(middleware=BrokenMiddleware(store=store)).async_pre_call_hook(
         UserAPIKeyAuth(), None, data, "acompletion")
-    assert out is data and len(_warnings(caplog)) == 1
+    assert out is data and len(memwire_warnings(caplog)) == 1
 
 
 async def test_callback_builds_its_middleware_from_config(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +14,11 @@ import respx
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response
 
-from memwire import Middleware, MemoryStore
+from memwire import MemoryStore, Middleware
 from memwire.adapters.openai import wrap
-from memwire.memory.model import Hit
 from memwire.middleware.render import OPEN
+
+from .failing import BrokenMiddleware, BrokenStore, memwire_warnings
 
 BASE = "https://api.openai.com/v1"
 SYSTEM = {"role": "system", "content": "You are a careful coding agent."}
@@ -239,31 +239,14 @@ def test_other_attributes_pass_through_and_nothing_is_patched(mw: Middleware) ->
 # ---------------------------------------------------------------------- fail open
 
 
-class _BrokenStore(MemoryStore):
-    def search(self, *args: Any, **kwargs: Any) -> list[Hit]:
-        raise OSError("disk on fire")
-
-
-class _BrokenMiddleware(Middleware):
-    def prepare_request(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("boom")
-
-    async def aprepare_request(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("boom")
-
-
-def _warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == "memwire" and r.levelno == logging.WARNING]
-
-
 def test_fail_open_when_search_raises(tmp_path: Path, api: Any, caplog: pytest.LogCaptureFixture) -> None:
-    store = _BrokenStore(tmp_path / "mem")
+    store = BrokenStore(tmp_path / "mem")
     store.add("User prefers tabs over spaces")
     client = wrap(openai.OpenAI(api_key="test"), Middleware(store=store, mode="contextPerTurn"))
     result = client.chat.completions.create(model="gpt-4o-mini", messages=conversation())
     assert isinstance(result, ChatCompletion)
     assert sent(api)["messages"] == conversation()
-    assert len(_warnings(caplog)) == 1
+    assert len(memwire_warnings(caplog)) == 1
 
 
 def test_fail_open_on_broken_memory_directory(tmp_path: Path, api: Any, caplog: pytest.LogCaptureFixture) -> None:
@@ -273,13 +256,13 @@ def test_fail_open_on_broken_memory_directory(tmp_path: Path, api: Any, caplog: 
     client = wrap(openai.OpenAI(api_key="test"), mw)
     client.chat.completions.create(model="gpt-4o-mini", messages=conversation())
     assert sent(api)["messages"] == conversation()
-    assert len(_warnings(caplog)) == 1
+    assert len(memwire_warnings(caplog)) == 1
 
 
 @pytest.mark.parametrize("is_async", [False, True])
 async def test_fail_open_when_middleware_raises(store: MemoryStore, api: Any, caplog: pytest.LogCaptureFixture,
                                                 is_async: bool) -> None:
-    mw = _BrokenMiddleware(store=store)
+    mw = BrokenMiddleware(store=store)
     if is_async:
         result = await wrap(openai.AsyncOpenAI(api_key="test"), mw).responses.create(
             model="gpt-4o-mini", input=QUESTION, memwire_session="s")
@@ -288,11 +271,11 @@ async def test_fail_open_when_middleware_raises(store: MemoryStore, api: Any, ca
             model="gpt-4o-mini", input=QUESTION, memwire_session="s")
     assert isinstance(result, Response)
     assert sent(api, "responses") == {"model": "gpt-4o-mini", "input": QUESTION}  # memwire kwargs still removed
-    assert len(_warnings(caplog)) == 1
+    assert len(memwire_warnings(caplog)) == 1
 
 
 def test_fail_open_on_malformed_messages(mw: Middleware, api: Any, caplog: pytest.LogCaptureFixture) -> None:
     odd = [{"role": "narrator", "content": "Once upon a time"}, {"role": "user", "content": QUESTION}]
     wrap(openai.OpenAI(api_key="test"), mw).chat.completions.create(model="gpt-4o-mini", messages=odd)
     assert sent(api)["messages"] == odd
-    assert len(_warnings(caplog)) == 1 and "RequestFormatError" in _warnings(caplog)[0].getMessage()
+    assert len(memwire_warnings(caplog)) == 1 and "RequestFormatError" in memwire_warnings(caplog)[0].getMessage()
