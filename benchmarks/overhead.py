@@ -1,8 +1,9 @@
 """prepare() overhead in contextPerTurn on a 20-message conversation, by store size.
 
-    python benchmarks/overhead.py [--sizes 1000 10000 100000] [--requests 300] [--history replay drop]
+    python benchmarks/overhead.py [--sizes 1000 10000 100000] [--requests 300] [--history replay drop] [--adds 30]
 
-Prints p50 / p99 in milliseconds. The store is written to a temp dir as markdown (one add_many),
+Prints p50 / p99 in milliseconds, then the latency of adding a memory (from a second thread) and of
+prepare() while those adds run. The store is written to a temp dir as markdown (one add_many),
 then read back through MemoryStore as a user's store would be; the index is warmed before timing.
 Each timed request is a new turn (a fresh latest user message), so nothing comes from the memo;
 the first messages vary, so requests fall into a dozen sessions, as on a busy proxy.
@@ -14,6 +15,7 @@ import argparse
 import random
 import statistics
 import tempfile
+import threading
 import time
 
 from memwire import MemoryStore, Middleware
@@ -38,6 +40,38 @@ def conversation(rng: random.Random, turn: int) -> list[dict]:
     return msgs  # 20 messages
 
 
+def pct(times: list[float], q: float) -> float:
+    times = sorted(times)
+    return times[min(len(times) - 1, int(len(times) * q))]
+
+
+def measure_adds(store: MemoryStore, mw: Middleware, rng: random.Random, adds: int) -> tuple[float, float, float, float]:
+    """Add ``adds`` memories from a second thread while prepare() runs: add p50/p99, and prepare
+    p50/p99 during the adds (an add must not hold prepare up)."""
+    add_times: list[float] = []
+    done = threading.Event()
+
+    def writer() -> None:
+        for i in range(adds):
+            t0 = time.perf_counter()
+            store.add(f"Added later {i}: the {rng.choice(SUBJECTS)} setup now uses {rng.choice(THINGS)}")
+            add_times.append((time.perf_counter() - t0) * 1000)
+        done.set()
+
+    thread = threading.Thread(target=writer)
+    prep: list[float] = []
+    thread.start()
+    turn = 100_000
+    while not done.is_set():
+        msgs = conversation(rng, turn)
+        turn += 1
+        t0 = time.perf_counter()
+        mw.prepare(msgs, model="gpt-4o")
+        prep.append((time.perf_counter() - t0) * 1000)
+    thread.join()
+    return statistics.median(add_times), pct(add_times, 0.99), statistics.median(prep), pct(prep, 0.99)
+
+
 def measure(size: int, requests: int, history: str) -> tuple[float, float, float]:
     rng = random.Random(size)
     with tempfile.TemporaryDirectory() as d:
@@ -53,8 +87,7 @@ def measure(size: int, requests: int, history: str) -> tuple[float, float, float
             t0 = time.perf_counter()
             mw.prepare(msgs, model="gpt-4o")
             times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
-    return statistics.median(times), times[int(len(times) * 0.99) - 1], load
+    return statistics.median(times), pct(times, 0.99), load
 
 
 def main() -> None:
@@ -62,12 +95,25 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--history", nargs="+", default=["replay", "drop"], choices=["replay", "drop"])
+    ap.add_argument("--adds", type=int, default=30, help="memories added during prepare() per size (0: skip)")
     args = ap.parse_args()
     print(f"{'history':>8} {'memories':>9} {'p50 ms':>8} {'p99 ms':>8} {'load s':>8}")
     for history in args.history:
         for size in args.sizes:
             p50, p99, load = measure(size, args.requests, history)
             print(f"{history:>8} {size:>9} {p50:>8.3f} {p99:>8.3f} {load:>8.2f}")
+    if args.adds:
+        print(f"\nadding memories from another thread while prepare() runs ({args.adds} adds per size)")
+        print(f"{'memories':>9} {'add p50':>8} {'add p99':>8} {'prepare p50':>12} {'prepare p99':>12}")
+        for size in args.sizes:
+            rng = random.Random(size)
+            with tempfile.TemporaryDirectory() as d:
+                MemoryStore(d).add_many(make_memory(rng, i) for i in range(size))
+                store = MemoryStore(d)
+                mw = Middleware(store=store, mode="contextPerTurn", timeout_ms=60_000)
+                mw.prepare(conversation(rng, -1), model="gpt-4o")
+                a50, a99, p50, p99 = measure_adds(store, mw, rng, args.adds)
+            print(f"{size:>9} {a50:>8.2f} {a99:>8.2f} {p50:>12.3f} {p99:>12.3f}")
 
 
 if __name__ == "__main__":

@@ -157,9 +157,8 @@ class _Dir:
             finally:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
-    def write(self, name: str, content: str) -> _Sig:
-        """Atomically replace a file: write a temp file beside it, fsync, rename."""
-        target = self.path / name
+    def stage(self, name: str, content: str) -> str:
+        """Write the new content of ``name`` to a temp file beside it (fsync'ed); ``commit`` renames it."""
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.path)
         try:
             with os.fdopen(fd, "wb") as fh:
@@ -167,6 +166,16 @@ class _Dir:
                 fh.write(content.encode("utf-8", errors="surrogateescape"))
                 fh.flush()
                 os.fsync(fh.fileno())
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return tmp
+
+    def commit(self, tmp: str, name: str) -> _Sig:
+        """Atomically replace ``name`` with a staged temp file."""
+        target = self.path / name
+        try:
             os.replace(tmp, target)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -174,6 +183,10 @@ class _Dir:
             raise
         st = target.stat()
         return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def write(self, name: str, content: str) -> _Sig:
+        """Atomically replace a file: write a temp file beside it, fsync, rename."""
+        return self.commit(self.stage(name, content), name)
 
     def current_sig(self, name: str) -> _Sig | None:
         try:
@@ -184,26 +197,25 @@ class _Dir:
 
 
 def _insert_under_topic(text: str, topic: str, lines_to_add: list[str]) -> str:
-    """Put bullet lines at the end of the ``## topic`` section, creating it at the end if missing."""
-    lines = text.split("\n") if text else ["# Memory", ""]
-    if lines and lines[-1] == "":
-        lines.pop()
-    want = topic.strip().lower()
-    start = next(
-        (i for i, line in enumerate(lines) if line.startswith("## ") and line[3:].strip().lower() == want), None
-    )
-    if start is None:
-        if lines and lines[-1].strip():
-            lines.append("")
-        lines += [f"## {topic}", *lines_to_add]
+    """Put bullet lines at the end of the ``## topic`` section, creating it at the end if missing.
+    String searches, not a split into lines: a store can be one file of 100,000 lines."""
+    block = "\n".join(lines_to_add) + "\n"
+    if not text:
+        return f"# Memory\n\n## {topic}\n{block}"
+    if not text.endswith("\n"):
+        text += "\n"
+    exact = text.rfind(f"\n## {topic}\n")  # the common case, at C speed; else any spelling of it
+    if exact >= 0:
+        header_end = exact + len(topic) + 4
     else:
-        end = start + 1
-        while end < len(lines) and not lines[end].startswith("#"):
-            end += 1
-        while end > start + 1 and not lines[end - 1].strip():
-            end -= 1  # keep the blank line(s) before the next header
-        lines[end:end] = lines_to_add
-    return "\n".join(lines) + "\n"
+        header = re.search(rf"(?im)^##[ \t]+{re.escape(topic.strip())}[ \t]*$", text)
+        if header is None:
+            return text + ("" if text.endswith("\n\n") else "\n") + f"## {topic}\n{block}"
+        header_end = header.end()
+    next_header = text.find("\n#", header_end - 1)
+    end = next_header + 1 if next_header >= 0 else len(text)
+    section_end = len(text[:end].rstrip("\n")) + 1  # keep the blank line(s) before the next header
+    return text[:section_end] + block + text[section_end:]
 
 
 class MemoryStore:
@@ -365,45 +377,47 @@ class MemoryStore:
             items.append(Memory(memory_id(text), text, tuple(t for t in tags if t != PINNED_TAG),
                                 mem.pinned or PINNED_TAG in tags, mem.topic, mem.date))
         d = self._dirs[-1]
-        with self._lock, d.write_lock():
-            d.refresh()
-            self._rebuild_merged()
-            by_topic: dict[str, list[Memory]] = {}
-            result: list[Memory] = []
-            for mem in items:
-                existing = d.find(mem.id)
-                if existing is not None:  # already stored here: merge tags and pin in place
-                    old = d.files[existing][mem.id]
+        by_topic: dict[str, list[Memory]] = {}
+        result: list[Memory] = []
+        with d.write_lock():  # other processes (and threads) writing this directory wait here
+            with self._lock:
+                self.refresh()
+                for mem in items:
+                    existing = d.find(mem.id)
+                    if existing is None:
+                        by_topic.setdefault(mem.topic or DEFAULT_TOPIC, []).append(mem)
+                        result.append(replace(mem, source=str(d.path / MAIN_FILE)))
+                        continue
+                    old = d.files[existing][mem.id]  # already stored here: merge tags and pin in place
                     if set(mem.tags) <= set(old.tags) and (old.pinned or not mem.pinned):
                         result.append(old)
-                        continue
-                    result.append(self._update_line(d, existing, mem.id,
-                                                    tags=tuple(dict.fromkeys(old.tags + mem.tags)),
-                                                    pinned=old.pinned or mem.pinned))
-                    continue
-                by_topic.setdefault(mem.topic or DEFAULT_TOPIC, []).append(mem)
-                result.append(replace(mem, source=str(d.path / MAIN_FILE)))
+                    else:
+                        result.append(self._update_line(d, existing, mem.id,
+                                                        tags=tuple(dict.fromkeys(old.tags + mem.tags)),
+                                                        pinned=old.pinned or mem.pinned))
             if by_topic:
                 self._append(d, by_topic)
         return result
 
     def _append(self, d: _Dir, by_topic: dict[str, list[Memory]]) -> None:
+        """Rewrite MEMORY.md with the new lines. The file work happens outside the store's lock, so
+        searches go on meanwhile; the lock is held only to swap the file and patch the cache."""
         before = d.current_sig(MAIN_FILE)
         try:
             text = (d.path / MAIN_FILE).read_text(encoding="utf-8", errors="surrogateescape")
         except FileNotFoundError:
             text = ""
         for topic, mems in by_topic.items():
-            seen: set[str] = set()
-            lines = []
-            for m in mems:
-                if m.id not in seen:
-                    seen.add(m.id)
-                    lines.append(format_line(m))
+            lines = [format_line(m) for m in {m.id: m for m in mems}.values()]
             text = _insert_under_topic(text, topic, lines)
-        sig = d.write(MAIN_FILE, text)
-        if before == d.sigs.get(MAIN_FILE):  # our cache was current: patch it instead of re-parsing
-            files = d.files.setdefault(MAIN_FILE, {})
+        tmp = d.stage(MAIN_FILE, text)
+        with self._lock:
+            sig = d.commit(tmp, MAIN_FILE)
+            if before != d.sigs.get(MAIN_FILE):  # someone edited the file meanwhile: read it again
+                d.refresh()
+                self._rebuild_merged()
+                return
+            files = d.files.setdefault(MAIN_FILE, {})  # our cache was current: patch it, no re-parse
             src = str(d.path / MAIN_FILE)
             added = [replace(m, topic=t, source=src) for t, ms in by_topic.items() for m in ms]
             for m in added:
@@ -411,9 +425,6 @@ class MemoryStore:
             d.sigs[MAIN_FILE] = sig
             for m in added:
                 self._resolve(m.id)
-        else:
-            d.refresh()
-            self._rebuild_merged()
 
     def _locate(self, mid: str) -> tuple[_Dir, str]:
         self.refresh()
