@@ -436,13 +436,22 @@ class Middleware:
     def _insert_all(
         self, fmt: Format, body: Mapping[str, Any], blocks: Sequence[tuple[int, str]], role: str
     ) -> dict[str, Any]:
-        """Insert blocks before the messages at their indices (the last first, so indices hold)."""
+        """Insert blocks before the messages at their indices, in one pass over the list (a merge into
+        a message, for ``placement="merge"`` or Anthropic tool results, goes through the format)."""
+        items = fmt.items(body)
+        at = dict(blocks)
+        merges = {i for i in at if self.config.placement == "merge" or not fmt.adds_item(items, i)}
         out: dict[str, Any] = dict(body)
-        for index, text in sorted(blocks, reverse=True):
-            if self.config.placement == "merge":
-                out = fmt.merge(out, index, text)
-            else:
-                out = fmt.insert(out, index, text, role)
+        for index in sorted(merges, reverse=True):
+            out = fmt.merge(out, index, at.pop(index))
+        if at:
+            merged = fmt.items(out)
+            new_items: list[Any] = []
+            for i, item in enumerate(merged):
+                if i in at:
+                    new_items.append(fmt.memory_item(at[i], role))
+                new_items.append(item)
+            out[fmt.items_key] = new_items
         return out
 
 
