@@ -181,18 +181,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session", help="session id")
     p.set_defaults(fn=cmd_preview)
 
-    _add_later_commands(sub)
+    from .adapters import proxy_cli  # each registers its own subcommand; heavy imports wait for the run
+    from .sim import demo_cli
+
+    proxy_cli.register(sub)
+    demo_cli.register(sub)
     return parser
-
-
-def _add_later_commands(sub: Any) -> None:
-    """proxy and demo live in their own modules; they register themselves here when present."""
-    for module in ("memwire.adapters.proxy_cli", "memwire.sim.demo_cli"):
-        try:
-            mod = __import__(module, fromlist=["register"])
-        except ImportError:
-            continue
-        mod.register(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
