@@ -1,9 +1,9 @@
 """The middleware: ``prepare`` turns a request into the request the provider should see.
 
 The transform does no I/O (httpx ``auth_flow`` style): it reads the request, decides what memory it
-needs, and places a block. Only retrieval has two faces, sync (a worker thread with a time budget)
-and async (``asyncio.wait_for`` on a worker thread). Anything that fails in memory leaves the
-request unchanged and is logged (fail open); only a malformed request raises.
+needs, and places a block. Only retrieval has two faces, sync and async; both run it inline when
+the store is warm and unchanged, else in a worker thread under the time budget. Anything that fails
+in memory leaves the request unchanged and is logged (fail open); only a malformed request raises.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from ..memory.model import Memory
 from ..memory.store import MemoryStore
 from ..policies.gate import gate
 from ..policies.retrieval import query_from_messages
-from .formats import Format, View, get_format
 from ..policies.tokens import count_tokens
+from .formats import Format, View, get_format
 from .ledger import Ledger, LedgerEntry, message_keys
 from .render import fit_budget, memory_line, render_lines
 from .session import LRU, session_key, turn_key
@@ -112,7 +112,7 @@ class _LedgerMemo:
         self.ledger, self.key = ledger, key
 
     def _block(self, entry: LedgerEntry, entries: tuple[LedgerEntry, ...], **kw: Any) -> _Block:
-        skipped = kw.pop("skipped", None) or (None if entry.ids else "nothing_relevant")
+        skipped = kw.pop("skipped", None) or entry.skipped or (None if entry.ids else "nothing_relevant")
         return _Block(entry.ids, entry.lines, entry.text, entry.tokens, skipped=skipped, replay=entries, **kw)
 
     def get(self) -> _Block | None:
@@ -390,7 +390,7 @@ class Middleware:
                         break
                     entries[j] = LedgerEntry(e.key)
                     compacted = True
-        new = LedgerEntry(latest_key, block.ids, block.lines, block.text, block.tokens)
+        new = LedgerEntry(latest_key, block.ids, block.lines, block.text, block.tokens, block.skipped)
         entries = [e for e in entries if e.key != latest_key] + [new]
         return replace(block, replay=tuple(entries), compacted=compacted)
 

@@ -65,11 +65,12 @@ class LedgerEntry:
     lines: tuple[str, ...] = ()   # the rendered memory lines, so a forgotten one can be re-rendered out
     text: str = ""
     tokens: int = 0
+    skipped: str | None = None    # why that turn got no block (gate, nothing_relevant, ...)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "LedgerEntry":
         return cls(str(d["key"]), tuple(d.get("ids", ())), tuple(d.get("lines", ())), str(d.get("text", "")),
-                   int(d.get("tokens", 0)))
+                   int(d.get("tokens", 0)), d.get("skipped"))
 
 
 class Ledger:

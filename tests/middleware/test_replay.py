@@ -140,3 +140,5 @@ def test_closer_turn_keeps_replayed_blocks(tmp_path: Path) -> None:
     first = mw.prepare(chat("How do I run the tests?"), session_id="c").messages
     closer = mw.prepare(chat("How do I run the tests?", "make test", "thanks!"), session_id="c")
     assert closer.messages[: len(first)] == first and closer.injection.skipped == "gate"
+    again = mw.prepare(chat("How do I run the tests?", "make test", "thanks!"), session_id="c")
+    assert again.injection.reused and again.injection.skipped == "gate" and again.messages == closer.messages
