@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..memory.model import Memory
-from ..policies.tokens import get_encoder
+from ..policies.tokens import Encoder, get_encoder
 
 __all__ = ["render_block", "render_lines", "memory_line", "escape", "fit_budget", "OPEN", "CLOSE", "HEADER"]
 
@@ -40,15 +40,28 @@ def render_lines(lines: Sequence[str]) -> str:
     return "\n".join([OPEN, HEADER, *lines, CLOSE])
 
 
+_counts: dict[tuple[str, str], int] = {}
+
+
+def _tokens(enc: Encoder, text: str) -> int:
+    """Token count of a piece of the block; memoized, since the same memories come back turn after turn."""
+    key = (enc.name, text)
+    n = _counts.get(key)
+    if n is None:
+        if len(_counts) > 50_000:  # bounded: forget everything rather than track recency
+            _counts.clear()
+        n = _counts[key] = len(enc.encode(text))
+    return n
+
+
 def fit_budget(memories: Sequence[Memory], max_tokens: int, model: str | None) -> tuple[list[Memory], str, int]:
     """Keep memories, in order, while the rendered block fits ``max_tokens``. A memory that does not
     fit is left out whole (a smaller one after it may still fit). Returns (kept, text, tokens)."""
     enc = get_encoder(model)
-    frame = len(enc.encode(render_block([])))
-    used = frame
+    used = _tokens(enc, render_block([]))
     kept: list[Memory] = []
     for mem in memories:
-        cost = len(enc.encode(memory_line(mem) + "\n"))
+        cost = _tokens(enc, memory_line(mem) + "\n")
         if used + cost <= max_tokens:
             kept.append(mem)
             used += cost
