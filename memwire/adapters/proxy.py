@@ -300,7 +300,16 @@ class _Proxy:
             if not streamed_body:  # else the body stream reads receive() until the request is sent
                 tg.start_soon(watch_disconnect)
             try:
-                upstream = await self.client.send(request, stream=True)
+                try:
+                    upstream = await self.client.send(request, stream=True)
+                except httpx.RemoteProtocolError:
+                    if streamed_body:
+                        raise  # the client's body is consumed: nothing to send again
+                    # A pooled connection the upstream closed while idle fails like this before the
+                    # request was read: send it once more, on a fresh connection.
+                    log.info("upstream closed a pooled connection; retrying once")
+                    upstream = await self.client.send(self.client.build_request(
+                        request.method, request.url, headers=request.headers, content=body), stream=True)
             except httpx.TimeoutException:
                 failure = _Reject(504, f"upstream {self.upstreams[family]} timed out", "upstream_timeout")
             except httpx.HTTPError as exc:

@@ -462,6 +462,30 @@ async def test_unreachable_upstream_is_502(mw: Middleware) -> None:
     await app.state.proxy.client.aclose()
 
 
+async def test_pooled_connection_closed_by_upstream_is_retried_once(mw: Middleware) -> None:
+    calls: list[bytes] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.content)
+        if len(calls) == 1:  # a keep-alive connection the upstream had closed while idle
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=request)
+        return httpx.Response(200, json={"ok": True})
+
+    app = create_app(mw, client=mock_upstream(handler))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=PROXY) as http:
+        r = await http.post("/v1/chat/completions", json={"model": "m", "messages": CHAT})
+    assert r.status_code == 200 and r.json() == {"ok": True}
+    assert len(calls) == 2 and calls[0] == calls[1]  # the same bytes, memory included, sent again
+
+    def always_closed(request: httpx.Request) -> httpx.Response:
+        raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=request)
+
+    app = create_app(mw, client=mock_upstream(always_closed))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=PROXY) as http:
+        r = await http.post("/v1/chat/completions", json={"model": "m", "messages": CHAT})
+    assert r.status_code == 502  # once only
+
+
 async def test_upstream_timeout_is_504(mw: Middleware) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         raise httpx.ReadTimeout("timed out", request=request)
