@@ -313,8 +313,10 @@ def summary(report: DemoReport) -> str:
              f"{best.needed} while keeping {best.cached_ratio:.0%} cached, at {best.cost_vs_none:.2f}x.")
     second = ""
     if startup is not None:
-        second = (f" startup is cache-friendly ({startup.cached_ratio:.0%} cached) but, retrieving once per session "
-                  f"with no query, it showed the model only {startup.recalled} of {startup.needed} memories it needed.")
+        per_session = startup.injected // max(1, report.sessions)
+        second = (f" startup keeps its prefix cached too ({startup.cached_ratio:.0%}) but sends one broad block of "
+                  f"about {per_session} memories with every request of a session, whatever the turn is about: "
+                  f"{startup.recalled} of {startup.needed} recalled at {startup.cost_vs_none:.2f}x.")
     return first + second
 
 
