@@ -92,7 +92,7 @@ def measure(size: int, requests: int, history: str) -> tuple[float, float, float
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--history", nargs="+", default=["replay", "drop"], choices=["replay", "drop"])
     ap.add_argument("--adds", type=int, default=30, help="memories added during prepare() per size (0: skip)")
