@@ -386,13 +386,15 @@ class Middleware:
         shown = [e for e in entries if e.key in present and e.text]
         block = retrieve(frozenset(mid for e in shown for mid in e.ids))
         cap = self.config.replay_max_tokens
-        if sum(e.tokens for e in shown) + block.tokens > cap:  # compact once: drop the oldest blocks
+        total = sum(e.tokens for e in shown)
+        if total + block.tokens > cap:  # compact once: drop the oldest blocks down to half the cap
             budget = cap // 2 - block.tokens
             for j, e in enumerate(entries):
+                if total <= budget:
+                    break
                 if e.key in present and e.text:
-                    if sum(x.tokens for x in entries if x.key in present) <= budget:
-                        break
                     entries[j] = LedgerEntry(e.key)
+                    total -= e.tokens
                     compacted = True
         new = LedgerEntry(latest_key, block.ids, block.lines, block.text, block.tokens, block.skipped)
         entries = [e for e in entries if e.key != latest_key] + [new]
