@@ -52,7 +52,7 @@ import math
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .text import analyze, common_terms
@@ -479,19 +479,24 @@ class BM25Index:
             return {str(ids[s]): base + float(acc[s]) for s in np.flatnonzero(hit).tolist()}
 
     def search(
-        self, query: "Query | str", k: int = 5, min_score: float | None = None
+        self, query: "Query | str", k: int = 5, min_score: float | None = None, exclude: Collection[str] = ()
     ) -> list[tuple[str, float]]:
         """The ``k`` best (doc id, normalized score) pairs, best first, ties by id ascending.
 
         Only documents with a normalized score >= ``min_score`` (default ``DEFAULT_MIN_SCORE``)
-        are returned; pass 0 to rank every document that shares a term with the query."""
+        are returned; pass 0 to rank every document that shares a term with the query. Ids in
+        ``exclude`` (memories the model already sees) are scored as usual, feedback included, but
+        not returned: the k are the best of the others."""
         if k <= 0:
             return []
         cut = DEFAULT_MIN_SCORE if min_score is None else min_score
         with self._lock:
             cand, raw, norm, _ = self._run(query, cut, feedback=True)
+            ids = self._ids
+            if exclude and len(cand):
+                keep = _numpy().fromiter((ids[int(s)] not in exclude for s in cand), dtype=bool, count=len(cand))
+                cand, raw = cand[keep], raw[keep]
             if norm <= 0 or len(cand) == 0:
                 return []
             score = raw / norm
-            ids = self._ids
             return [(str(ids[int(cand[i])]), float(score[i])) for i in self._top(cand, score, k)]

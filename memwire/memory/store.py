@@ -16,7 +16,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -338,15 +338,17 @@ class MemoryStore:
         return [m for m in self if m.pinned]
 
     def search(
-        self, query: str, k: int = 5, *, min_score: float | None = None, context: Sequence[str] = ()
+        self, query: str, k: int = 5, *, min_score: float | None = None, context: Sequence[str] = (),
+        exclude: Collection[str] = (),
     ) -> list[Hit]:
-        """The memories most relevant to ``query``, best first (score, then id)."""
+        """The memories most relevant to ``query``, best first (score, then id); ids in ``exclude``
+        are left out of the k (the replay strategy's memories already in front of the model)."""
         from ..policies.retrieval import Query
 
         with self._lock:
             self.refresh()
             cut = min_score if min_score is not None else self.min_score
-            found = self._index.search(Query(query, tuple(context)), k, cut)
+            found = self._index.search(Query(query, tuple(context)), k, cut, exclude)
             merged = self._merged
         return [Hit(merged[mid], score) for mid, score in found if mid in merged]
 

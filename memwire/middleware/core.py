@@ -345,12 +345,9 @@ class Middleware:
         def retrieve(exclude: frozenset[str] = frozenset()) -> _Block:
             if decision.skip:
                 return _Block(skipped="gate")
-            # ask for a few spares first; only when the shown memories crowd them out, for all of them
-            for k in dict.fromkeys((cfg.top_k + min(len(exclude), cfg.top_k), cfg.top_k + len(exclude))):
-                hits = store.search(query.text, k, min_score=cfg.min_score, context=query.context)
-                memories = [h.memory for h in hits if h.memory.id not in exclude][: cfg.top_k]
-                if len(memories) == cfg.top_k or len(hits) < k:
-                    break
+            hits = store.search(query.text, cfg.top_k, min_score=cfg.min_score, context=query.context,
+                                exclude=exclude)
+            memories = [h.memory for h in hits]
             return _render(memories, cfg.max_tokens, model) if memories else _Block(skipped="nothing_relevant")
 
         if not replay:

@@ -170,3 +170,13 @@ def test_add_many_is_one_write(tmp_path: Path) -> None:
     mems = store.add_many([f"memory number {i} about topic {i % 7}" for i in range(200)])
     assert len(mems) == 200 == len(store)
     assert len(MemoryStore(tmp_path)) == 200
+
+
+def test_search_excludes_memories_already_shown(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    store.add_many([f"The build uses make target number {i}" for i in range(10)] + ["Unrelated note about lunch"])
+    top = store.search("which make target does the build use", k=3)
+    rest = store.search("which make target does the build use", k=3, exclude={h.memory.id for h in top})
+    assert len(rest) == 3 and not {h.memory.id for h in top} & {h.memory.id for h in rest}
+    everything = store.search("which make target does the build use", k=6)
+    assert [h.memory.id for h in everything] == [h.memory.id for h in top + rest]
