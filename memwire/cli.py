@@ -100,7 +100,9 @@ def cmd_preview(args: argparse.Namespace, cfg: Config) -> int:
         raise MemwireError("preview needs a prompt or --messages FILE.json")
     if args.model:
         body = {**body, "model": args.model}
-    mw = Middleware(store=_store(args, cfg), config=cfg)
+    # A preview is a dry run: no replay ledger is written. For one request the output is the same,
+    # since a new session has no earlier blocks to replay.
+    mw = Middleware(store=_store(args, cfg), config=cfg, history="drop")
     p = mw.prepare_request(body, api=args.api, session_id=args.session, namespace=None)
     inj = p.injection
     if args.json:
@@ -176,7 +178,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--messages", help="a JSON file: a message list or a whole request body")
     p.add_argument("--api", default="openai.chat", choices=["openai.chat", "anthropic.messages", "openai.responses"])
     p.add_argument("--mode", help=f"one of {', '.join(MODES)}")
-    p.add_argument("--history", choices=["replay", "drop"], help="contextPerTurn: replay or drop earlier blocks")
     p.add_argument("--model", help="target model (selects the token encoding)")
     p.add_argument("--session", help="session id")
     p.set_defaults(fn=cmd_preview)
