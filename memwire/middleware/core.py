@@ -335,7 +335,9 @@ class Middleware:
             max_tokens = self.config.startup_max_tokens
             return _Plan(fmt, body, view, mode, session, _Memo(self._sessions, ("startup", ns, session)),
                          lambda: self._startup_block(store, max_tokens, model), store, role=role)
-        replay = mode == "contextPerTurn" and self.config.history == "replay"
+        # a stateful Responses call sends only the new input (the provider keeps the history and
+        # the blocks sent with it): nothing to replay, and no ledger per call
+        replay = mode == "contextPerTurn" and self.config.history == "replay" and not view.stateful
         decision = gate(view.user_text, view.previous_assistant)
         if decision.skip and not replay:
             return Prepared(dict(body), Injection(mode, skipped="gate", session=session), api)
