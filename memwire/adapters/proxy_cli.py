@@ -74,6 +74,9 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
         raise ConfigError("--max-body-mb and --timeout must be positive")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     mw = Middleware(config=cfg)
+    mw.store.refresh()  # load and index the default namespace now, not on the first request
+    for problem in mw.store.problems:
+        print(f"memwire: warning: {problem}", file=sys.stderr)
     app = create_app(
         mw,
         openai_upstream=args.openai_upstream,
@@ -83,7 +86,8 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
         proxy_key=proxy_key,
         anthropic_cache_breakpoint=args.cache_breakpoint,
     )
-    print(f"memwire proxy on http://{args.host}:{args.port}  mode={mw.mode}  memory={mw.store.path}\n"
+    print(f"memwire proxy on http://{args.host}:{args.port}  mode={mw.mode}  memory={mw.store.path} "
+          f"({len(mw.store)} memories)\n"
           f"  OpenAI    -> {args.openai_upstream}\n  Anthropic -> {args.anthropic_upstream}", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False,
                 server_header=False, date_header=False)  # the upstream's own server/date headers go through
