@@ -10,6 +10,7 @@ from typing import Any
 
 from ..config import MODES, Config
 from ..errors import ConfigError
+from ..policies.tokens import get_encoder
 from .proxy import DEFAULT_ANTHROPIC_UPSTREAM, DEFAULT_MAX_BODY_BYTES, DEFAULT_OPENAI_UPSTREAM
 
 __all__ = ["check_bind", "cmd_proxy", "register"]
@@ -73,8 +74,12 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
     if args.max_body_mb <= 0 or args.timeout <= 0:
         raise ConfigError("--max-body-mb and --timeout must be positive")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))  # one line per request is ours
     mw = Middleware(config=cfg)
-    mw.store.refresh()  # load and index the default namespace now, not on the first request
+    # load and index the default namespace, numpy and both token encodings now, not on the first request
+    mw.store.search("warm up")
+    for model in ("gpt-4o", None):
+        get_encoder(model).encode("warm up")
     for problem in mw.store.problems:
         print(f"memwire: warning: {problem}", file=sys.stderr)
     app = create_app(
