@@ -166,7 +166,11 @@ class _Writer:
                 self._writing = set(batch)
             try:
                 for path, (session, entries) in batch.items():
-                    self._on_disk[path] = _write(path, session, entries, self._on_disk.get(path))
+                    written = _write(path, session, entries, self._on_disk.get(path))
+                    if written is None:  # unknown state on disk: the next save rewrites the file
+                        self._on_disk.pop(path, None)
+                    else:
+                        self._on_disk[path] = written
             finally:
                 with self._cond:
                     self._writing = set()

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from memwire import MemoryStore, Middleware
 from memwire.middleware.render import OPEN
