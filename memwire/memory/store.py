@@ -321,9 +321,11 @@ class MemoryStore:
         self.refresh()
         return mid in self._merged
 
-    def missing(self, ids: Iterable[str]) -> set[str]:
-        """The ids in ``ids`` that no longer name a memory (forgotten, or edited into another id)."""
-        self.refresh()
+    def missing(self, ids: Iterable[str], *, refresh: bool = True) -> set[str]:
+        """The ids in ``ids`` that no longer name a memory (forgotten, or edited into another id).
+        ``refresh=False``: as of the last read, for a caller that just searched."""
+        if refresh:
+            self.refresh()
         merged = self._merged
         return {mid for mid in ids if mid not in merged}
 

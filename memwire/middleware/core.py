@@ -376,14 +376,16 @@ class Middleware:
         present = {keys[i] for i in view.user_indices if i != view.latest_user}
         entries = list(ledger.entries)
         compacted = False
-        gone = store.missing({mid for e in entries for mid in e.ids})
+        # retrieval reads the files first, so the check for forgotten memories below sees them as
+        # this search did (a forgotten id is not in the index anyway: excluding it changes nothing)
+        block = retrieve(frozenset(mid for e in entries if e.key in present for mid in e.ids))
+        gone = store.missing({mid for e in entries for mid in e.ids}, refresh=False)
         for j, e in enumerate(entries):  # a forgotten or edited memory is rendered out of its block
             if gone.intersection(e.ids):
                 kept = [(mid, line) for mid, line in zip(e.ids, e.lines) if mid not in gone]
                 entries[j] = _entry(e.key, kept, model)
                 compacted = compacted or e.key in present
         shown = [e for e in entries if e.key in present and e.text]
-        block = retrieve(frozenset(mid for e in shown for mid in e.ids))
         cap = self.config.replay_max_tokens
         total = sum(e.tokens for e in shown)
         if total + block.tokens > cap:  # compact once: drop the oldest blocks down to half the cap
