@@ -39,6 +39,7 @@ MAIN_FILE = "MEMORY.md"
 DEFAULT_TOPIC = "Notes"
 _NAMESPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
 _Sig = tuple[int, int, int]
+_DIR_TICK_NS = 2_000_000_000
 
 
 def validate_namespace(name: str) -> str:
@@ -72,8 +73,7 @@ class _Dir:
         if not stat.S_ISDIR(dst.st_mode):
             raise NotADirectoryError(f"memory directory {self.path} is not a directory")
         dir_sig = (dst.st_mtime_ns, dst.st_ino)
-        # a directory changed within the last second may change again within the same mtime tick
-        if dir_sig == self._dir_sig and time.time_ns() - dst.st_mtime_ns > 1_000_000_000:
+        if dir_sig == self._dir_sig:
             found: dict[str, _Sig] = {}
             try:
                 for name in self.sigs:
@@ -91,7 +91,10 @@ class _Dir:
                         found[e.name] = (st.st_mtime_ns, st.st_size, st.st_ino)
         except FileNotFoundError:
             return {}
-        self._dir_sig = dir_sig
+        # Trust this listing while the directory's mtime stays the same, but only if that mtime is
+        # older than any filesystem's timestamp tick (2 s): a change made in the same tick as the
+        # listing would not move it.
+        self._dir_sig = dir_sig if time.time_ns() - dst.st_mtime_ns > _DIR_TICK_NS else None
         return found
 
     def current(self) -> bool:

@@ -179,3 +179,17 @@ def test_search_excludes_memories_already_shown(tmp_path: Path) -> None:
     assert len(rest) == 3 and not {h.memory.id for h in top} & {h.memory.id for h in rest}
     everything = store.search("which make target does the build use", k=6)
     assert [h.memory.id for h in everything] == [h.memory.id for h in top + rest]
+
+
+def test_new_and_removed_topic_files_are_seen_when_the_directory_is_old(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    store.add("First memory about the build")
+    old = time.time() - 10  # a directory last changed long ago: later reads take the fast path
+    os.utime(tmp_path, (old, old))
+    assert len(store) == 1 and len(store) == 1
+    (tmp_path / "deploy.md").write_text("## Deploy\n- Deploys go out on Tuesdays\n")
+    assert {m.text for m in store} == {"First memory about the build", "Deploys go out on Tuesdays"}
+    os.utime(tmp_path, (old, old))
+    len(store)
+    (tmp_path / "deploy.md").unlink()
+    assert [m.text for m in store] == ["First memory about the build"]
