@@ -160,13 +160,13 @@ class _Dir:
             finally:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
-    def stage(self, name: str, content: str) -> str:
+    def stage(self, name: str, content: str | bytes) -> str:
         """Write the new content of ``name`` to a temp file beside it (fsync'ed); ``commit`` renames it."""
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.path)
         try:
             with os.fdopen(fd, "wb") as fh:
                 # surrogateescape: bytes that were not UTF-8 in a hand-written file survive a rewrite
-                fh.write(content.encode("utf-8", errors="surrogateescape"))
+                fh.write(content if isinstance(content, bytes) else content.encode("utf-8", errors="surrogateescape"))
                 fh.flush()
                 os.fsync(fh.fileno())
         except BaseException:
@@ -187,7 +187,7 @@ class _Dir:
         st = target.stat()
         return (st.st_mtime_ns, st.st_size, st.st_ino)
 
-    def write(self, name: str, content: str) -> _Sig:
+    def write(self, name: str, content: str | bytes) -> _Sig:
         """Atomically replace a file: write a temp file beside it, fsync, rename."""
         return self.commit(self.stage(name, content), name)
 
@@ -199,26 +199,29 @@ class _Dir:
         return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-def _insert_under_topic(text: str, topic: str, lines_to_add: list[str]) -> str:
+def _insert_under_topic(data: bytes, topic: str, lines_to_add: list[str]) -> bytes:
     """Put bullet lines at the end of the ``## topic`` section, creating it at the end if missing.
-    String searches, not a split into lines: a store can be one file of 100,000 lines."""
-    block = "\n".join(lines_to_add) + "\n"
-    if not text:
-        return f"# Memory\n\n## {topic}\n{block}"
-    if not text.endswith("\n"):
-        text += "\n"
-    exact = text.rfind(f"\n## {topic}\n")  # the common case, at C speed; else any spelling of it
+    Byte searches, not a decode and a split into lines: a store can be one file of 100,000 lines,
+    and bytes that are not UTF-8 in a hand-written file pass through untouched."""
+    block = ("\n".join(lines_to_add) + "\n").encode("utf-8")
+    name = topic.encode("utf-8")
+    if not data:
+        return b"# Memory\n\n## " + name + b"\n" + block
+    if not data.endswith(b"\n"):
+        data += b"\n"
+    exact = data.rfind(b"\n## " + name + b"\n")  # the common case, at C speed; else any spelling of it
     if exact >= 0:
-        header_end = exact + len(topic) + 4
+        header_end = exact + len(name) + 4
     else:
-        header = re.search(rf"(?im)^##[ \t]+{re.escape(topic.strip())}[ \t]*$", text)
+        header = re.search(rb"(?im)^##[ \t]+" + re.escape(topic.strip().encode("utf-8")) + rb"[ \t]*$", data)
         if header is None:
-            return text + ("" if text.endswith("\n\n") else "\n") + f"## {topic}\n{block}"
+            return data + (b"" if data.endswith(b"\n\n") else b"\n") + b"## " + name + b"\n" + block
         header_end = header.end()
-    next_header = text.find("\n#", header_end - 1)
-    end = next_header + 1 if next_header >= 0 else len(text)
-    section_end = len(text[:end].rstrip("\n")) + 1  # keep the blank line(s) before the next header
-    return text[:section_end] + block + text[section_end:]
+    next_header = data.find(b"\n#", header_end - 1)
+    end = next_header + 1 if next_header >= 0 else len(data)
+    while end > header_end + 1 and data[end - 2] == 0x0A:  # keep the blank line(s) before the next header
+        end -= 1
+    return data[:end] + block + data[end:]
 
 
 class MemoryStore:
@@ -411,13 +414,13 @@ class MemoryStore:
         searches go on meanwhile; the lock is held only to swap the file and patch the cache."""
         before = d.current_sig(MAIN_FILE)
         try:
-            text = (d.path / MAIN_FILE).read_text(encoding="utf-8", errors="surrogateescape")
+            data = (d.path / MAIN_FILE).read_bytes()
         except FileNotFoundError:
-            text = ""
+            data = b""
         for topic, mems in by_topic.items():
             lines = [format_line(m) for m in {m.id: m for m in mems}.values()]
-            text = _insert_under_topic(text, topic, lines)
-        tmp = d.stage(MAIN_FILE, text)
+            data = _insert_under_topic(data, topic, lines)
+        tmp = d.stage(MAIN_FILE, data)
         with self._lock:
             sig = d.commit(tmp, MAIN_FILE)
             if before != d.sigs.get(MAIN_FILE):  # someone edited the file meanwhile: read it again
