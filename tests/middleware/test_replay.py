@@ -10,6 +10,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 
 from memwire import MemoryStore, Middleware
+from memwire.middleware.ledger import flush
 from memwire.middleware.render import OPEN
 
 from .conftest import MEMORIES
@@ -84,7 +85,8 @@ def test_restart_continues_the_ledger_with_identical_bytes(tmp_path: Path) -> No
     store_dir = tmp_path / "mem"
     make_store(store_dir)
     a = run_session(Middleware(store=MemoryStore(store_dir), history="replay"), 5)
-    assert (store_dir / ".ledger").is_dir()
+    flush()  # ledgers are saved by a background writer
+    assert [p.suffix for p in (store_dir / ".ledger").iterdir()] == [".jsonl"]
     # a new process: new Middleware, new store object, same directory
     b = Middleware(store=MemoryStore(store_dir), history="replay").prepare(chat(*TURNS[:7]), session_id="sess").messages
     assert b[: len(a)] == a
