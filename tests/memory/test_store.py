@@ -115,7 +115,7 @@ def _adder(args: tuple[str, int]) -> None:
 
 
 def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
-    ctx = multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context("spawn")  # fork in a process with threads can deadlock
     with ctx.Pool(2) as pool:
         pool.map(_adder, [(str(tmp_path), 0), (str(tmp_path), 1)])
     texts = {m.text for m in MemoryStore(tmp_path)}
