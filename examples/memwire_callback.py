@@ -4,7 +4,13 @@
       callbacks: memwire_callback.proxy_handler_instance
 
 The proxy imports this file from the config's directory. The middleware comes from the
-configuration (./memwire.toml, MEMWIRE_* variables; MEMWIRE_DIR is the memory directory).
+configuration (./memwire.toml, MEMWIRE_* variables; MEMWIRE_DIR is the memory directory), and starts
+loading the memories and token encodings in the background as soon as the proxy imports this file.
+
+    LITELLM_MASTER_KEY=sk-... MEMWIRE_DIR=/srv/memwire litellm --config examples/litellm_proxy_config.yaml
+
+Requests made with the master key use the default namespace (the files in MEMWIRE_DIR itself, where
+`memwire add --dir /srv/memwire ...` writes); a virtual key uses its user's, else its alias's namespace.
 
 Run it directly for a demo without the proxy server or an API key: it routes requests with the
 config's model_list (litellm's Router, as the proxy does) to a fake provider on 127.0.0.1, calls the
@@ -32,14 +38,15 @@ def demo() -> None:
 
     import litellm
     import yaml
-    from litellm.proxy._types import UserAPIKeyAuth
+    from litellm.proxy._types import LitellmUserRoles, UserAPIKeyAuth
 
     from memwire import MemoryStore
+    from memwire.adapters.litellm import ADMIN_USER_ID, MASTER_KEY_ALIAS
     from memwire.sim.fake_provider import FakeProvider, serve_in_thread
 
     litellm.suppress_debug_info = True
     memory_dir = tempfile.mkdtemp(prefix="memwire-example-")
-    default = MemoryStore(memory_dir)  # requests without a user or key use this one
+    default = MemoryStore(memory_dir)  # the master key's requests use this one (memwire add --dir memory_dir)
     default.add("The staging database is Postgres 15 on port 5433", tags=["infra"])
     default.add("Deploys go out on Tuesdays only", tags=["process"])
     default.add("The API server is FastAPI", tags=["build"])
@@ -56,6 +63,8 @@ def demo() -> None:
             ANTHROPIC_API_BASE=server.base_url, OPENAI_API_BASE=server.base_url + "/v1",
         )
         callback = MemwireCallback()  # built from the configuration, as the proxy's instance is
+        # what the proxy's auth hands the hook for the master key: litellm's admin user
+        master_key = UserAPIKeyAuth(token=MASTER_KEY_ALIAS, user_id=ADMIN_USER_ID, user_role=LitellmUserRoles.PROXY_ADMIN)
         router = litellm.Router(model_list=config["model_list"])
 
         def show(title: str, body: dict) -> None:
@@ -75,15 +84,16 @@ def demo() -> None:
         async def run() -> None:
             question = [{"role": "system", "content": "You are a careful coding agent."},
                         {"role": "user", "content": "Tabs or spaces, and when do we deploy?"}]
-            await proxy_request(UserAPIKeyAuth(user_id="alice"), {"model": "claude", "messages": question,
-                                "metadata": {"memwire_session": "alice-1"}}, "acompletion")
-            show("POST /v1/chat/completions, model 'claude', user alice", fake.last.body)
-            await proxy_request(UserAPIKeyAuth(), {"model": "gpt", "messages": question}, "acompletion")
-            show("POST /v1/chat/completions, model 'gpt', no key (default namespace)", fake.last.body)
+            alice_key = UserAPIKeyAuth(api_key="sk-alice", user_id="alice")  # a virtual key of user alice
+            await proxy_request(alice_key, {"model": "claude", "messages": question,
+                                            "metadata": {"memwire_session": "alice-1"}}, "acompletion")
+            show("POST /v1/chat/completions, model 'claude', a virtual key of user alice", fake.last.body)
+            await proxy_request(master_key, {"model": "gpt", "messages": question}, "acompletion")
+            show("POST /v1/chat/completions, model 'gpt', master key (default namespace)", fake.last.body)
             anthropic_format = {"model": "claude", "max_tokens": 256, "system": "You are a careful coding agent.",
                                 "messages": [{"role": "user", "content": "Which port is staging on?"}]}
-            await proxy_request(UserAPIKeyAuth(), anthropic_format, "anthropic_messages")
-            show("POST /v1/messages, model 'claude', no key", fake.last.body)
+            await proxy_request(master_key, anthropic_format, "anthropic_messages")
+            show("POST /v1/messages, model 'claude', master key", fake.last.body)
 
         asyncio.run(run())
 

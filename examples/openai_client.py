@@ -1,7 +1,8 @@
 """Wrap an OpenAI client with memwire: one added line, the rest of the code unchanged.
 
-Runs without an API key: the client talks to memwire's fake provider on 127.0.0.1, and the script
-prints what the model was sent.
+The wrapped client is still an ``OpenAI`` client (instructor, the Agents SDK and your own code take
+it as it is); its HTTP transport adds the memory. Runs without an API key: the client talks to
+memwire's fake provider on 127.0.0.1, and the script prints what the model was sent.
 
     python examples/openai_client.py
 """
@@ -38,24 +39,29 @@ def main() -> None:
     with serve_in_thread(fake) as server:
         client = OpenAI(base_url=server.base_url + "/v1", api_key="not-needed")
         client = wrap(client, mw)  # <- the one added line
+        print("still an OpenAI client:", isinstance(client, OpenAI))
 
-        messages = [
+        messages: list[Any] = [
             {"role": "system", "content": "You are a careful coding agent."},
             {"role": "user", "content": "Which port is the staging database on?"},
         ]
-        reply = client.chat.completions.create(model="gpt-4o-mini", messages=messages, memwire_session="demo")
+        # the session (and the namespace) of one call: headers memwire reads and removes
+        reply = client.chat.completions.create(model="gpt-4o-mini", messages=messages,
+                                               extra_headers={"x-memwire-session": "demo"})
         show("chat.completions.create", fake.last.body, "messages")
         print("reply:", reply.choices[0].message.content)
         print("the caller's list still has", len(messages), "messages")
 
-        stream = client.chat.completions.create(
-            model="gpt-4o-mini", stream=True,
+        # every path goes through the transport: here the stream() helper
+        with client.chat.completions.stream(
+            model="gpt-4o-mini", extra_headers={"x-memwire-session": "demo"},
             messages=[*messages, {"role": "assistant", "content": "Port 5433."},
                       {"role": "user", "content": "Tabs or spaces for this script?"}],
-        )
-        text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
-        show("streaming", fake.last.body, "messages")
+        ) as stream:
+            text = stream.get_final_completion().choices[0].message.content
+        show("chat.completions.stream()", fake.last.body, "messages")
         print("streamed reply:", text)
+        print("memwire headers that reached the provider:", [h for h in fake.last.headers if h.startswith("x-memwire")])
 
         async def responses_api() -> None:
             aclient = wrap(AsyncOpenAI(base_url=server.base_url + "/v1", api_key="not-needed"), mw)

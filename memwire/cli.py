@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from .config import MODES, Config, load_config
@@ -17,8 +19,23 @@ from .memory.store import MemoryStore
 __all__ = ["main"]
 
 
+def check_dir(path: str | os.PathLike[str], *, readable: bool = True) -> None:
+    """A memory directory must be a directory (or not exist yet, under directories); say which
+    path is in the way instead of failing on it later with a traceback."""
+    p = Path(path).expanduser()
+    probe = p
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        where = "is a file" if probe == p else f"cannot be created: {probe} is a file"
+        raise MemwireError(f"memory directory {p} {where}, not a directory")
+    if readable and p.is_dir() and not os.access(p, os.R_OK | os.X_OK):
+        raise MemwireError(f"memory directory {p} is not readable (permissions)")
+
+
 def _store(args: argparse.Namespace, cfg: Config) -> MemoryStore:
     root = args.dir or cfg.dir
+    check_dir(root)
     if args.namespace:
         return MemoryStore.for_namespace(root, args.namespace, min_score=cfg.min_score)
     return MemoryStore(root, global_dir=cfg.global_dir if cfg.use_global else None, min_score=cfg.min_score)
@@ -44,7 +61,12 @@ def _out(args: argparse.Namespace, data: Any, lines: Sequence[str]) -> None:
 
 def cmd_add(args: argparse.Namespace, cfg: Config) -> int:
     store = _store(args, cfg)
-    mem = store.add(" ".join(args.text), tags=args.tag or (), pinned=args.pin, topic=args.topic)
+    text = " ".join(args.text)
+    if args.text == ["-"]:  # `memwire add -`: the text comes from standard input
+        text = sys.stdin.read().strip()
+        if not text:
+            raise MemwireError("add -: standard input was empty; nothing to add")
+    mem = store.add(text, tags=args.tag or (), pinned=args.pin, topic=args.topic)
     _out(args, _mem_json(mem), [f"added {mem.id} to {store.path}"])
     return 0
 
@@ -56,6 +78,23 @@ def cmd_list(args: argparse.Namespace, cfg: Config) -> int:
         print(f"warning: {p}", file=sys.stderr)
     _out(args, [_mem_json(m) for m in mems], [_mem_line(m) for m in mems] or [f"no memories in {store.path}"])
     return 0
+
+
+def _k(value: str) -> int:
+    k = int(value) if value.lstrip("-").isdigit() else 0
+    if not 1 <= k <= 100:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to 100, got {value!r}")
+    return k
+
+
+def _share(value: str) -> float:
+    try:
+        share = float(value)
+    except ValueError:
+        share = -1.0
+    if not 0 <= share <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {value!r}")
+    return share
 
 
 def cmd_search(args: argparse.Namespace, cfg: Config) -> int:
@@ -88,6 +127,9 @@ def _load_messages(path: str) -> Any:
         raise MemwireError(f"{path}: cannot read messages JSON: {exc}") from None
 
 
+_NO_BUDGET_MS = 24 * 3600 * 1000.0
+
+
 def cmd_preview(args: argparse.Namespace, cfg: Config) -> int:
     from .middleware.core import Middleware
 
@@ -101,8 +143,9 @@ def cmd_preview(args: argparse.Namespace, cfg: Config) -> int:
     if args.model:
         body = {**body, "model": args.model}
     # A preview is a dry run: no replay ledger is written. For one request the output is the same,
-    # since a new session has no earlier blocks to replay.
-    mw = Middleware(store=_store(args, cfg), config=cfg, history="drop")
+    # since a new session has no earlier blocks to replay. Nobody waits on a provider here, so no
+    # retrieval budget either: a cold start (loading the store, a token encoding) shows its result.
+    mw = Middleware(store=_store(args, cfg), config=cfg, history="drop", timeout_ms=_NO_BUDGET_MS)
     p = mw.prepare_request(body, api=args.api, session_id=args.session, namespace=None)
     inj = p.injection
     if args.json:
@@ -148,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = common(sub.add_parser("add", help="add a memory"))
-    p.add_argument("text", nargs="+")
+    p.add_argument("text", nargs="+", help="the memory text; '-' reads it from standard input")
     p.add_argument("--tag", "-t", action="append", help="a tag (repeatable)")
     p.add_argument("--pin", action="store_true", help="pin it (startup mode shows pinned memories first)")
     p.add_argument("--topic", help="the '## Topic' section to put it under")
@@ -160,8 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = common(sub.add_parser("search", help="search memories"))
     p.add_argument("query", nargs="+")
-    p.add_argument("-k", type=int, default=5)
-    p.add_argument("--min-score", type=float, default=None)
+    p.add_argument("-k", type=_k, default=5, help="how many memories at most, 1-100 (default 5)")
+    p.add_argument("--min-score", type=_share, default=None, help="minimum score, 0-1")
     p.set_defaults(fn=cmd_search)
 
     p = common(sub.add_parser("forget", help="delete a memory by id"))
@@ -207,6 +250,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.fn(args, cfg) or 0)
     except MemwireError as exc:
         print(f"memwire: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a full disk, a permission: the person's to fix, in one line
+        print(f"memwire: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -53,12 +53,17 @@ class Config(BaseModel):
     max_tokens: int = Field(600, ge=16, le=100_000, description="token budget of one memory block")
     startup_max_tokens: int = Field(1200, ge=16, le=100_000, description="token budget of the startup block")
     top_k: int = Field(6, ge=1, le=100, description="memories retrieved per turn at most")
-    min_score: float | None = Field(None, ge=0, description="minimum retrieval score; None = the index default")
+    min_score: float | None = Field(
+        None, ge=0, le=1, description="minimum retrieval score, 0..1 (a share of the query's weight); None = the index default"
+    )
     memory_role: Literal["user", "system", "developer"] = Field(
         "user", description="OpenAI chat role of the hidden memory message"
     )
     placement: Literal["message", "merge"] = Field(
         "message", description="'message': own message; 'merge': leading content part of the user message"
+    )
+    side_requests: Literal["skip", "inject"] = Field(
+        "skip", description="'skip': no memory for an agent's own requests (titles, summaries: no tools)"
     )
     timeout_ms: float = Field(1000.0, gt=0, description="retrieval time budget; past it the call goes unchanged")
     memo_size: int = Field(1024, ge=1, description="turns remembered for turn-stable bytes (LRU)")
@@ -126,9 +131,11 @@ def load_config(
     ``MEMWIRE_*`` environment and keyword overrides (None values are ignored)."""
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
-    toml_path = Path(path) if path else Path(env.get("MEMWIRE_CONFIG") or "memwire.toml")
-    if path and not toml_path.is_file():
-        raise ConfigError(f"{toml_path}: config file not found")
+    named = path or env.get("MEMWIRE_CONFIG")  # a file the person named must exist
+    toml_path = Path(named) if named else Path("memwire.toml")
+    if named and not toml_path.is_file():
+        source = "" if path else "MEMWIRE_CONFIG: "
+        raise ConfigError(f"{source}{toml_path}: config file not found")
     if toml_path.is_file():
         source_values = _from_toml(toml_path)
         make_config(source_values, str(toml_path))

@@ -75,3 +75,47 @@ def test_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[s
     bad.write_text(json.dumps([{"content": "no role"}]))
     code, _, err = run(capsys, "preview", "--dir", str(tmp_path), "--messages", str(bad))
     assert code == 2 and "no 'role'" in err
+
+
+def test_preview_is_not_subject_to_the_retrieval_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A preview answers what the request would be; a tiny budget (a cold start) must not hide it."""
+    d = str(tmp_path / "mem")
+    run(capsys, "add", "--dir", d, "Run the tests with make test")
+    monkeypatch.setenv("MEMWIRE_TIMEOUT_MS", "0.0001")
+    code, out, _ = run(capsys, "preview", "--dir", d, "--json", "How do I run the tests?")
+    assert code == 0
+    injection = json.loads(out)["injection"]
+    assert injection["skipped"] is None and injection["memory_ids"]
+
+
+def test_add_dash_reads_the_text_from_standard_input(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    d = str(tmp_path / "mem")
+    monkeypatch.setattr("sys.stdin", io.StringIO("Deploys go out on Tuesdays only\n"))
+    code, out, _ = run(capsys, "add", "--dir", d, "-", "--json")
+    assert code == 0 and json.loads(out)["text"] == "Deploys go out on Tuesdays only"
+    monkeypatch.setattr("sys.stdin", io.StringIO("  \n"))
+    code, _, err = run(capsys, "add", "--dir", d, "-")
+    assert code == 2 and "standard input was empty" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("args", [["-k", "0"], ["-k", "-1"], ["-k", "101"], ["-k", "x"], ["--min-score", "5"]])
+def test_search_limits_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["search", "--dir", str(tmp_path), "tabs", *args])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and ("from 1 to 100" in err or "from 0 to 1" in err) and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", [["add", "hello"], ["list"], ["search", "tabs"], ["proxy"]])
+@pytest.mark.parametrize("under", ["", "sub"])
+def test_a_dir_that_is_a_file_is_named_not_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        command: list[str], under: str) -> None:
+    afile = tmp_path / "notes.txt"
+    afile.write_text("x")
+    code, _, err = run(capsys, command[0], "--dir", str(afile / under if under else afile), *command[1:])
+    assert code == 2 and f"{afile} is a file" in err and "Traceback" not in err
+    assert afile.read_text() == "x"

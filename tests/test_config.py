@@ -51,3 +51,21 @@ def test_bad_toml_key_named(tmp_path: Path) -> None:
     toml.write_text("top_k = [\n")
     with pytest.raises(ConfigError, match="memwire.toml"):
         load_config(toml, env={})
+
+
+def test_a_named_config_file_must_exist_whether_given_as_argument_or_variable(tmp_path: Path) -> None:
+    from memwire.config import load_config
+
+    with pytest.raises(ConfigError, match="MEMWIRE_CONFIG: .*missing.toml: config file not found"):
+        load_config(env={"MEMWIRE_CONFIG": str(tmp_path / "missing.toml")})
+    with pytest.raises(ConfigError, match="missing.toml: config file not found"):
+        load_config(tmp_path / "missing.toml", env={})
+
+
+@pytest.mark.parametrize("value", ["5", "-0.1", "1.5"])
+def test_min_score_is_a_share_from_0_to_1(value: str) -> None:
+    from memwire.config import load_config
+
+    with pytest.raises(ConfigError, match="min_score"):
+        load_config(env={"MEMWIRE_MIN_SCORE": value})
+    assert load_config(env={"MEMWIRE_MIN_SCORE": "0.35"}).min_score == 0.35

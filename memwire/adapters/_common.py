@@ -1,18 +1,26 @@
-"""Helpers shared by the adapters: per-call keyword arguments, SDK objects, fail-open logging."""
+"""Helpers shared by the adapters: per-call settings (keyword arguments, headers), SDK objects,
+fail-open logging."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 
-__all__ = ["SESSION_KW", "NAMESPACE_KW", "split_kwargs", "fail_open", "as_list", "readable", "restore"]
+__all__ = [
+    "SESSION_KW", "NAMESPACE_KW", "SESSION_HEADER", "NAMESPACE_HEADER", "split_kwargs", "fail_open", "as_list",
+    "readable", "restore", "dump_json",
+]
 
 log = logging.getLogger("memwire")
 
 SESSION_KW = "memwire_session"
 NAMESPACE_KW = "memwire_namespace"
+# the SDK adapters take them as request headers (the ones the proxy reads): ``extra_headers={SESSION_HEADER: ...}``
+SESSION_HEADER = "x-memwire-session"
+NAMESPACE_HEADER = "x-memwire-namespace"
 
 
 def split_kwargs(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], str | None, str | None]:
@@ -62,3 +70,14 @@ def restore(body: dict[str, Any], key: str, back: dict[int, Any]) -> dict[str, A
 def fail_open(where: str, exc: BaseException) -> None:
     """One warning per failed call; the request then goes out unchanged (DESIGN rule 6)."""
     log.warning("memwire: %s failed (%s: %s); request sent unchanged", where, type(exc).__name__, exc)
+
+
+def dump_json(body: Any) -> bytes:
+    """Compact JSON that keeps non-ASCII text as the client sent it (UTF-8), not as \\uXXXX escapes:
+    the same JSON in fewer bytes. A lone surrogate (valid JSON, not valid UTF-8) is escaped. A number
+    out of float range (``1e400``) raises ValueError rather than becoming ``Infinity`` (not JSON):
+    callers then send the caller's own bytes."""
+    try:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()

@@ -6,6 +6,14 @@
     # LiteLLM proxy config.yaml:  litellm_settings: {callbacks: memwire_callback.proxy_handler_instance}
     proxy_handler_instance = MemwireCallback()             # Middleware.from_config() when none is given
 
+Both start loading the store and the token encodings on a background thread (``warm_up``), so the
+first call does not spend its retrieval budget on loading a tiktoken encoding.
+
+Proxy namespaces (:func:`proxy_namespace`): the master key (litellm's admin user ``default_user_id``)
+uses the default namespace, the files in the memory directory itself, so what ``memwire add --dir D``
+writes is what master-key requests get; a virtual key uses its user's namespace (``user_id``), else
+its alias's, else one of its own.
+
 The request reaches litellm in OpenAI chat format whatever provider it routes to. litellm moves
 ``developer`` and leading ``system`` messages into the system field of Anthropic, Gemini, Bedrock, ...,
 so the memory message always has the ``user`` role here, whatever ``memory_role`` says: the
@@ -44,7 +52,8 @@ if TYPE_CHECKING:
             self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: str,
         ) -> dict[str, Any]: ...
 
-__all__ = ["wrap", "MemwireCallback", "proxy_namespace", "proxy_session", "CALL_TYPES"]
+__all__ = ["wrap", "MemwireCallback", "proxy_namespace", "proxy_session", "CALL_TYPES", "ADMIN_USER_ID",
+           "MASTER_KEY_ALIAS"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -57,6 +66,10 @@ CALL_TYPES: dict[str, str] = {
     "responses": "openai.responses",
     "aresponses": "openai.responses",
 }
+
+# litellm's own names (litellm.constants, not imported: importing litellm takes seconds):
+ADMIN_USER_ID = "default_user_id"  # LITELLM_PROXY_ADMIN_NAME: the user of the master key
+MASTER_KEY_ALIAS = "litellm_proxy_master_key"  # LITELLM_PROXY_MASTER_KEY_ALIAS: the master key's token
 
 
 # ---------------------------------------------------------------------- wrap(completion)
@@ -80,8 +93,10 @@ def wrap(fn: F, middleware: Middleware) -> F:
     """Return ``fn`` (``litellm.completion`` or ``litellm.acompletion``) with memory added.
 
     Same signature (``functools.wraps``); ``memwire_session=`` / ``memwire_namespace=`` keyword
-    arguments choose the session and namespace and are removed before the real call."""
+    arguments choose the session and namespace and are removed before the real call. The store and
+    token encodings start loading now, on a background thread (``Middleware.warm_up``)."""
     names = _positional_names(fn)
+    middleware.warm_up(background=True)
 
     def split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[dict[str, Any], str | None, str | None]:
         if len(args) > len(names):
@@ -135,22 +150,27 @@ def _safe_namespace(name: str, prefix: str) -> str:
 
 def proxy_namespace(user_api_key_dict: Any, data: Mapping[str, Any]) -> str | None:
     """The namespace of a LiteLLM proxy request, from who is calling (never from a client header,
-    which would let one key read another's memories):
+    which would let one key read another's memories). None is the default namespace: the files in
+    the memory directory itself.
 
-    1. the key's user (``user_id``),
-    2. else the key's alias (``key_alias``),
-    3. else the key itself, hashed (``key-<hash>``),
-    4. else the request's ``user`` field (open proxy without keys),
-    5. else None: the default namespace.
+    1. the master key: None. litellm gives it the admin user ``default_user_id`` (and the token
+       ``litellm_proxy_master_key``); an admin's key without an alias counts as the master key;
+    2. else the key's user (``user_id``);
+    3. else the key's alias (``key_alias``);
+    4. else the key itself, hashed (``key-<hash>``);
+    5. else the request's ``user`` field (a proxy running without a master key);
+    6. else None.
 
     Names that are not valid namespace names (spaces, ``/``, ...) become a stable hash."""
     user_id = getattr(user_api_key_dict, "user_id", None)
-    if user_id:
-        return _safe_namespace(str(user_id), "user")
     alias = getattr(user_api_key_dict, "key_alias", None)
+    token = getattr(user_api_key_dict, "token", None) or getattr(user_api_key_dict, "api_key", None)
+    if token == MASTER_KEY_ALIAS or (user_id == ADMIN_USER_ID and not alias):
+        return None
+    if user_id and user_id != ADMIN_USER_ID:
+        return _safe_namespace(str(user_id), "user")
     if alias:
         return _safe_namespace(str(alias), "alias")
-    token = getattr(user_api_key_dict, "token", None) or getattr(user_api_key_dict, "api_key", None)
     if token:  # already a hash of the key; hashed again so the stored hash never shows on disk
         return "key-" + hashlib.sha256(str(token).encode()).hexdigest()[:24]
     end_user = data.get("user")
@@ -193,7 +213,7 @@ async def _pre_call(
     try:
         p: Prepared = await middleware.aprepare_request(
             data, api=api, session_id=proxy_session(data), namespace=namespace_fn(user_api_key_dict, data),
-            memory_role="user",
+            memory_role="user", headers=_headers(data),
         )
         return p.body
     except Exception as exc:  # noqa: BLE001 - fail open
@@ -207,7 +227,8 @@ def _build_callback_class() -> type:
     class MemwireCallback(CustomLogger):  # type: ignore[no-redef]
         """A LiteLLM ``CustomLogger`` whose ``async_pre_call_hook`` adds memory to proxy requests.
 
-        ``namespace(user_api_key_dict, data)`` overrides :func:`proxy_namespace`. A subclass must
+        ``namespace(user_api_key_dict, data)`` overrides :func:`proxy_namespace`. The store and
+        token encodings start loading at construction, on a background thread. A subclass must
         define ``async_pre_call_hook`` itself (it may call ``super()``): the proxy only calls hooks
         defined on the instance's own class."""
 
@@ -218,6 +239,7 @@ def _build_callback_class() -> type:
             super().__init__(**kwargs)
             self.middleware = middleware if middleware is not None else Middleware.from_config()
             self.namespace = namespace or proxy_namespace
+            self.middleware.warm_up(background=True)  # the proxy's first request does not load them
 
         async def async_pre_call_hook(
             self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any,

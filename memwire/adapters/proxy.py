@@ -28,9 +28,10 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from ..errors import NamespaceError, RequestFormatError
+from ..errors import ConfigError, NamespaceError, RequestFormatError
 from ..memory.store import validate_namespace
 from ..middleware.core import Injection, Middleware
+from ._common import dump_json
 
 __all__ = [
     "DEFAULT_ANTHROPIC_UPSTREAM",
@@ -119,6 +120,8 @@ def create_app(
     """Build the proxy app. A ``client`` passed in stays the caller's to close; one created here
     (with ``timeout`` seconds for reads) is closed by the app's lifespan.
     ``anthropic_cache_breakpoint`` defaults to the middleware's config."""
+    if proxy_key is not None and not proxy_key.strip():  # "" or spaces would be a key anyone can send
+        raise ConfigError("the proxy key must not be empty or whitespace")
     own_client = client is None
     upstream_client = default_client(timeout) if client is None else client
     if anthropic_cache_breakpoint is None:
@@ -194,6 +197,7 @@ class _Proxy:
         injected, status = 0, 0
         try:
             self._check_key(headers)
+            _check_path(scope)
             if route is None:
                 status = await self._forward(scope, receive, send, family, None, [])
                 return
@@ -230,12 +234,13 @@ class _Proxy:
             data = json.loads(raw)
         except ValueError as exc:  # UnicodeDecodeError is a ValueError too
             raise _Reject(400, f"request body is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise _Reject(400, "request body is nested too deeply") from None
         if not isinstance(data, dict):
             raise _Reject(400, f"{api}: request body must be a JSON object, got {type(data).__name__}")
         mode = self.middleware.mode
         try:
-            prepared = await self.middleware.aprepare_request(
-                data, api, session_id=headers.get("x-memwire-session") or None, namespace=namespace)
+            prepared = await self.middleware.aprepare_request(data, api, namespace=namespace, headers=headers)
             injection = prepared.injection
             mode = injection.mode if injection is not None else mode
             body = prepared.body
@@ -243,7 +248,7 @@ class _Proxy:
                 return raw, injection, mode
             if api == "anthropic.messages" and self.cache_breakpoint:
                 body = add_cache_breakpoint(body, injection)
-            return json.dumps(body, separators=(",", ":")).encode(), injection, mode
+            return dump_json(body), injection, mode
         except (RequestFormatError, NamespaceError) as exc:
             raise _Reject(400, str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - fail open: memory never fails the user's call
@@ -331,6 +336,15 @@ class _Proxy:
         return status
 
 
+def _check_path(scope: Scope) -> None:
+    """A path with ``.`` or ``..`` segments (also percent-encoded) could leave the upstream's path
+    prefix (``https://host/api`` + ``/../admin``): refused."""
+    raw = scope.get("raw_path") or scope["path"].encode("latin-1")
+    for segment in raw.decode("latin-1").split("?", 1)[0].split("/"):
+        if segment.replace("%2e", ".").replace("%2E", ".") in (".", ".."):
+            raise _Reject(400, "request path must not contain '.' or '..' segments", "invalid_path")
+
+
 def _upstream_headers(raw: Sequence[tuple[bytes, bytes]], keep_length: bool) -> list[tuple[bytes, bytes]]:
     named_hop = {v.strip().lower() for k, val in raw if k == b"connection" for v in val.split(b",")}
     out = [
@@ -409,7 +423,8 @@ async def _send_error(send: Send, family: str, status: int, message: str, code: 
 
 
 def count_cache_breakpoints(body: Mapping[str, Any]) -> int:
-    """``cache_control`` markers in tools, system and messages (Anthropic allows 4 in all)."""
+    """``cache_control`` markers at the top level (automatic caching), in tools, system and messages
+    (Anthropic allows 4 in all)."""
 
     def count(blocks: Any) -> int:
         if not isinstance(blocks, list):
@@ -423,7 +438,7 @@ def count_cache_breakpoints(body: Mapping[str, Any]) -> int:
         return n
 
     messages = body.get("messages")
-    total = count(body.get("tools")) + count(body.get("system"))
+    total = bool(body.get("cache_control")) + count(body.get("tools")) + count(body.get("system"))
     if isinstance(messages, list):
         total += sum(count(m.get("content")) for m in messages if isinstance(m, Mapping))
     return total

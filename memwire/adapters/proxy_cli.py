@@ -10,7 +10,6 @@ from typing import Any
 
 from ..config import MODES, Config
 from ..errors import ConfigError
-from ..policies.tokens import get_encoder
 from .proxy import DEFAULT_ANTHROPIC_UPSTREAM, DEFAULT_MAX_BODY_BYTES, DEFAULT_OPENAI_UPSTREAM
 
 __all__ = ["check_bind", "cmd_proxy", "register"]
@@ -46,6 +45,8 @@ def register(sub: Any) -> None:
 
 def check_bind(host: str, allow_remote: bool, proxy_key: str | None) -> None:
     """A non-loopback address needs both --allow-remote and --proxy-key."""
+    if proxy_key is not None and not proxy_key.strip():
+        raise ConfigError("--proxy-key / MEMWIRE_PROXY_KEY must not be empty or whitespace")
     if _is_loopback(host):
         return
     if not (allow_remote and proxy_key):
@@ -75,11 +76,12 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
         raise ConfigError("--max-body-mb and --timeout must be positive")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))  # one line per request is ours
+    from ..cli import check_dir
+
+    check_dir(cfg.dir, readable=False)  # unreadable: served anyway, failing open, with the warning below
     mw = Middleware(config=cfg)
     # load and index the default namespace, numpy and both token encodings now, not on the first request
-    mw.store.search("warm up")
-    for model in ("gpt-4o", None):
-        get_encoder(model).encode("warm up")
+    mw.warm_up()
     for problem in mw.store.problems:
         print(f"memwire: warning: {problem}", file=sys.stderr)
     app = create_app(

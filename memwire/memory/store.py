@@ -37,14 +37,15 @@ log = logging.getLogger("memwire")
 
 MAIN_FILE = "MEMORY.md"
 DEFAULT_TOPIC = "Notes"
-_NAMESPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
+_NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")  # fullmatch: "$" would let a trailing newline in
 _Sig = tuple[int, int, int]
 _DIR_TICK_NS = 2_000_000_000
+MAX_MEMORY_CHARS = 4000  # about 1,000 tokens: more than a whole default memory block
 
 
 def validate_namespace(name: str) -> str:
     """A namespace is one safe path component: letters, digits, ``._@-``, at most 128 chars."""
-    if not isinstance(name, str) or not _NAMESPACE.match(name) or name in (".", "..") or ".." in name:
+    if not isinstance(name, str) or not _NAMESPACE.fullmatch(name) or name in (".", "..") or ".." in name:
         shown = repr(name)[:80]
         raise NamespaceError(
             f"invalid namespace {shown}: use 1-128 letters, digits, '.', '_', '@' or '-', "
@@ -63,9 +64,11 @@ class _Dir:
         self.problems: dict[str, list[MemoryFileError]] = {}
         self._dir_sig: tuple[int, int] | None = None
 
-    def _scan(self) -> dict[str, _Sig]:
+    def _scan(self, remember: bool = True) -> dict[str, _Sig]:
         """(mtime, size, inode) of every memory file. Runs on every request, so when the directory
-        itself has not changed (no file added, removed or renamed) only the known files are stat'ed."""
+        itself has not changed (no file added, removed or renamed) only the known files are stat'ed.
+        ``remember=False`` (a look that loads nothing) leaves the directory's signature unrecorded:
+        the fast path may only trust a listing whose files were then loaded."""
         try:
             dst = os.stat(self.path)
         except FileNotFoundError:
@@ -94,12 +97,13 @@ class _Dir:
         # Trust this listing while the directory's mtime stays the same, but only if that mtime is
         # older than any filesystem's timestamp tick (2 s): a change made in the same tick as the
         # listing would not move it.
-        self._dir_sig = dir_sig if time.time_ns() - dst.st_mtime_ns > _DIR_TICK_NS else None
+        if remember:
+            self._dir_sig = dir_sig if time.time_ns() - dst.st_mtime_ns > _DIR_TICK_NS else None
         return found
 
     def current(self) -> bool:
         """Whether the cache matches the files on disk (nothing to re-read)."""
-        return self._scan() == self.sigs
+        return self._scan(remember=False) == self.sigs
 
     def refresh(self) -> bool:
         """Re-read changed files. Returns True when anything changed."""
@@ -383,6 +387,9 @@ class MemoryStore:
             text = " ".join(mem.text.split())
             if not text:
                 raise MemwireError("a memory needs some text")
+            if len(text) > MAX_MEMORY_CHARS:  # one memory is one fact; a pasted file would crowd every block
+                raise MemwireError(f"a memory is at most {MAX_MEMORY_CHARS:,} characters, this one has {len(text):,}; "
+                                   "split it, or keep the file and remember where it is")
             tags = tuple(dict.fromkeys(t.lstrip("#").strip().lower() for t in mem.tags if t.strip("# ")))
             items.append(Memory(memory_id(text), text, tuple(t for t in tags if t != PINNED_TAG),
                                 mem.pinned or PINNED_TAG in tags, mem.topic, mem.date))

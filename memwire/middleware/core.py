@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import threading
 import time
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,11 +23,12 @@ from ..memory.model import Memory
 from ..memory.store import MemoryStore
 from ..policies.gate import gate
 from ..policies.retrieval import query_from_messages
-from ..policies.tokens import count_tokens
+from ..policies.side_requests import is_side_request
+from ..policies.tokens import count_tokens, get_encoder
 from .formats import Format, View, get_format
 from .ledger import Ledger, LedgerEntry, message_keys
 from .render import fit_budget, memory_line, render_lines
-from .session import LRU, session_key, turn_key
+from .session import LRU, resolve_session, turn_key
 
 __all__ = ["Middleware", "Prepared", "Injection"]
 
@@ -50,7 +52,7 @@ class Injection:
     memory_ids: tuple[str, ...] = ()
     text: str = ""                 # the rendered block ("" when nothing was injected)
     tokens: int = 0                # its size in the target model's encoding
-    skipped: str | None = None     # gate | nothing_relevant | error | timeout | stateful
+    skipped: str | None = None     # gate | nothing_relevant | over_budget | error | timeout | stateful | side_request
     elapsed_ms: float = 0.0
     position: int | None = None    # index of the memory message (or of the merged user message)
     placement: str | None = None   # message | merge | system
@@ -191,6 +193,26 @@ class Middleware:
     def mode(self) -> str:
         return self.config.mode
 
+    def warm_up(self, models: Sequence[str | None] = ("gpt-4o", None), *, background: bool = False) -> threading.Thread | None:
+        """Load and index the store and the token encodings of ``models`` now, so the first call is
+        not the one that pays for it (a cold encoding takes 0.5-1 s). ``background=True`` does it
+        on a daemon thread and returns it; failures are only logged (a first call then fails open)."""
+
+        def run() -> None:
+            try:
+                self.store.search("warm up")
+                for model in models:
+                    get_encoder(model).encode("warm up")
+            except Exception as exc:  # noqa: BLE001 - warming is an optimization
+                log.warning("memwire: warm-up failed (%s: %s)", type(exc).__name__, exc)
+
+        if not background:
+            run()
+            return None
+        thread = threading.Thread(target=run, name="memwire-warm-up", daemon=True)
+        thread.start()
+        return thread
+
     def store_for(self, namespace: str | None) -> MemoryStore:
         """The store of a namespace (``None``: this middleware's own store)."""
         if namespace in (None, "", "default"):
@@ -223,12 +245,15 @@ class Middleware:
     def prepare_request(
         self, body: Mapping[str, Any], api: str = "openai.chat", *, session_id: str | None = None,
         namespace: str | None = None, mode: str | None = None, memory_role: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Prepared:
         """Prepare a whole request body of ``api`` ("openai.chat", "anthropic.messages", "openai.responses").
 
         ``memory_role`` overrides the configured role of the memory message for this call (the
-        litellm adapter forces ``user``: litellm hoists system messages into the system field)."""
-        flow = self._flow(body, api, session_id, namespace, mode, memory_role)
+        litellm adapter forces ``user``: litellm hoists system messages into the system field).
+        ``headers`` are the HTTP request's headers, where the client names its session
+        (``x-memwire-session``, Claude Code's and Codex's session headers)."""
+        flow = self._flow(body, api, session_id, namespace, mode, memory_role, headers)
         try:
             plan = next(flow)
             while True:
@@ -239,8 +264,9 @@ class Middleware:
     async def aprepare_request(
         self, body: Mapping[str, Any], api: str = "openai.chat", *, session_id: str | None = None,
         namespace: str | None = None, mode: str | None = None, memory_role: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Prepared:
-        flow = self._flow(body, api, session_id, namespace, mode, memory_role)
+        flow = self._flow(body, api, session_id, namespace, mode, memory_role, headers)
         try:
             plan = next(flow)
             while True:
@@ -250,12 +276,12 @@ class Middleware:
 
     def _flow(
         self, body: Mapping[str, Any], api: str, session_id: str | None, namespace: str | None,
-        mode: str | None, memory_role: str | None,
+        mode: str | None, memory_role: str | None, headers: Mapping[str, str] | None = None,
     ) -> Generator[_Plan, _Block, Prepared]:
         """The whole transform, I/O-free (httpx ``auth_flow`` style): it yields the retrieval it
         needs and is sent the result; the sync and async faces only differ in how they run it."""
         try:
-            plan = self._plan(body, api, session_id, namespace, mode, memory_role)
+            plan = self._plan(body, api, session_id, namespace, mode, memory_role, headers)
             if isinstance(plan, Prepared):
                 return plan
             block = plan.memo.get()
@@ -315,14 +341,16 @@ class Middleware:
 
     def _plan(
         self, body: Mapping[str, Any], api: str, session_id: str | None, namespace: str | None, mode: str | None,
-        memory_role: str | None = None,
+        memory_role: str | None = None, headers: Mapping[str, str] | None = None,
     ) -> _Plan | Prepared:
         fmt = get_format(api)
         view = fmt.view(body)  # raises RequestFormatError on a malformed request
         mode = normalize_mode(mode) if mode else self.config.mode
         if view.latest_user is None:  # nothing the human wrote: nothing to do
             return Prepared(dict(body), None, api)
-        session = session_key(session_id, view.system_text, view.first_user_text)
+        session = resolve_session(session_id, headers, body, view.system_text, view.first_user_text)
+        if self.config.side_requests == "skip" and is_side_request(body, headers, view.user_text):  # no block, no ledger entry
+            return Prepared(dict(body), Injection(mode, skipped="side_request", session=session), api)
         ns = namespace or ""
         store = self.store_for(namespace)  # a bad namespace name raises NamespaceError
         model = _model(body)
@@ -353,9 +381,9 @@ class Middleware:
             return _render(memories, cfg.max_tokens, model) if memories else _Block(skipped="nothing_relevant")
 
         if not replay:
-            key = ("turn", ns, session, mode, turn_key(view.latest_user, view.user_text))
+            key = ("turn", ns, session, mode, turn_key(view.latest_user, fmt.identity(view.items[view.latest_user], view.system_text)))
             return _Plan(fmt, body, view, mode, session, _Memo(self._turns, key), retrieve, store, role=role)
-        keys = message_keys(view.items, view.user_indices)
+        keys = message_keys({i: fmt.identity(view.items[i], view.system_text) for i in view.user_indices})
         ledger = self._ledger(store, ns, session)
         return _Plan(fmt, body, view, mode, session, _LedgerMemo(ledger, keys[view.latest_user]),
                      lambda: self._replay_turn(ledger, store, keys, view, model, retrieve), store, keys, role)
@@ -491,8 +519,8 @@ def _model(body: Mapping[str, Any]) -> str | None:
 
 def _render(memories: Sequence[Memory], max_tokens: int, model: str | None) -> _Block:
     kept, text, tokens = fit_budget(memories, max_tokens, model)
-    if not kept:
-        return _Block(skipped="nothing_relevant")
+    if not kept:  # relevant memories were found, but none fits the block's token budget
+        return _Block(skipped="over_budget")
     return _Block(tuple(m.id for m in kept), tuple(memory_line(m) for m in kept), text, tokens)
 
 

@@ -7,11 +7,14 @@ mutated. Validation errors name the problem and its position.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import RequestFormatError
+from ..policies.human_text import drop_repeated, human_text, strip_wrappers
+from ..policies.retrieval import CONTEXT_MESSAGES
 
 __all__ = ["View", "Format", "FORMATS", "get_format", "APIS"]
 
@@ -24,9 +27,9 @@ class View:
 
     items: list[Any]                      # the message list (chat messages, Anthropic messages, Responses input)
     latest_user: int | None               # index of the latest user message in items
-    user_text: str = ""
+    user_text: str = ""                   # its human text (policies/human_text.py)
     previous_assistant: str | None = None  # the assistant text just before the latest user message
-    earlier: list[str] = field(default_factory=list)  # texts of the messages before it, oldest first
+    earlier: list[str] = field(default_factory=list)  # the last few texts before it, oldest first
     system_text: str = ""
     first_user_text: str = ""
     leading_system: int = 0               # number of leading system-role items in items
@@ -34,15 +37,24 @@ class View:
     stateful: bool = False                # Responses call continuing a provider-side history
 
 
-def _text_of(content: Any, text_types: tuple[str, ...]) -> str:
+_METADATA = frozenset({"cache_control"})  # block metadata that does not change what a message says
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _text_parts(content: Any, text_types: tuple[str, ...]) -> list[str]:
     if isinstance(content, str):
-        return content
+        return [content]
     if isinstance(content, list):
-        return "\n".join(
-            p["text"] for p in content
-            if isinstance(p, Mapping) and p.get("type") in text_types and isinstance(p.get("text"), str)
-        )
-    return ""
+        return [p["text"] for p in content
+                if isinstance(p, Mapping) and p.get("type") in text_types and isinstance(p.get("text"), str)]
+    return []
+
+
+def _text_of(content: Any, text_types: tuple[str, ...]) -> str:
+    return "\n".join(_text_parts(content, text_types))
 
 
 class Format:
@@ -72,7 +84,7 @@ class Format:
         role = item.get("role")
         if role is None:
             raise RequestFormatError(f"{self.api}: {self.items_key}[{i}] has no 'role'")
-        if role not in self.roles:
+        if not isinstance(role, str) or role not in self.roles:
             raise RequestFormatError(
                 f"{self.api}: {self.items_key}[{i}] has unknown role {role!r}; expected one of {', '.join(sorted(self.roles))}"
             )
@@ -84,15 +96,54 @@ class Format:
         return str(role)
 
     def is_human(self, item: Mapping[str, Any]) -> bool:
+        """Whether a user message holds something the person wrote: text that is not only harness
+        wrappers, or an image, a file, audio (tool results and reminders alone are not)."""
         content = item.get("content")
         if isinstance(content, str):
-            return bool(content.strip())
+            return bool(strip_wrappers(content))
         if isinstance(content, list):
-            return any(isinstance(p, Mapping) and p.get("type") in self.human_types for p in content)
+            return any(
+                isinstance(p, Mapping) and p.get("type") in self.human_types
+                and (p.get("type") not in self.text_types or bool(strip_wrappers(str(p.get("text") or ""))))
+                for p in content
+            )
         return False
 
     def text(self, item: Mapping[str, Any]) -> str:
         return _text_of(item.get("content"), self.text_types)
+
+    def text_parts(self, item: Mapping[str, Any]) -> list[str]:
+        return _text_parts(item.get("content"), self.text_types)
+
+    def identity(self, item: Any, system_text: str = "") -> str:
+        """A message's identity (DESIGN "Message identity"): what it says, not how it is sent.
+
+        Text parts joined, other parts as canonical JSON; ``cache_control`` and other block
+        metadata ignored; a string equal to a single text block. Harness text is left out as for
+        the human text (wrapper blocks, and paragraphs repeated from ``system_text``): clients
+        re-serialize, move cache breakpoints, and send a message with their rules appended once and
+        without them in the history (aider), or restored from a file with a trailing "  \\n"."""
+        content = item.get("content") if isinstance(item, Mapping) else item
+        if isinstance(content, str):
+            return self._text_identity([content], system_text)
+        if not isinstance(content, list):
+            return _canonical(content)
+        texts: list[str] = []
+        others: list[str] = []
+        for p in content:
+            if isinstance(p, Mapping) and p.get("type") in self.text_types and isinstance(p.get("text"), str):
+                texts.append(p["text"])
+            elif isinstance(p, Mapping):
+                others.append("\x00" + _canonical({k: v for k, v in p.items() if k not in _METADATA}))
+            else:
+                others.append("\x00" + _canonical(p))
+        return "\n".join([self._text_identity(texts, system_text), *others])
+
+    @staticmethod
+    def _text_identity(texts: list[str], system_text: str) -> str:
+        kept = [t for t in (strip_wrappers(t) for t in texts) if t]
+        joined = "\n\n".join(kept)
+        return drop_repeated(joined, [system_text]).strip() if system_text else joined
 
     def system_text(self, body: Mapping[str, Any], items: list[Any]) -> str:
         return "\n".join(self.text(m) for m in items if isinstance(m, Mapping) and m.get("role") in self.system_roles)
@@ -109,9 +160,10 @@ class Format:
         v = View(items, latest, leading_system=leading, system_text=self.system_text(body, items), user_indices=users)
         if latest is None:
             return v
-        v.user_text = self.text(items[latest])
+        earlier_users = (self.text(items[i]) for i in users[:-1])
+        v.user_text = human_text(self.text_parts(items[latest]), earlier_users, v.system_text)
         v.first_user_text = self.text(items[first_user]) if first_user is not None else ""
-        v.earlier = [t for t in (self.text(m) for m in items[:latest] if isinstance(m, Mapping)) if t]
+        v.earlier = self._recent_texts(items, latest, set(users))
         for j in range(latest - 1, -1, -1):
             if roles[j] == "assistant":
                 v.previous_assistant = self.text(items[j])
@@ -119,6 +171,22 @@ class Format:
             if roles[j] == "user" and self.is_human(items[j]):
                 break
         return v
+
+    def _recent_texts(self, items: list[Any], end: int, users: set[int]) -> list[str]:
+        """The last CONTEXT_MESSAGES non-empty texts before ``end``, oldest first (the query's
+        context): user messages by their human text. Reads only as far back as it needs."""
+        out: list[str] = []
+        for j in range(end - 1, -1, -1):
+            if len(out) >= CONTEXT_MESSAGES:
+                break
+            item = items[j]
+            if not isinstance(item, Mapping):
+                continue
+            text = strip_wrappers(self.text(item)) if j in users else self.text(item)
+            if text:
+                out.append(text)
+        out.reverse()
+        return out
 
     # ---- writing (every method returns a new body)
 
@@ -176,7 +244,9 @@ class OpenAIChat(Format):
 
 class AnthropicMessages(Format):
     api = "anthropic.messages"
-    roles = frozenset({"user", "assistant"})
+    # "system" inside messages: mid-conversation system messages (a beta Claude Code 2.1 uses);
+    # they are neither the human's nor the top-level system prompt
+    roles = frozenset({"user", "assistant", "system"})
     system_roles = frozenset()
     human_types = frozenset({"text", "image", "document"})
 
@@ -228,6 +298,8 @@ class OpenAIResponses(Format):
     def items(self, body: Mapping[str, Any]) -> list[Any]:
         if isinstance(body, Mapping) and isinstance(body.get("input"), str):
             return [{"role": "user", "content": body["input"]}]
+        if isinstance(body, Mapping) and body.get("input") is None:
+            return []  # a prompt template, or previous_response_id / conversation only: nothing to read
         return super().items(body)
 
     def role(self, item: Any, i: int) -> str | None:

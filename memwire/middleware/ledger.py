@@ -5,8 +5,9 @@ provider's prefix cache stops matching where it stood. With ``history="replay"``
 per session, the block it inserted before each earlier user message and re-inserts it,
 byte-identical, at its old place on every later request: the provider sees an append-only log.
 
-Entries are keyed by a hash of the user message's content and its occurrence number among the
-user messages with that same content, so removing or editing an earlier message never moves a
+Entries are keyed by a hash of the user message's identity (its normalized text: ``cache_control``
+and other block metadata ignored, a string equal to one text block) and its occurrence number among
+the user messages of that same identity, so removing or editing an earlier message never moves a
 block onto another message (an edited message simply loses its block). The ledger is saved per
 session under the memory directory (``.ledger/``), bounded in entries, files and age.
 """
@@ -35,21 +36,20 @@ LEDGER_DIR = ".ledger"
 MAX_ENTRIES = 500          # per session; the oldest go first (a compaction)
 MAX_FILES = 1000           # sessions kept per memory directory
 MAX_AGE_S = 30 * 24 * 3600  # sessions untouched this long are pruned
-_VERSION = 2  # a JSON Lines file: a header line, then one entry per line
+_VERSION = 3  # keys by message identity (2: raw JSON); a JSON Lines file: a header line, then one entry per line
 
 
-def _digest(value: Any) -> str:
-    data = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def message_keys(items: Sequence[Any], indices: Sequence[int]) -> dict[int, str]:
-    """Ledger keys of the user messages at ``indices``: content hash + occurrence number."""
+def message_keys(identities: Mapping[int, str]) -> dict[int, str]:
+    """Ledger keys of user messages, given their identities (``Format.identity``) by index in
+    conversation order: identity hash + occurrence number among messages of the same identity."""
     seen: dict[str, int] = {}
     keys: dict[int, str] = {}
-    for i in indices:
-        item = items[i]
-        h = _digest(item.get("content") if isinstance(item, Mapping) else item)
+    for i, identity in identities.items():
+        h = _digest(identity)
         n = seen.get(h, 0)
         seen[h] = n + 1
         keys[i] = f"{h}#{n}"
@@ -89,20 +89,20 @@ class Ledger:
         try:
             head, *lines = path.read_text(encoding="utf-8").splitlines()
             meta = json.loads(head)
-            if meta.get("version") != _VERSION or meta.get("session") != session:
+            if not isinstance(meta, dict) or meta.get("version") != _VERSION or meta.get("session") != session:
                 raise ValueError("not this session's ledger")
             by_key: dict[str, LedgerEntry] = {}
             for line in lines:
                 if line.strip():  # a line cut short by a crash ends the readable part
                     try:
                         e = LedgerEntry.from_json(json.loads(line))
-                    except ValueError:
+                    except (ValueError, KeyError, TypeError, AttributeError):
                         break
                     by_key[e.key] = e
             return cls(path, session, list(by_key.values()))
         except (FileNotFoundError, NotADirectoryError):  # no ledger yet (or no directory: retrieval will say so)
             return cls(path, session)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # any shape: set aside
             log.warning("memwire: ledger %s unreadable (%s); starting a new one", path, exc)
             return cls(path, session)
 

@@ -12,10 +12,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Query", "query_from_messages", "CONTEXT_MESSAGES", "CONTEXT_CHARS"]
+__all__ = ["Query", "query_from_messages", "cap_query", "CONTEXT_MESSAGES", "CONTEXT_CHARS", "MAX_QUERY_CHARS"]
 
 CONTEXT_MESSAGES = 3  # earlier messages kept as context: a follow-up rarely refers further back
 CONTEXT_CHARS = 600  # tail of each kept message: long assistant answers would otherwise dominate
+MAX_QUERY_CHARS = 4000  # a pasted log or file must not make retrieval slow: its head and tail are kept
 _SHORT_REPLY_WORDS = 6  # a reply this short to a question is read together with the question
 _QUESTION_CHARS = 300
 _WORD = re.compile(r"\w+")
@@ -51,12 +52,22 @@ def _last_question(text: str) -> str | None:
     return head[max(start, len(head) - _QUESTION_CHARS) :].strip() or None
 
 
+def cap_query(text: str) -> str:
+    """``text`` cut to MAX_QUERY_CHARS: its first and last halves (a question usually comes before
+    or after what was pasted). Retrieval cost grows with the query; the budget must hold for any."""
+    if len(text) <= MAX_QUERY_CHARS:
+        return text
+    half = MAX_QUERY_CHARS // 2
+    return text[:half] + "\n" + text[-half:]
+
+
 def query_from_messages(latest_user: str, earlier: Sequence[str]) -> Query:
     """Build the query for ``latest_user`` given the texts of the earlier messages (all roles,
     oldest first). Keeps the last ``CONTEXT_MESSAGES`` messages (their last ``CONTEXT_CHARS``
     characters each) as context. When the latest message is a short reply (not itself a question)
     and the message just before it asked one, that question joins the query text."""
     kept = [m[-CONTEXT_CHARS:] for m in earlier[-CONTEXT_MESSAGES:] if m and m.strip()]
+    latest_user = cap_query(latest_user)
     text = latest_user
     short = len(_WORD.findall(latest_user)) <= _SHORT_REPLY_WORDS
     # a short question of its own ("and the tests?") is a follow-up, not an answer

@@ -7,6 +7,7 @@ formats (close enough that the official ``openai`` and ``anthropic`` SDKs parse 
 - ``POST /v1/responses``         OpenAI Responses (``previous_response_id`` is resolved)
 - ``POST /v1/messages``          Anthropic messages (more than 4 ``cache_control`` → 400)
 - ``POST /v1/messages/count_tokens``, ``GET /v1/models``
+- anything else is recorded too (``api`` None) and answered 404 (405: a known path, another method)
 
 Replies are scripted and deterministic (ids are counters, ``created`` is fixed). Input usage comes
 from one :class:`CacheSimulator` per provider, so ``cached_tokens`` / ``cache_read_input_tokens``
@@ -53,6 +54,12 @@ __all__ = [
     "serve_in_thread",
     "default_reply",
     "last_user_text",
+    "tool_result_pending",
+    "tool_names",
+    "json_schema_of",
+    "schema_example",
+    "structured_reply",
+    "ToolLoop",
 ]
 
 CREATED = 1_700_000_000  # fixed timestamp: responses are byte-deterministic
@@ -142,9 +149,150 @@ def last_user_text(body: Mapping[str, Any], api: str) -> str:
     return ""
 
 
+_CONTEXT_ROLES = ("system", "developer")  # messages a harness adds around the conversation
+
+
+def tool_result_pending(body: Mapping[str, Any], api: str) -> bool:
+    """Whether the conversation ends with a tool's result, i.e. the model is to go on after a tool
+    call. System and developer messages placed after it (Claude Code sends mid-conversation
+    ``system`` messages) are skipped. Anthropic: a ``user`` message with ``tool_result`` blocks;
+    chat completions: a ``tool`` message; Responses: a ``*_call_output`` item."""
+    if api == "openai.responses":
+        items = body.get("input")
+        if not isinstance(items, list):
+            return False
+        for item in reversed(items):
+            if not isinstance(item, Mapping):
+                return False
+            kind = item.get("type", "message")
+            if kind == "message" and item.get("role") in _CONTEXT_ROLES:
+                continue
+            return isinstance(kind, str) and kind.endswith("_call_output")
+        return False
+    for msg in reversed([m for m in body.get("messages") or [] if isinstance(m, Mapping)]):
+        role = msg.get("role")
+        if role in _CONTEXT_ROLES:
+            continue
+        if api == "openai.chat":
+            return role == "tool"
+        content = msg.get("content")
+        return role == "user" and isinstance(content, list) and any(
+            isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content)
+    return False
+
+
+def tool_names(body: Mapping[str, Any], api: str) -> list[str]:
+    """Names of the tools a request offers (chat completions: ``function.name``; Responses tools
+    without a name, such as ``web_search``, by their type)."""
+    names: list[str] = []
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, Mapping):
+            continue
+        if api == "openai.chat" and isinstance(tool.get("function"), Mapping):
+            name = tool["function"].get("name")
+        else:
+            name = tool.get("name") or tool.get("type")
+        if isinstance(name, str):
+            names.append(name)
+    return names
+
+
+def json_schema_of(body: Mapping[str, Any], api: str) -> dict[str, Any] | None:
+    """The JSON schema a request asks the answer to follow, or None. Anthropic: ``output_format``
+    or ``output_config.format`` of type ``json_schema``; Responses: ``text.format``; chat
+    completions: ``response_format`` (``json_schema.schema``)."""
+    if api == "openai.chat":
+        fmt = body.get("response_format")
+        if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
+            inner = fmt.get("json_schema")
+            schema = inner.get("schema") if isinstance(inner, Mapping) else None
+            return dict(schema) if isinstance(schema, Mapping) else {}
+        return None
+    if api == "openai.responses":
+        text = body.get("text")
+        candidates = [text.get("format")] if isinstance(text, Mapping) else []
+    else:
+        config = body.get("output_config")
+        candidates = [body.get("output_format"), config.get("format") if isinstance(config, Mapping) else None]
+    for fmt in candidates:
+        if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
+            schema = fmt.get("schema")
+            return dict(schema) if isinstance(schema, Mapping) else {}
+    return None
+
+
+def schema_example(schema: Any, _defs: Mapping[str, Any] | None = None) -> Any:
+    """A small value that satisfies a (simple) JSON schema: ``const``, the first ``enum`` value,
+    the first ``anyOf`` / ``oneOf`` branch, every property of an object, ``minItems`` items."""
+    if not isinstance(schema, Mapping):
+        return None
+    defs = _defs if _defs is not None else {**(schema.get("$defs") or {}), **(schema.get("definitions") or {})}
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.rsplit("/", 1)[-1] in defs:
+        return schema_example(defs[ref.rsplit("/", 1)[-1]], defs)
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if isinstance(schema.get(key), list) and schema[key]:
+            return schema_example(schema[key][0], defs)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), kind[0] if kind else None)
+    if kind == "object" or (kind is None and "properties" in schema):
+        props = schema.get("properties") or {}
+        return {name: schema_example(sub, defs) for name, sub in props.items()}
+    if kind == "array":
+        return [schema_example(schema.get("items"), defs) for _ in range(int(schema.get("minItems") or 0))]
+    if kind == "string":
+        return "x" * int(schema.get("minLength") or 0) or "example"
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 0)
+    if kind == "boolean":
+        return False
+    return None
+
+
+def structured_reply(body: Mapping[str, Any], api: str) -> Reply | None:
+    """For a request that asks for JSON-schema output (a title or a summary a harness requests for
+    itself): a reply whose text is a JSON value following that schema. None for other requests."""
+    schema = json_schema_of(body, api)
+    if schema is None:
+        return None
+    return Reply(text=json.dumps(schema_example(schema)))
+
+
 def default_reply(body: dict[str, Any], api: str) -> Reply:
     """``ok: <first 40 characters of the last user text>``."""
     return Reply(text=f"ok: {last_user_text(body, api)[:40]}")
+
+
+@dataclass
+class ToolLoop:
+    """A reply function for agent loops: one tool call per turn, then text once its result is back.
+
+    ``call(body, api)`` gives the tool call to make (a :class:`Reply`, or None when the request
+    offers no suitable tool: then it is answered with text); ``text(body, api)`` the final answer
+    (default :func:`default_reply`). A request asking for JSON-schema output gets
+    :func:`structured_reply` instead. For example::
+
+        ToolLoop(lambda body, api: Reply.tool("Bash", {"command": "echo hi"})
+                 if "Bash" in tool_names(body, api) else None)
+    """
+
+    call: Callable[[dict[str, Any], str], Reply | None]
+    text: ReplyFn = default_reply
+
+    def __call__(self, body: dict[str, Any], api: str) -> Reply | ErrorReply | str:
+        structured = structured_reply(body, api)
+        if structured is not None:
+            return structured
+        if not tool_result_pending(body, api):
+            call = self.call(body, api)
+            if call is not None:
+                return call
+        return self.text(body, api)
 
 
 def _pieces(text: str) -> list[str]:
@@ -170,6 +318,10 @@ _ERROR_TYPES = {
     429: "rate_limit_error",
     529: "overloaded_error",
 }
+
+
+_ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+_SERVED_PATHS = frozenset({"/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/v1/models"})
 
 
 class FakeProvider:
@@ -204,6 +356,7 @@ class FakeProvider:
                 Route("/v1/messages", self._messages, methods=["POST"]),
                 Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
+                Route("/{path:path}", self._other, methods=_ALL_METHODS),  # last: every other path and method
             ]
         )
 
@@ -544,6 +697,16 @@ class FakeProvider:
         except RequestFormatError as exc:
             return self._error(rec, 400, str(exc), True)
         return JSONResponse({"input_tokens": sum(len(b.tokens) for b in blocks)})
+
+    async def _other(self, request: Request) -> Response:
+        """A path (or method) the fake does not serve: recorded, so a test sees what a client tried,
+        then answered 404 (405 for a served path) in the error format the request looks like."""
+        rec, _ = await self._record(request, None)
+        path = request.url.path
+        served = path in _SERVED_PATHS
+        anthropic = path.startswith("/v1/messages") or "anthropic-version" in request.headers
+        return self._error(rec, 405 if served else 404,
+                           f"{request.method} {path} is not served by the fake provider", anthropic)
 
     async def _models(self, request: Request) -> Response:
         rec, _ = await self._record(request, None)

@@ -8,6 +8,8 @@ import inspect
 import json
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +17,12 @@ import httpx
 import litellm  # imported once for the module: it takes seconds
 import pytest
 import respx
-from litellm.proxy._types import UserAPIKeyAuth
+from litellm.proxy._types import LitellmUserRoles, UserAPIKeyAuth
 
 from memwire import MemoryStore, Middleware
 from memwire.adapters.litellm import (
+    ADMIN_USER_ID,
+    MASTER_KEY_ALIAS,
     MemwireCallback,
     proxy_namespace,
     proxy_session,
@@ -58,15 +62,6 @@ def conversation() -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> MemoryStore:
-    store = MemoryStore(tmp_path / "mem")
-    store.add("User prefers tabs over spaces, width 4, in every Python file", tags=["preference"])
-    store.add("Deploys go out on Tuesdays only, via the GitHub Actions deploy workflow")
-    store.add("The staging database is Postgres 15 on port 5433")
-    return store
-
-
-@pytest.fixture
 def mw(store: MemoryStore) -> Middleware:
     # memory_role="system" on purpose: through litellm the adapter must still send a user message
     return Middleware(store=store, mode="contextPerTurn", memory_role="system")
@@ -80,6 +75,21 @@ def api() -> Any:
         router.post("https://api.anthropic.com/v1/messages", name="anthropic").mock(
             return_value=httpx.Response(200, json=CLAUDE_REPLY))
         yield router
+
+
+def settle_warm_up() -> None:
+    """Wait for the background warm-ups that wrap() and MemwireCallback() start (a failing one logs)."""
+    for thread in threading.enumerate():
+        if thread.name == "memwire-warm-up":
+            thread.join(timeout=30)
+
+
+def master_key() -> UserAPIKeyAuth:
+    """What the proxy's auth returns for the master key (litellm's user_api_key_auth)."""
+    auth = UserAPIKeyAuth(token=MASTER_KEY_ALIAS, user_id=ADMIN_USER_ID, user_role=LitellmUserRoles.PROXY_ADMIN,
+                          end_user_id="end-user-1")
+    auth.api_key = MASTER_KEY_ALIAS  # set after validation: the validator would hash a key given here
+    return auth
 
 
 def sent(api: Any, name: str) -> dict[str, Any]:
@@ -213,8 +223,10 @@ async def test_acompletion_anthropic(mw: Middleware, api: Any) -> None:
 def test_completion_fails_open_when_search_raises(tmp_path: Path, api: Any, caplog: pytest.LogCaptureFixture) -> None:
     store = BrokenStore(tmp_path / "mem")
     store.add("User prefers tabs over spaces")
-    result = wrap(litellm.completion, Middleware(store=store))(model="gpt-4o-mini", messages=conversation(),
-                                                               api_key="test")
+    completion = wrap(litellm.completion, Middleware(store=store))
+    settle_warm_up()  # its search fails too, and logs
+    caplog.clear()
+    result = completion(model="gpt-4o-mini", messages=conversation(), api_key="test")
     assert result.choices[0].message.content == "Tabs."
     assert sent(api, "openai")["messages"] == conversation()
     assert len(memwire_warnings(caplog)) == 1
@@ -229,6 +241,39 @@ async def test_acompletion_fails_open_when_middleware_raises(store: MemoryStore,
     assert [m["content"] for m in body["messages"]][-1] == [{"type": "text", "text": QUESTION}]
     assert not any(OPEN in json.dumps(m) for m in body["messages"])
     assert len(memwire_warnings(caplog)) == 1
+
+
+def _warmed(store: MemoryStore) -> bool:
+    deadline = time.monotonic() + 30
+    while not store.ready():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.mark.parametrize("fn", [litellm.completion, litellm.acompletion])
+def test_wrap_warms_up_in_the_background(store: MemoryStore, fn: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the store loads with no call made (a cold store is not ready() until something reads it)
+    reader = MemoryStore(store.path)
+    wrap(fn, Middleware(store=reader))
+    assert _warmed(reader)
+    calls: list[dict[str, Any]] = []
+    mw = Middleware(store=MemoryStore(store.path))
+    monkeypatch.setattr(mw, "warm_up", lambda *a, **kw: calls.append(kw))
+    wrap(fn, mw)
+    assert calls == [{"background": True}]  # never on the caller's thread
+
+
+def test_callback_warms_up_at_construction(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    reader = MemoryStore(store.path)
+    MemwireCallback(middleware=Middleware(store=reader))
+    assert _warmed(reader)
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(Middleware, "warm_up", lambda self, *a, **kw: calls.append(kw))
+    monkeypatch.setenv("MEMWIRE_DIR", str(store.path))
+    MemwireCallback()  # the proxy's own instance, from the configuration
+    assert calls == [{"background": True}]
 
 
 def test_importing_the_adapter_does_not_import_litellm() -> None:
@@ -274,6 +319,39 @@ async def test_callback_namespace_from_the_key_user(store: MemoryStore, mw: Midd
         UserAPIKeyAuth(api_key="sk-1", user_id="alice"), None, _proxy_data(), "completion")
     memory = out["messages"][-2]["content"]
     assert "Alice indents" in memory and "tabs over spaces" not in memory
+
+
+async def test_callback_master_key_uses_the_default_namespace(store: MemoryStore, mw: Middleware) -> None:
+    # the master key's requests get the memories `memwire add --dir DIR` wrote: the files in DIR itself
+    MemoryStore.for_namespace(store.path, ADMIN_USER_ID).add("Tabs are forbidden in the default_user_id namespace")
+    data = _proxy_data(user="end-user-1")
+    out = await MemwireCallback(middleware=mw).async_pre_call_hook(master_key(), None, data, "acompletion")
+    assert_user_memory_before_latest_user(out["messages"])
+    assert "forbidden" not in out["messages"][-2]["content"]
+
+
+async def test_callback_virtual_key_alias_has_its_own_namespace(store: MemoryStore, mw: Middleware) -> None:
+    MemoryStore.for_namespace(store.path, "ci-bot").add("The CI bot indents with tabs, width 8")
+    key = UserAPIKeyAuth(api_key="sk-ci", key_alias="ci-bot")
+    out = await MemwireCallback(middleware=mw).async_pre_call_hook(key, None, _proxy_data(), "acompletion")
+    memory = out["messages"][-2]["content"]
+    assert "width 8" in memory and "width 4" not in memory
+
+
+async def test_callback_hands_the_request_headers_to_the_middleware(mw: Middleware,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+    real = mw.aprepare_request
+
+    async def spy(body: Any, **kwargs: Any) -> Any:
+        seen.update(kwargs)
+        return await real(body, **kwargs)
+
+    monkeypatch.setattr(mw, "aprepare_request", spy)
+    data = _proxy_data()
+    data["proxy_server_request"]["headers"] = {"X-Claude-Code-Session-Id": "cc-1", "User-Agent": "claude-cli"}
+    await MemwireCallback(middleware=mw).async_pre_call_hook(UserAPIKeyAuth(), None, data, "acompletion")
+    assert seen["headers"] == {"x-claude-code-session-id": "cc-1", "user-agent": "claude-cli"}  # client session signals
 
 
 async def test_callback_key_namespace_does_not_see_default_memories(mw: Middleware) -> None:
@@ -330,7 +408,19 @@ async def test_callback_builds_its_middleware_from_config(store: MemoryStore, mo
     assert_user_memory_before_latest_user(out["messages"])
 
 
+def test_litellm_names_of_the_master_key() -> None:
+    from litellm.constants import LITELLM_PROXY_ADMIN_NAME, LITELLM_PROXY_MASTER_KEY_ALIAS
+
+    assert (ADMIN_USER_ID, MASTER_KEY_ALIAS) == (LITELLM_PROXY_ADMIN_NAME, LITELLM_PROXY_MASTER_KEY_ALIAS)
+
+
 def test_proxy_namespace_rule() -> None:
+    # the master key, whatever end user the request names: the default namespace
+    assert proxy_namespace(master_key(), {"user": "end-user-1"}) is None
+    assert proxy_namespace(UserAPIKeyAuth(user_id=ADMIN_USER_ID), {}) is None  # an admin's key without an alias
+    assert proxy_namespace(UserAPIKeyAuth(token=MASTER_KEY_ALIAS), {}) is None
+    # an admin's key with an alias has the alias's namespace, never "default_user_id"
+    assert proxy_namespace(UserAPIKeyAuth(user_id=ADMIN_USER_ID, key_alias="ops"), {}) == "ops"
     assert proxy_namespace(UserAPIKeyAuth(user_id="alice@example.com", key_alias="ci"), {}) == "alice@example.com"
     assert proxy_namespace(UserAPIKeyAuth(key_alias="ci-bot", api_key="sk-1"), {"user": "x"}) == "ci-bot"
     by_key = proxy_namespace(UserAPIKeyAuth(api_key="sk-1"), {"user": "x"})

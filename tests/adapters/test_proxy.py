@@ -307,22 +307,23 @@ async def test_no_accept_encoding_means_identity(mw: Middleware) -> None:
     assert seen[0].headers["accept-encoding"] == "identity"  # no gzip asked for on the client's behalf
 
 
-async def test_session_header_reaches_the_core(app: Starlette, mw: Middleware, monkeypatch: pytest.MonkeyPatch,
-                                               http: httpx.AsyncClient) -> None:
-    calls: list[dict[str, Any]] = []
+async def test_session_headers_reach_the_core(app: Starlette, mw: Middleware, monkeypatch: pytest.MonkeyPatch,
+                                              http: httpx.AsyncClient) -> None:
+    sessions: list[str] = []
     real = mw.aprepare_request
 
     async def spy(body: Any, api: str = "openai.chat", **kw: Any) -> Any:
-        calls.append({"api": api, **kw})
-        return await real(body, api, **kw)
+        p = await real(body, api, **kw)
+        sessions.append(p.injection.session)
+        return p
 
     monkeypatch.setattr(mw, "aprepare_request", spy)
     await http.post("/v1/chat/completions", json={"model": "m", "messages": CHAT}, headers={"x-memwire-session": "abc"})
+    await http.post("/v1/chat/completions", json={"model": "m", "messages": CHAT},
+                    headers={"x-claude-code-session-id": "5f0c"})
     await http.post("/v1/chat/completions", json={"model": "m", "messages": CHAT})
-    assert calls == [
-        {"api": "openai.chat", "session_id": "abc", "namespace": None},
-        {"api": "openai.chat", "session_id": None, "namespace": None},
-    ]
+    assert sessions[:2] == ["abc", "claude-code:5f0c"]
+    assert sessions[2].startswith("auto:")
 
 
 async def test_namespaces_are_isolated(tmp_path: Any, fake: FakeProvider) -> None:
@@ -428,6 +429,8 @@ async def test_sdks_see_upstream_errors(mw: Middleware) -> None:
     ("/v1/messages", b"{oops", "not valid JSON"),
     ("/v1/messages", b'{"model": "m", "max_tokens": 5}', "no 'messages'"),
     ("/v1/messages/count_tokens", b'{"messages": [{"content": "x"}]}', "has no 'role'"),
+    ("/v1/chat/completions", b'{"model": "m", "messages": [{"role": {"a": 1}, "content": "x"}]}', "unknown role"),
+    ("/v1/chat/completions", b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
 ])
 async def test_bad_request_is_400_in_the_apis_format(http: httpx.AsyncClient, fake: FakeProvider, path: str,
                                                      content: bytes, problem: str) -> None:
@@ -587,10 +590,15 @@ def test_remote_bind_needs_allow_remote_and_key(capsys: pytest.CaptureFixture[st
     for host in ("127.0.0.1", "localhost", "::1", "127.0.0.5"):
         check_bind(host, False, None)
     for host, allow, key in (("0.0.0.0", False, None), ("0.0.0.0", True, None), ("192.168.1.4", False, "k"),
-                             ("::", True, ""), ("example.com", False, None)):
+                             ("example.com", False, None)):
         with pytest.raises(ConfigError, match="--allow-remote and --proxy-key"):
             check_bind(host, allow, key)
     check_bind("0.0.0.0", True, "k")
+    for key in ("", "   ", "\t"):
+        with pytest.raises(ConfigError, match="must not be empty or whitespace"):
+            check_bind("0.0.0.0", True, key)
+        with pytest.raises(ConfigError, match="must not be empty or whitespace"):
+            create_app(Middleware(store=MemoryStore("unused")), proxy_key=key)
     assert main(["proxy", "--host", "0.0.0.0", "--proxy-key", "k"]) == 2
     assert "refusing to bind non-loopback address '0.0.0.0'" in capsys.readouterr().err
 
@@ -630,3 +638,49 @@ def test_proxy_command_wires_its_options(tmp_path: Any, monkeypatch: pytest.Monk
     assert proxy.middleware.mode == "startup" and proxy.middleware.store.path == tmp_path / "mem"
     main(["proxy", "--dir", str(tmp_path / "mem"), "--log-level", "warning"])
     assert served["app"].state.proxy.cache_breakpoint is True  # the config default
+
+
+
+async def test_dot_segments_cannot_leave_the_upstream_prefix(app: Starlette, fake: FakeProvider) -> None:
+    # clients normalize "/../" away before sending; a raw HTTP request need not: send it as ASGI
+    for raw in (b"/v1/../admin", b"/v1/%2e%2E/admin", b"/v1/./models"):
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+                 "path": raw.decode(), "raw_path": raw, "query_string": b"", "root_path": "",
+                 "headers": [(b"host", b"proxy.test")], "client": ("127.0.0.1", 1), "server": ("proxy.test", 80)}
+        await app(scope, receive, send)
+        assert sent[0]["status"] == 400 and b"'..'" in sent[1]["body"], raw
+    assert fake.requests == []
+
+
+async def _raw_upstream(mw: Middleware, path: str, raw: bytes) -> tuple[int, list[bytes]]:
+    seen: list[bytes] = []
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        seen.append(req.content)
+        return httpx.Response(200, json={"id": "x"})
+
+    app = create_app(mw, openai_upstream=OPENAI_UP, client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=PROXY) as client:
+        r = await client.post(path, content=raw, headers={"content-type": "application/json"})
+    return r.status_code, seen
+
+
+async def test_a_number_out_of_float_range_goes_out_as_the_callers_bytes(mw: Middleware) -> None:
+    raw = (b'{"model": "m", "temperature": 1e400, "messages": [{"role": "user", "content": '
+           b'"Which database does the project use?"}]}')
+    status, seen = await _raw_upstream(mw, "/v1/chat/completions", raw)
+    assert status == 200 and seen == [raw]  # never "Infinity", which is not JSON
+
+
+async def test_responses_without_input_pass_through_unchanged(mw: Middleware) -> None:
+    raw = b'{"model": "m", "prompt": {"id": "pmpt_1"}, "previous_response_id": "resp_1"}'
+    status, seen = await _raw_upstream(mw, "/v1/responses", raw)
+    assert status == 200 and seen == [raw]

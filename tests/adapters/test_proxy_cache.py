@@ -190,3 +190,26 @@ async def test_switched_off(mw: Middleware) -> None:
     mw_off = Middleware(store=mw.store, mode="contextPerTurn", anthropic_cache_breakpoint=False)
     sent = await _sent_through_proxy(mw_off, request(0))
     assert count_cache_breakpoints(sent) == 0
+
+
+async def test_a_top_level_cache_control_counts_so_no_fifth_is_sent(mw: Middleware) -> None:
+    body = {**request(3), "cache_control": EPHEMERAL}  # automatic caching: one breakpoint of the four
+    assert count_cache_breakpoints(body) == 4
+    sent = await _sent_through_proxy(mw, body)
+    assert count_cache_breakpoints(sent) == 4 and sent["cache_control"] == EPHEMERAL
+
+
+async def test_changed_bodies_keep_non_ascii_text_as_utf8(mw: Middleware) -> None:
+    body = request(0)
+    body["system"] = [{"type": "text", "text": "Réponds en français — toujours. 日本語も可。"}]
+    seen: list[bytes] = []
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        seen.append(req.content)
+        return httpx.Response(200, json={"type": "message"})
+
+    app = create_app(mw, client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy.test") as http:
+        r = await http.post("/v1/messages", content=json.dumps(body, ensure_ascii=False).encode())
+    assert r.headers["x-memwire-injected"] == "1"
+    assert "Réponds en français — toujours. 日本語も可。".encode() in seen[0] and b"\\u" not in seen[0]

@@ -194,3 +194,50 @@ def test_new_and_removed_topic_files_are_seen_when_the_directory_is_old(tmp_path
     len(store)
     (tmp_path / "deploy.md").unlink()
     assert [m.text for m in store] == ["First memory about the build"]
+
+
+@pytest.mark.parametrize("existed", [True, False], ids=["dir-existed", "dir-created-later"])
+def test_file_created_long_before_the_next_read_is_loaded_after_ready(tmp_path: Path, existed: bool) -> None:
+    # A long-lived reader (the proxy's store) and another process adding the first memory
+    # (`memwire add`); the middleware asks ready() before every search. The file and directory are
+    # older than a timestamp tick by the time the next request comes (backdated, not slept).
+    d = tmp_path / "mem"
+    if existed:
+        d.mkdir()
+    reader = MemoryStore(d)
+    assert reader.search("which port is staging on?") == [] and reader.ready()
+    MemoryStore(d).add("The staging database is Postgres 15 on port 5433")
+    old = time.time() - 10
+    for p in (d / "MEMORY.md", d):
+        os.utime(p, (old, old))
+    assert not reader.ready()  # a new file: not ready, and asking must not hide it from the next read
+    hits = reader.search("which port is staging on?")
+    assert [h.memory.text for h in hits] == ["The staging database is Postgres 15 on port 5433"]
+    assert reader.ready()
+    # and a topic file created later in the same directory, again long before the next read
+    (d / "deploy.md").write_text("## Deploy\n- Deploys go out on Tuesdays only\n")
+    for p in (d / "deploy.md", d):
+        os.utime(p, (old + 5, old + 5))
+    assert not reader.ready()
+    assert [h.memory.text for h in reader.search("when do deploys go out?")] == ["Deploys go out on Tuesdays only"]
+
+
+@pytest.mark.parametrize("name", ["alice\n", "alice\r", "ali\tce", "\nalice", "a" * 129, "../x", "a/b", ""])
+def test_namespace_names_with_control_characters_or_separators_are_refused(name: str) -> None:
+    from memwire.errors import NamespaceError
+    from memwire.memory.store import validate_namespace
+
+    with pytest.raises(NamespaceError, match="invalid namespace"):
+        validate_namespace(name)
+    assert validate_namespace("alice@team-1.x") == "alice@team-1.x"
+
+
+def test_a_memory_longer_than_the_limit_is_refused_with_its_size(tmp_path: Path) -> None:
+    from memwire.errors import MemwireError
+    from memwire.memory.store import MAX_MEMORY_CHARS
+
+    store = MemoryStore(tmp_path / "mem")
+    with pytest.raises(MemwireError, match="at most 4,000 characters, this one has 1,048,576"):
+        store.add("x" * 2**20)
+    assert store.add("y" * MAX_MEMORY_CHARS).text == "y" * MAX_MEMORY_CHARS
+    assert not (tmp_path / "mem" / "MEMORY.md").read_text().count("x" * 100)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -214,3 +215,12 @@ def test_token_budget_uses_model_encoding(store: MemoryStore) -> None:
     import tiktoken
 
     assert p.injection.tokens == len(tiktoken.get_encoding("o200k_base").encode(p.injection.text))
+
+
+def test_a_relevant_memory_that_does_not_fit_the_budget_is_reported_as_over_budget(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "mem")
+    store.add("The staging database runs Postgres 15 on port 5433 " + "with many replicas " * 60)
+    p = Middleware(store=store, max_tokens=40).prepare([{"role": "user", "content": "Which port is the staging database on?"}])
+    assert p.injection.skipped == "over_budget" and not p.injection.memory_ids
+    p = Middleware(store=store).prepare([{"role": "user", "content": "Something about cooking pasta tonight"}])
+    assert p.injection.skipped == "nothing_relevant"

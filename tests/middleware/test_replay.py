@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from memwire import MemoryStore, Middleware
@@ -16,7 +17,7 @@ from memwire.middleware.render import OPEN
 from .conftest import MEMORIES
 from .test_properties import ITEMS, apis, build, conversation, fixed_parts
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def is_block(item: Any) -> bool:
@@ -143,3 +144,25 @@ def test_closer_turn_keeps_replayed_blocks(tmp_path: Path) -> None:
     assert closer.messages[: len(first)] == first and closer.injection.skipped == "gate"
     again = mw.prepare(chat("How do I run the tests?", "make test", "thanks!"), session_id="c")
     assert again.injection.reused and again.injection.skipped == "gate" and again.messages == closer.messages
+
+
+@pytest.mark.parametrize("content", [
+    "[]\n", "null\n", "42\n", '"text"\n', "{not json\n", "",
+    '{"version": 3, "session": "s"}\n[1, 2]\n', '{"version": 3, "session": "s"}\n{"ids": 5}\n',
+    '{"version": 3, "session": "s"}\n{"key": "k", "tokens": "many"}\n', "\x00\xff binary",
+])
+def test_a_corrupted_ledger_of_any_shape_is_rebuilt_not_trusted(tmp_path: Path, content: str) -> None:
+    from memwire.middleware.ledger import Ledger
+
+    store = make_store(tmp_path / "mem")
+    path = Ledger.load(store.path, "s").path
+    assert path is not None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content, encoding="utf-8", errors="surrogateescape")
+    mw = Middleware(store=store, mode="contextPerTurn", history="replay")
+    first = mw.prepare(chat("How do I run the test suite?"), session_id="s")
+    assert first.injection.injected and first.injection.skipped is None
+    flush()
+    again = Middleware(store=store, mode="contextPerTurn", history="replay")  # a restart reads the rebuilt file
+    second = again.prepare(chat("How do I run the test suite?", "Use make test.", "And the staging port?"), session_id="s")
+    assert second.injection.replayed == 1 and second.messages[1] == first.messages[1]

@@ -59,3 +59,12 @@ def test_context_helps_a_follow_up_but_the_message_wins() -> None:
     hits = idx.search(follow_up, k=3)
     assert hits[0][0] == "tests"
     assert idx.search(Query("tabs", ("billing deploys",)), k=1)[0][0] == "tabs"
+
+
+def test_a_huge_prompt_is_capped_to_its_head_and_tail() -> None:
+    from memwire.policies.retrieval import MAX_QUERY_CHARS
+
+    pasted = "Which port is staging on?\n" + "log line 42 ok\n" * 200_000 + "and how do I deploy?"
+    q = query_from_messages(pasted, [])
+    assert len(q.text) <= MAX_QUERY_CHARS + 1
+    assert q.text.startswith("Which port is staging on?") and q.text.endswith("and how do I deploy?")

@@ -13,6 +13,14 @@ import openai
 import pytest
 
 from memwire.sim import ErrorReply, FakeProvider, Reply, ToolCall, default_reply, last_user_text, serve_in_thread
+from memwire.sim.fake_provider import (
+    ToolLoop,
+    json_schema_of,
+    schema_example,
+    structured_reply,
+    tool_names,
+    tool_result_pending,
+)
 
 LONG = "You are a careful assistant who answers with precision. " * 300  # ~3,000 tokens
 
@@ -243,6 +251,116 @@ def test_default_reply_uses_the_last_user_text_not_tool_results() -> None:
     assert default_reply(body, "anthropic.messages").text == "ok: What is the weather in Paris today, and "
     responses = {"input": [{"role": "user", "content": [{"type": "input_text", "text": "hey"}]}]}
     assert last_user_text(responses, "openai.responses") == "hey"
+
+
+# -- agent loops, structured side requests, unknown paths ----------------------------------------
+
+
+def test_tool_result_pending_in_each_format() -> None:
+    ask = {"role": "user", "content": "run it"}
+    use = {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "Bash", "input": {}}]}
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "hi"}]}
+    note = {"role": "system", "content": "Available agents: ..."}  # Claude Code's mid-conversation system message
+    assert not tool_result_pending({"messages": [ask]}, "anthropic.messages")
+    assert tool_result_pending({"messages": [ask, use, result]}, "anthropic.messages")
+    assert tool_result_pending({"messages": [ask, use, result, note]}, "anthropic.messages")
+    assert not tool_result_pending({"messages": [ask, use, result, {"role": "user", "content": "next"}]}, "anthropic.messages")
+
+    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    assert tool_result_pending({"messages": [ask, call, {"role": "tool", "tool_call_id": "c", "content": "x"}]}, "openai.chat")
+    assert not tool_result_pending({"messages": [ask, call]}, "openai.chat")
+
+    items = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]},
+             {"type": "function_call", "call_id": "c", "name": "exec_command", "arguments": "{}"}]
+    assert not tool_result_pending({"input": items}, "openai.responses")
+    assert tool_result_pending({"input": [*items, {"type": "function_call_output", "call_id": "c", "output": "hi"}]}, "openai.responses")
+    assert tool_result_pending({"input": [*items, {"type": "custom_tool_call_output", "call_id": "c", "output": "hi"}]}, "openai.responses")
+    assert not tool_result_pending({"input": "just text"}, "openai.responses")
+
+
+def test_tool_names_in_each_format() -> None:
+    assert tool_names({"tools": [{"name": "Bash"}, {"name": "Read"}]}, "anthropic.messages") == ["Bash", "Read"]
+    assert tool_names({"tools": [OAI_TOOL]}, "openai.chat") == ["get_weather"]
+    assert tool_names({"tools": [{"type": "function", "name": "exec_command"}, {"type": "web_search"}]},
+                      "openai.responses") == ["exec_command", "web_search"]
+    assert tool_names({}, "openai.chat") == []
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string"},
+        "kind": {"enum": ["bug", "feature"]},
+        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "done": {"type": "boolean"},
+        "size": {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]},
+        "owner": {"$ref": "#/$defs/person"},
+    },
+    "$defs": {"person": {"type": "object", "properties": {"name": {"type": "string"}}}},
+}
+
+
+def test_json_schema_requests_are_recognized_and_answered_with_a_matching_value() -> None:
+    example = schema_example(SCHEMA)
+    assert example == {"title": "example", "kind": "bug", "tags": ["example"], "done": False, "size": 1,
+                       "owner": {"name": "example"}}
+    anthropic_body = {"output_config": {"effort": "low", "format": {"type": "json_schema", "schema": SCHEMA}}}
+    assert json_schema_of(anthropic_body, "anthropic.messages") == SCHEMA
+    assert json_schema_of({"output_format": {"type": "json_schema", "schema": SCHEMA}}, "anthropic.messages") == SCHEMA
+    assert json_schema_of({"output_config": {"effort": "high"}}, "anthropic.messages") is None
+    assert json_schema_of({"text": {"format": {"type": "json_schema", "name": "t", "schema": SCHEMA}}}, "openai.responses") == SCHEMA
+    assert json_schema_of({"text": {"format": {"type": "text"}}}, "openai.responses") is None
+    chat = {"response_format": {"type": "json_schema", "json_schema": {"name": "t", "schema": SCHEMA}}}
+    assert json_schema_of(chat, "openai.chat") == SCHEMA
+    assert json_schema_of({"response_format": {"type": "json_object"}}, "openai.chat") is None
+    reply = structured_reply(anthropic_body, "anthropic.messages")
+    assert reply is not None and json.loads(reply.text) == example
+    assert structured_reply({"messages": []}, "anthropic.messages") is None
+
+
+def bash_call(body: dict, api: str) -> Reply | None:
+    return Reply.tool("Bash", {"command": "echo hi"}) if "Bash" in tool_names(body, api) else None
+
+
+async def test_tool_loop_calls_once_then_answers_after_the_result(app: FakeProvider, claude: anthropic.AsyncAnthropic) -> None:
+    app.reply = ToolLoop(bash_call, text=lambda body, api: "it printed hi")
+    tools = [{"name": "Bash", "description": "run", "input_schema": {"type": "object"}}]
+    messages: list = [{"role": "user", "content": "say hi"}]
+    first = await claude.messages.create(model="claude-sonnet-4-6", max_tokens=50, tools=tools, messages=messages)
+    assert first.stop_reason == "tool_use" and first.content[0].type == "tool_use"
+    messages += [{"role": "assistant", "content": [b.model_dump() for b in first.content]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": first.content[0].id, "content": "hi"}]}]
+    second = await claude.messages.create(model="claude-sonnet-4-6", max_tokens=50, tools=tools, messages=messages)
+    assert second.stop_reason == "end_turn" and second.content[0].text == "it printed hi"  # type: ignore[union-attr]
+    no_tools = await claude.messages.create(model="claude-sonnet-4-6", max_tokens=50, messages=[{"role": "user", "content": "title?"}])
+    assert no_tools.content[0].text == "it printed hi"  # type: ignore[union-attr]
+    titled = await claude.messages.create(
+        model="claude-haiku-4-5", max_tokens=50, tools=tools, messages=[{"role": "user", "content": "name this chat"}],
+        extra_body={"output_config": {"format": {"type": "json_schema", "schema": {"type": "object", "properties": {"title": {"type": "string"}}}}}})
+    assert json.loads(titled.content[0].text) == {"title": "example"}  # type: ignore[union-attr]
+
+
+async def test_tool_loop_default_text_and_responses_format(app: FakeProvider, oai: openai.AsyncOpenAI) -> None:
+    app.reply = ToolLoop(lambda body, api: Reply.tool("exec_command", {"cmd": "echo hi"}))
+    tools = [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}}]
+    first = await oai.responses.create(model="gpt-4.1", input="say hi", tools=tools)  # type: ignore[arg-type]
+    call = first.output[0]
+    assert call.type == "function_call" and call.name == "exec_command"
+    second = await oai.responses.create(model="gpt-4.1", tools=tools, input=[  # type: ignore[arg-type]
+        {"role": "user", "content": "say hi"}, call.model_dump(exclude_none=True),
+        {"type": "function_call_output", "call_id": call.call_id, "output": "hi"}])
+    assert second.output_text == "ok: say hi"  # default_reply once the result is back
+
+
+async def test_other_paths_are_recorded_and_answered_404_or_405(app: FakeProvider, http: httpx.AsyncClient) -> None:
+    r = await http.post("/api/event_logging/batch?x=1", json={"events": []}, headers={"anthropic-version": "2023-06-01"})
+    assert r.status_code == 404 and r.json()["type"] == "error"
+    rec = app.last
+    assert (rec.method, rec.path, rec.api, rec.status, rec.body) == ("POST", "/api/event_logging/batch", None, 404, {"events": []})
+    r = await http.get("/v1/responses")
+    assert r.status_code == 405 and r.json()["error"]["type"]
+    assert (app.last.method, app.last.path, app.last.status) == ("GET", "/v1/responses", 405)
+    assert (await http.get("/v1/models")).status_code == 200  # the served routes still win
 
 
 # -- over a real socket --------------------------------------------------------------------------
