@@ -10,6 +10,7 @@ from __future__ import annotations
 from .config import MODES, Config, load_config
 from .errors import (
     ConfigError,
+    InvalidMemoryError,
     MemoryFileError,
     MemoryNotFoundError,
     MemwireError,
@@ -38,5 +39,6 @@ __all__ = [
     "MemoryFileError",
     "MemoryNotFoundError",
     "NamespaceError",
+    "InvalidMemoryError",
     "__version__",
 ]

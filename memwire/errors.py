@@ -9,6 +9,8 @@ __all__ = [
     "MemoryFileError",
     "MemoryNotFoundError",
     "NamespaceError",
+    "InvalidMemoryError",
+    "StoreBusyError",
 ]
 
 
@@ -44,3 +46,11 @@ class MemoryNotFoundError(MemwireError, KeyError):
 
 class NamespaceError(MemwireError, ValueError):
     """A namespace name is not allowed (path traversal, absolute path, NUL byte, too long)."""
+
+
+class InvalidMemoryError(MemwireError, ValueError):
+    """A memory's text, tags or topic cannot be stored as given; the message names the problem."""
+
+
+class StoreBusyError(MemwireError):
+    """The store is being re-read or written by another thread and the caller asked not to wait."""

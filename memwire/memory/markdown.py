@@ -1,11 +1,15 @@
-"""Reading and writing markdown memory files.
+r"""Reading and writing markdown memory files.
 
 One memory is one bullet line. Headers (``## Topic``) set the topic of the bullets under them.
 Recognized on a bullet line:
 
-- inline ``#tags`` (a ``#`` after white space, followed by a letter); trailing tags are not part
-  of the text, so tagging a memory does not change its id;
+- inline ``#tags`` (a ``#`` after white space, then a letter of any script, then letters, digits,
+  ``_ - / +``: ``#rust``, ``#c++``, ``#ñandú``, ``#语言``); trailing tags are not part of the
+  text, so tagging a memory does not change its id;
 - ``#pinned`` (or a leading 📌) marks a pinned memory;
+- a backslash keeps a character literal, as in markdown: ``\#rust`` is text, not a tag; ``\[``
+  and a leading ``\📌`` likewise, and ``<\!--`` is a literal ``<!--``. ``format_line`` writes
+  these escapes, so any text ``add`` accepts reads back exactly;
 - ``- [category] text``: the category becomes a tag (the format other memory tools write);
 - ``<!-- date: ... -->`` keeps a date with the memory, invisible when the markdown is rendered.
 
@@ -23,7 +27,7 @@ from dataclasses import dataclass, field
 from ..errors import MemoryFileError
 from .model import Memory
 
-__all__ = ["Entry", "ParsedFile", "parse", "format_line", "PINNED_TAG"]
+__all__ = ["Entry", "ParsedFile", "parse", "format_line", "PINNED_TAG", "TAG_PATTERN", "MAX_TAG_CHARS"]
 
 PINNED_TAG = "pinned"
 _PIN_EMOJI = "📌"
@@ -32,9 +36,12 @@ _BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
 _BULLET_EMPTY = re.compile(r"^\s*[-*+]\s*$")
 _CHECKBOX = re.compile(r"^\[[ xX]\]\s+")
 _CATEGORY = re.compile(r"^\[([A-Za-z][\w .-]{0,40})\]\s+")
-_TAG = re.compile(r"(?:(?<=\s)|^)#([A-Za-z][\w/-]*)")
-_TRAILING_TAGS = re.compile(r"(?:\s+#[A-Za-z][\w/-]*)+\s*$")
-_PINNED_INLINE = re.compile(r"(?:(?<=\s)|^)#pinned\b", re.IGNORECASE)
+MAX_TAG_CHARS = 64
+TAG_PATTERN = r"[^\W\d_][\w/+-]*"  # a letter of any script, then letters, digits, _ / + -
+_TAG = re.compile(rf"(?:(?<=\s)|^)#({TAG_PATTERN})")
+_TRAILING_TAGS = re.compile(rf"(?:\s+#{TAG_PATTERN})+\s*$")
+_PINNED_INLINE = re.compile(r"(?:(?<=\s)|^)#pinned(?![\w/+-])", re.IGNORECASE)
+_ESCAPED = re.compile(r"\\([#\[])")  # markdown's backslash escapes of the characters we give meaning to
 _DATE = re.compile(r"\s*<!--\s*date:\s*(.*?)\s*-->\s*")
 
 
@@ -55,7 +62,7 @@ class ParsedFile:
 
 
 def _slug_tag(s: str) -> str:
-    return re.sub(r"[^\w/-]+", "-", s.strip().lower()).strip("-")
+    return re.sub(r"[^\w/+-]+", "-", s.strip().lower()).strip("-")
 
 
 def _parse_list(value: str) -> list[str]:
@@ -195,6 +202,8 @@ def _memory_from(
     pinned = False
     if body.startswith(_PIN_EMOJI):
         pinned, body = True, body[len(_PIN_EMOJI) :].strip()
+    elif body.startswith("\\" + _PIN_EMOJI):
+        body = body[1:]
     body = _CHECKBOX.sub("", body)
     tags = list(base_tags)
     cat = _CATEGORY.match(body)
@@ -204,6 +213,7 @@ def _memory_from(
     tags += [t.lower() for t in _TAG.findall(body)]
     body = _TRAILING_TAGS.sub("", body)
     body = " ".join(_PINNED_INLINE.sub("", body).split())
+    body = _ESCAPED.sub(r"\1", body).replace("<\\!--", "<!--")
     if PINNED_TAG in tags:
         pinned = True
     tags = [t for t in dict.fromkeys(tags) if t and t != PINNED_TAG]
@@ -212,13 +222,26 @@ def _memory_from(
     return Memory.create(body, tuple(tags), pinned, topic, date, path)
 
 
+def escape_text(text: str) -> str:
+    """Text as a bullet line must hold it: one line, and nothing in it read as a tag, a pin, a
+    category, a checkbox or a date."""
+    text = " ".join(text.split())  # a memory never spans lines
+    text = re.sub(r"\\(?=[#\[])", r"\\\\", text)  # a literal backslash before # or [ survives the unescape
+    text = re.sub(r"(^|\s)#", r"\1\\#", text).replace("<!--", "<\\!--")
+    if text.startswith("["):
+        text = "\\" + text
+    if text.startswith(_PIN_EMOJI):
+        text = "\\" + text
+    return text
+
+
 def format_line(mem: Memory) -> str:
-    """The canonical bullet line of a memory (what ``add`` writes). One line, always."""
-    text = " ".join(mem.text.split())  # a memory never spans lines
-    tags = [t for t in mem.tags if not re.search(rf"(?:^|\s)#{re.escape(t)}\b", text)]
+    """The canonical bullet line of a memory (what ``add`` writes). One line, always; it parses
+    back to the same memory (the store checks that before writing)."""
+    tags = list(mem.tags)
     if mem.pinned:
         tags.append(PINNED_TAG)
-    line = "- " + text + "".join(f" #{t}" for t in tags)
+    line = "- " + escape_text(mem.text) + "".join(f" #{t}" for t in tags)
     if mem.date:
         line += f" <!-- date: {' '.join(mem.date.split())} -->"
     return line

@@ -6,15 +6,24 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Memory", "Hit", "memory_id"]
+__all__ = ["Memory", "Hit", "memory_id", "normalized", "ID_CHARS", "LEGACY_ID_CHARS"]
 
 _WS = re.compile(r"\s+")
+# 80 bits: among 10 million memories the chance of any collision is about 4e-11 (a collision
+# is still detected and reported by the store). Ids of 10 characters (40 bits, older versions) are
+# prefixes of these, and the store accepts any unique prefix, so ids people noted keep working.
+ID_CHARS = 20
+LEGACY_ID_CHARS = 10
+
+
+def normalized(text: str) -> str:
+    """What the id is derived from: case and white space do not make another memory."""
+    return _WS.sub(" ", text.strip().lower())
 
 
 def memory_id(text: str) -> str:
-    """A short id derived from the text: the same text always gets the same id."""
-    norm = _WS.sub(" ", text.strip().lower())
-    return hashlib.sha1(norm.encode("utf-8")).hexdigest()[:10]
+    """An id derived from the text: the same text (case and white space aside) gets the same id."""
+    return hashlib.sha1(normalized(text).encode("utf-8")).hexdigest()[:ID_CHARS]
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,23 @@
 
 Every read first checks the files' (mtime, size, inode); only a changed file is parsed again and
 only the memories that changed are re-indexed, so hand edits show up on the next call and nothing
-is re-read when nothing changed. Writes hold an inter-process lock (``.lock`` in the directory)
-and replace the file atomically (temp file + rename), so two processes adding at once lose nothing.
+is re-read when nothing changed. Writes hold an inter-process lock (``.lock`` in the directory):
+an add appends to the file when its topic is the last one (``O_APPEND``: a hand edit appending at
+the same moment is never lost), else the file is replaced atomically (temp file + rename, the
+file's permissions kept), and bytes a hand edit appended meanwhile are carried over.
+
+Locks, always in this order: the directory's file lock (writers only), then the store's thread
+lock, held only for in-memory work and re-reading changed files. A reader never takes the file
+lock, so a reader never waits on a writer's disk I/O.
+
+Symlinks: a memory file that is a symlink to somewhere outside the memory directory is not read
+(reported as a problem); memwire never writes, replaces or deletes a file through a symlink.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -16,15 +26,23 @@ import stat
 import tempfile
 import threading
 import time
+import unicodedata
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import MemoryFileError, MemoryNotFoundError, MemwireError, NamespaceError
+from ..errors import (
+    InvalidMemoryError,
+    MemoryFileError,
+    MemoryNotFoundError,
+    MemwireError,
+    NamespaceError,
+    StoreBusyError,
+)
 from .index import BM25Index
-from .markdown import PINNED_TAG, format_line, parse
-from .model import Hit, Memory, memory_id
+from .markdown import MAX_TAG_CHARS, PINNED_TAG, TAG_PATTERN, ParsedFile, format_line, parse, parse_text
+from .model import Hit, Memory, memory_id, normalized
 
 try:  # POSIX advisory locks; elsewhere only threads are serialized
     import fcntl
@@ -41,6 +59,10 @@ _NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")  # fullmatch: "$" 
 _Sig = tuple[int, int, int]
 _DIR_TICK_NS = 2_000_000_000
 MAX_MEMORY_CHARS = 4000  # about 1,000 tokens: more than a whole default memory block
+MAX_TOPIC_CHARS = 100
+MIN_ID_PREFIX = 4  # forget/pin/get accept a unique prefix of an id this long or longer
+_NEW_FILE_MODE = 0o644
+_TAG_RE = re.compile(TAG_PATTERN)
 
 
 def validate_namespace(name: str) -> str:
@@ -63,6 +85,11 @@ class _Dir:
         self.files: dict[str, dict[str, Memory]] = {}
         self.problems: dict[str, list[MemoryFileError]] = {}
         self._dir_sig: tuple[int, int] | None = None
+        self.outside: set[str] = set()  # symlinked files that point out of the directory (not read)
+
+    def _inside(self, path: str) -> bool:
+        real, root = os.path.realpath(path), os.path.realpath(self.path)
+        return real.startswith(root.rstrip(os.sep) + os.sep)
 
     def _scan(self, remember: bool = True) -> dict[str, _Sig]:
         """(mtime, size, inode) of every memory file. Runs on every request, so when the directory
@@ -90,6 +117,9 @@ class _Dir:
             with os.scandir(self.path) as it:
                 for e in it:
                     if e.name.endswith(".md") and not e.name.startswith(".") and e.is_file():
+                        if e.is_symlink() and not self._inside(e.path):
+                            self.outside.add(e.name)
+                            continue
                         st = e.stat()
                         found[e.name] = (st.st_mtime_ns, st.st_size, st.st_ino)
         except FileNotFoundError:
@@ -118,6 +148,11 @@ class _Dir:
             if self.sigs.get(name) != sig:
                 self._load(name, sig)
                 changed = True
+        for name in self.outside - found.keys():
+            if name not in self.problems:
+                problem = MemoryFileError(str(self.path / name), None, "a symlink to outside the memory directory; not read")
+                self.problems[name] = [problem]
+                log.warning("memwire: %s", problem)
         return changed
 
     def _load(self, name: str, sig: _Sig) -> None:
@@ -129,7 +164,7 @@ class _Dir:
             self.files[name], self.sigs[name] = {}, sig
             return
         parsed = parse(data, str(path))
-        self.files[name] = {e.memory.id: e.memory for e in parsed.entries}
+        self.files[name] = _by_id(parsed, str(path))
         self.sigs[name] = sig
         self.problems[name] = parsed.problems
         for p in parsed.problems:
@@ -142,7 +177,9 @@ class _Dir:
         out: dict[str, Memory] = {}
         for name in self.ordered():
             for mid, mem in self.files[name].items():
-                out.setdefault(mid, mem)
+                if mid in out and normalized(out[mid].text) != normalized(mem.text):
+                    mid = _collided(mem, out[mid], None)  # the same id for another text: keep both
+                out.setdefault(mid, mem if mem.id == mid else replace(mem, id=mid))
         return out
 
     def find(self, mid: str) -> str | None:
@@ -157,17 +194,24 @@ class _Dir:
         if fcntl is None:  # pragma: no cover
             yield
             return
-        with open(self.path / ".lock", "a+b") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        try:
+            fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise MemwireError(f"{self.path / '.lock'} is a symlink; memwire does not write through symlinks") from None
+            raise
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
 
-    def stage(self, name: str, content: str | bytes) -> str:
-        """Write the new content of ``name`` to a temp file beside it (fsync'ed); ``commit`` renames it."""
+    def stage(self, name: str, content: str | bytes, mode: int = _NEW_FILE_MODE) -> str:
+        """Write the new content of ``name`` to a temp file beside it (fsync'ed, with the file's
+        permissions); ``commit`` renames it."""
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.path)
         try:
+            os.fchmod(fd, stat.S_IMODE(mode))
             with os.fdopen(fd, "wb") as fh:
                 # surrogateescape: bytes that were not UTF-8 in a hand-written file survive a rewrite
                 fh.write(content if isinstance(content, bytes) else content.encode("utf-8", errors="surrogateescape"))
@@ -191,9 +235,16 @@ class _Dir:
         st = target.stat()
         return (st.st_mtime_ns, st.st_size, st.st_ino)
 
-    def write(self, name: str, content: str | bytes) -> _Sig:
-        """Atomically replace a file: write a temp file beside it, fsync, rename."""
-        return self.commit(self.stage(name, content), name)
+    def open_for_write(self, name: str, create: bool) -> int:
+        """A descriptor of ``name`` for a writer: never through a symlink (``O_NOFOLLOW``)."""
+        flags = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | (os.O_CREAT if create else 0)
+        try:
+            return os.open(self.path / name, flags, _NEW_FILE_MODE)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise MemwireError(f"{self.path / name} is a symlink; memwire does not write through symlinks "
+                                   "(edit the file it points to by hand, or replace the link with the file)") from None
+            raise
 
     def current_sig(self, name: str) -> _Sig | None:
         try:
@@ -201,6 +252,60 @@ class _Dir:
         except FileNotFoundError:
             return None
         return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _by_id(parsed: Any, path: str) -> dict[str, Memory]:
+    """A file's memories by id. Two different texts with one id (a hash collision: never seen at
+    80 bits, but possible) both stay visible, the later one under a longer id, and it is reported."""
+    out: dict[str, Memory] = {}
+    for e in parsed.entries:
+        mem, mid = e.memory, e.memory.id
+        if mid in out and normalized(out[mid].text) != normalized(mem.text):
+            mid = _collided(mem, out[mid], f"{path}:{e.first_line}")
+            mem = replace(mem, id=mid)
+        out.setdefault(mid, mem)
+    return out
+
+
+def _collided(mem: Memory, other: Memory, where: str | None) -> str:
+    import hashlib
+
+    longer = hashlib.sha1(normalized(mem.text).encode("utf-8")).hexdigest()
+    log.warning("memwire: %smemory id %s is shared by two different texts (%r and %r); the second is %s",
+                f"{where}: " if where else "", mem.id, other.text[:60], mem.text[:60], longer)
+    return longer
+
+
+def _read_all(fd: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _carry_over(old_fd: int, read: int, new_path: Path) -> None:
+    """After replacing a file: bytes appended to the old file after we read it (``echo >>`` by
+    hand, which takes no lock) are appended to the new one, so a hand edit is not lost. An
+    appender may have opened the old file just before the rename and not written yet: look until
+    the old file has stayed the same size for two looks a few milliseconds apart."""
+    done, quiet = read, 0
+    while quiet < 2:
+        time.sleep(0.002)
+        size = os.fstat(old_fd).st_size
+        if size <= done:
+            quiet += 1
+            continue
+        quiet = 0
+        os.lseek(old_fd, done, os.SEEK_SET)
+        extra = os.read(old_fd, size - done)
+        fd = os.open(new_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+        try:
+            os.write(fd, extra)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        done += len(extra)
 
 
 def _insert_under_topic(data: bytes, topic: str, lines_to_add: list[str]) -> bytes:
@@ -226,6 +331,39 @@ def _insert_under_topic(data: bytes, topic: str, lines_to_add: list[str]) -> byt
     while end > header_end + 1 and data[end - 2] == 0x0A:  # keep the blank line(s) before the next header
         end -= 1
     return data[:end] + block + data[end:]
+
+
+def _checked(mem: Memory) -> Memory:
+    """The memory ``add`` will write, validated: it must read back as exactly this memory."""
+    text = " ".join(mem.text.split())  # one memory is one line
+    if not text:
+        raise InvalidMemoryError("a memory needs some text")
+    if len(text) > MAX_MEMORY_CHARS:  # one memory is one fact; a pasted file would crowd every block
+        raise InvalidMemoryError(f"a memory is at most {MAX_MEMORY_CHARS:,} characters, this one has {len(text):,}; "
+                                 "split it, or keep the file and remember where it is")
+    pinned, tags = mem.pinned, []
+    for raw in mem.tags:
+        tag = unicodedata.normalize("NFC", str(raw).strip().lstrip("#").lower())
+        if tag == PINNED_TAG:
+            pinned = True
+        elif tag and tag not in tags:
+            if len(tag) > MAX_TAG_CHARS or not _TAG_RE.fullmatch(tag):
+                raise InvalidMemoryError(
+                    f"invalid tag {raw!r}: a tag is a letter (any script) followed by letters, digits, "
+                    f"'_', '-', '/' or '+', at most {MAX_TAG_CHARS} characters, no spaces (e.g. 'c++', 'code-style')")
+            tags.append(tag)
+    topic = " ".join(mem.topic.split()) if mem.topic else DEFAULT_TOPIC
+    if len(topic) > MAX_TOPIC_CHARS:
+        raise InvalidMemoryError(f"a topic is at most {MAX_TOPIC_CHARS} characters, this one has {len(topic)}")
+    date = " ".join(mem.date.split()) if mem.date else None
+    out = Memory(memory_id(text), text, tuple(tags), pinned, topic, date)
+    back = parse_text(f"## {topic}\n{format_line(out)}\n").entries
+    if len(back) != 1 or back[0].memory != out:
+        got = back[0].memory if len(back) == 1 else None
+        what = ("topic" if got.topic != topic else "date" if got.date != date else "text") if got else "line"
+        raise InvalidMemoryError(f"this memory's {what} cannot be stored exactly as given "
+                                 f"(it would read back differently): {text[:80]!r}")
+    return out
 
 
 class MemoryStore:
@@ -280,6 +418,19 @@ class MemoryStore:
         """True when the files are loaded and unchanged since: a search is in-memory work only."""
         return self._loaded and all(d.current() for d in self._dirs)
 
+    @contextlib.contextmanager
+    def _reading(self, refresh: bool, wait: bool) -> Iterator[None]:
+        """The store's lock for a read; ``wait=False`` raises ``StoreBusyError`` instead of waiting
+        (a caller on a time budget then reads elsewhere, under its budget)."""
+        if not self._lock.acquire(blocking=wait):
+            raise StoreBusyError(f"{self.path}: being re-read or written by another thread")
+        try:
+            if refresh or not self._loaded:
+                self.refresh()
+            yield
+        finally:
+            self._lock.release()
+
     def _rebuild_merged(self) -> None:
         merged: dict[str, Memory] = {}
         for d in self._dirs:
@@ -320,8 +471,12 @@ class MemoryStore:
         return [p for d in self._dirs for ps in d.problems.values() for p in ps]
 
     def __iter__(self) -> Iterator[Memory]:
-        self.refresh()
-        return iter(list(self._merged.values()))
+        return iter(self.memories())
+
+    def memories(self, *, refresh: bool = True, wait: bool = True) -> list[Memory]:
+        """Every memory, in file order (the project's files after the global ones)."""
+        with self._reading(refresh, wait):
+            return list(self._merged.values())
 
     def __len__(self) -> int:
         self.refresh()
@@ -331,34 +486,35 @@ class MemoryStore:
         self.refresh()
         return mid in self._merged
 
-    def missing(self, ids: Iterable[str], *, refresh: bool = True) -> set[str]:
+    def missing(self, ids: Iterable[str], *, refresh: bool = True, wait: bool = True) -> set[str]:
         """The ids in ``ids`` that no longer name a memory (forgotten, or edited into another id).
         ``refresh=False``: as of the last read, for a caller that just searched."""
-        if refresh:
-            self.refresh()
-        merged = self._merged
-        return {mid for mid in ids if mid not in merged}
+        with self._reading(refresh, wait):
+            merged = self._merged
+            return {mid for mid in ids if mid not in merged}
 
     def get(self, mid: str) -> Memory:
-        self.refresh()
-        try:
-            return self._merged[mid]
-        except KeyError:
-            raise MemoryNotFoundError(f"no memory with id {mid!r} in {self.path}") from None
+        """The memory with id ``mid`` (or a unique prefix of it)."""
+        with self._reading(True, True):
+            try:
+                return self._merged[self._full_id(mid)]
+            except KeyError:
+                raise MemoryNotFoundError(f"no memory with id {mid!r} in {self.path}") from None
 
     def pinned(self) -> list[Memory]:
         return [m for m in self if m.pinned]
 
     def search(
         self, query: str, k: int = 5, *, min_score: float | None = None, context: Sequence[str] = (),
-        exclude: Collection[str] = (),
+        exclude: Collection[str] = (), refresh: bool = True, wait: bool = True,
     ) -> list[Hit]:
         """The memories most relevant to ``query``, best first (score, then id); ids in ``exclude``
-        are left out of the k (the replay strategy's memories already in front of the model)."""
+        are left out of the k (the replay strategy's memories already in front of the model).
+        ``refresh=False`` searches the files as last read; ``wait=False`` raises ``StoreBusyError``
+        rather than wait for another thread."""
         from ..policies.retrieval import Query
 
-        with self._lock:
-            self.refresh()
+        with self._reading(refresh, wait):
             cut = min_score if min_score is not None else self.min_score
             found = self._index.search(Query(query, tuple(context)), k, cut, exclude)
             merged = self._merged
@@ -376,138 +532,171 @@ class MemoryStore:
         date: str | None = None,
     ) -> Memory:
         """Write one memory to ``MEMORY.md`` (under ``## topic``). Adding a text that is already
-        stored returns the stored memory (with the new tags and pin merged in)."""
+        stored returns the stored memory (with the new tags and pin merged in). What is returned
+        is what reads back: text that cannot be stored exactly raises ``InvalidMemoryError``."""
         return self.add_many([Memory.create(text, tuple(tags), pinned, topic, date)])[0]
 
     def add_many(self, memories: Iterable[Memory | str]) -> list[Memory]:
-        """Write many memories in one locked file replacement."""
-        items: list[Memory] = []
-        for m in memories:
-            mem = Memory.create(m) if isinstance(m, str) else m
-            text = " ".join(mem.text.split())
-            if not text:
-                raise MemwireError("a memory needs some text")
-            if len(text) > MAX_MEMORY_CHARS:  # one memory is one fact; a pasted file would crowd every block
-                raise MemwireError(f"a memory is at most {MAX_MEMORY_CHARS:,} characters, this one has {len(text):,}; "
-                                   "split it, or keep the file and remember where it is")
-            tags = tuple(dict.fromkeys(t.lstrip("#").strip().lower() for t in mem.tags if t.strip("# ")))
-            items.append(Memory(memory_id(text), text, tuple(t for t in tags if t != PINNED_TAG),
-                                mem.pinned or PINNED_TAG in tags, mem.topic, mem.date))
+        """Write many memories in one locked file write."""
+        items = [_checked(Memory.create(m) if isinstance(m, str) else m) for m in memories]
         d = self._dirs[-1]
         by_topic: dict[str, list[Memory]] = {}
         result: list[Memory] = []
-        with d.write_lock():  # other processes (and threads) writing this directory wait here
+        with d.write_lock():  # other processes and threads writing this directory wait here
             with self._lock:
                 self.refresh()
-                for mem in items:
-                    existing = d.find(mem.id)
-                    if existing is None:
-                        by_topic.setdefault(mem.topic or DEFAULT_TOPIC, []).append(mem)
-                        result.append(replace(mem, source=str(d.path / MAIN_FILE)))
-                        continue
-                    old = d.files[existing][mem.id]  # already stored here: merge tags and pin in place
-                    if set(mem.tags) <= set(old.tags) and (old.pinned or not mem.pinned):
-                        result.append(old)
-                    else:
-                        result.append(self._update_line(d, existing, mem.id,
-                                                        tags=tuple(dict.fromkeys(old.tags + mem.tags)),
-                                                        pinned=old.pinned or mem.pinned))
+                found = [(mem, d.find(mem.id)) for mem in items]
+            for mem, name in found:
+                if name is None:
+                    by_topic.setdefault(mem.topic or DEFAULT_TOPIC, []).append(mem)
+                    result.append(replace(mem, topic=mem.topic or DEFAULT_TOPIC, source=str(d.path / MAIN_FILE)))
+                    continue
+                old = d.files[name][mem.id]  # already stored here: merge tags and pin into its line
+                new_tags = tuple(t for t in mem.tags if t not in old.tags)
+                if not new_tags and (old.pinned or not mem.pinned):
+                    result.append(old)
+                else:
+                    result.append(self._mark(d, name, old, add_tags=new_tags, pinned=old.pinned or mem.pinned))
             if by_topic:
                 self._append(d, by_topic)
         return result
 
     def _append(self, d: _Dir, by_topic: dict[str, list[Memory]]) -> None:
-        """Rewrite MEMORY.md with the new lines. The file work happens outside the store's lock, so
-        searches go on meanwhile; the lock is held only to swap the file and patch the cache."""
-        before = d.current_sig(MAIN_FILE)
-        try:
-            data = (d.path / MAIN_FILE).read_bytes()
-        except FileNotFoundError:
-            data = b""
-        for topic, mems in by_topic.items():
-            lines = [format_line(m) for m in {m.id: m for m in mems}.values()]
-            data = _insert_under_topic(data, topic, lines)
-        tmp = d.stage(MAIN_FILE, data)
+        """Add the new lines to MEMORY.md: appended in place when they go at its end (the usual
+        case), else the file is replaced. The file work happens outside the store's lock, so
+        searches go on meanwhile; the lock is held only to patch the cache."""
         with self._lock:
-            sig = d.commit(tmp, MAIN_FILE)
-            if before != d.sigs.get(MAIN_FILE):  # someone edited the file meanwhile: read it again
-                d.refresh()
-                self._rebuild_merged()
-                return
+            cached = d.sigs.get(MAIN_FILE)
+        fd = d.open_for_write(MAIN_FILE, create=True)
+        try:
+            st = os.fstat(fd)
+            before: _Sig = (st.st_mtime_ns, st.st_size, st.st_ino)
+            data = _read_all(fd)
+            new = data
+            for topic, mems in by_topic.items():
+                new = _insert_under_topic(new, topic, [format_line(m) for m in {m.id: m for m in mems}.values()])
+            if new.startswith(data):  # O_APPEND: lands after whatever anyone appended meanwhile
+                os.write(fd, new[len(data):])
+                os.fsync(fd)
+                st = os.fstat(fd)
+                sig = (st.st_mtime_ns, st.st_size, st.st_ino)
+                clean = st.st_size == len(new)
+            else:
+                d.commit(d.stage(MAIN_FILE, new, st.st_mode), MAIN_FILE)
+                _carry_over(fd, len(data), d.path / MAIN_FILE)
+                sig, clean = d.current_sig(MAIN_FILE), os.fstat(fd).st_size == len(data)
+        finally:
+            os.close(fd)
+        with self._lock:
+            if not clean or cached != before or d.sigs.get(MAIN_FILE) != cached:
+                return  # someone else changed the file too: the next read parses it again
             files = d.files.setdefault(MAIN_FILE, {})  # our cache was current: patch it, no re-parse
             src = str(d.path / MAIN_FILE)
             added = [replace(m, topic=t, source=src) for t, ms in by_topic.items() for m in ms]
             for m in added:
                 files.setdefault(m.id, m)
-            d.sigs[MAIN_FILE] = sig
+            d.sigs[MAIN_FILE] = sig  # type: ignore[assignment]
             for m in added:
                 self._resolve(m.id)
 
+    def _rewrite(self, d: _Dir, name: str, mid: str, edit: Any) -> tuple[Any, ParsedFile]:
+        """Under the file lock: re-read ``name``, apply ``edit(lines, entry)`` to the lines of
+        memory ``mid``, replace the file (its permissions kept, late hand appends carried over).
+        Returns the entry as it was and the file as written, parsed."""
+        path = d.path / name
+        fd = d.open_for_write(name, create=False)
+        try:
+            data = _read_all(fd)
+            entry = next((e for e in parse(data, str(path)).entries if e.memory.id == mid), None)
+            if entry is None:
+                raise MemoryNotFoundError(f"no memory with id {mid!r} in {path}")
+            lines = data.decode("utf-8", errors="surrogateescape").split("\n")
+            edit(lines, entry)
+            new = "\n".join(lines).encode("utf-8", errors="surrogateescape")
+            d.commit(d.stage(name, new, os.fstat(fd).st_mode), name)
+            _carry_over(fd, len(data), path)
+        finally:
+            os.close(fd)
+        return entry, parse(new, str(path))
+
+    def _mark(self, d: _Dir, name: str, mem: Memory, *, add_tags: Sequence[str] = (), pinned: bool) -> Memory:
+        """Add tags to a memory's line and pin or unpin it, leaving the rest of the line (and any
+        hand-written text on it) as it is."""
+
+        def edit(lines: list[str], entry: Any) -> None:
+            last = entry.last_line - 1
+            if not pinned:
+                for i in range(entry.first_line - 1, entry.last_line):
+                    lines[i] = re.sub(r"(?i)(?:\s+|^)#pinned(?![\w/+-])", "", lines[i])
+                lines[entry.first_line - 1] = re.sub(r"^(\s*[-*+]\s+)📌\s*", r"\1", lines[entry.first_line - 1])
+            marks = "".join(f" #{t}" for t in add_tags) + (" #pinned" if pinned and not mem.pinned else "")
+            date = re.search(r"\s*<!--.*-->\s*$", lines[last])  # tags go before a trailing date comment
+            cut = date.start() if date else len(lines[last].rstrip())
+            lines[last] = lines[last][:cut] + marks + lines[last][cut:]
+
+        _, written = self._rewrite(d, name, mem.id, edit)
+        now = next((e.memory for e in written.entries if e.memory.id == mem.id), None)
+        if now is None or now.pinned != pinned or not set(add_tags) <= set(now.tags):
+            raise InvalidMemoryError(f"could not mark memory {mem.id} in {d.path / name}; edit its line by hand")
+        return now
+
+    def _full_id(self, mid: str) -> str:
+        """``mid`` itself, or the one id it is a prefix of (ids of older versions were 10 characters:
+        prefixes of today's, so they keep working)."""
+        merged = self._merged
+        if mid in merged or len(mid) < MIN_ID_PREFIX:
+            return mid
+        found = [k for k in merged if k.startswith(mid)]
+        if len(found) > 1:
+            raise MemoryNotFoundError(f"id prefix {mid!r} matches {len(found)} memories "
+                                      f"({', '.join(sorted(found)[:3])}, ...); give more of the id")
+        return found[0] if found else mid
+
     def _locate(self, mid: str) -> tuple[_Dir, str]:
-        self.refresh()
         for d in reversed(self._dirs):  # the project's copy first
             name = d.find(mid)
             if name is not None:
                 return d, name
         raise MemoryNotFoundError(f"no memory with id {mid!r} in {self.path}")
 
-    def _edit(self, d: _Dir, name: str, mid: str, edit: Any) -> Memory:
-        """Re-read ``name`` under the lock, apply ``edit(lines, entry)`` to the entry's lines, write."""
-        path = d.path / name
-        data = path.read_bytes()
-        parsed = parse(data, str(path))
-        entry = next((e for e in parsed.entries if e.memory.id == mid), None)
-        if entry is None:
-            raise MemoryNotFoundError(f"no memory with id {mid!r} in {path}")
-        lines = data.decode("utf-8", errors="surrogateescape").split("\n")
-        edit(lines, entry)
-        d.write(name, "\n".join(lines))
-        d.refresh()
-        self._rebuild_merged()
-        return entry.memory
-
-    def _update_line(self, d: _Dir, name: str, mid: str, *, tags: tuple[str, ...], pinned: bool) -> Memory:
-        def edit(lines: list[str], entry: Any) -> None:
-            i = entry.first_line - 1
-            indent = re.match(r"^\s*", lines[i]).group(0)  # type: ignore[union-attr]
-            new = replace(entry.memory, tags=tags, pinned=pinned)
-            lines[i : entry.last_line] = [indent + format_line(new)]
-
-        self._edit(d, name, mid, edit)
-        return self._merged[mid]
-
     @contextlib.contextmanager
-    def _locked(self, mid: str) -> Iterator[tuple[_Dir, str]]:
-        """The directory and file holding ``mid`` (the project's copy first), under both locks and
-        re-read under the file lock, so an edit never works from a stale view."""
+    def _locked(self, mid: str) -> Iterator[tuple[_Dir, str, str]]:
+        """The directory, file and full id of ``mid`` (the project's copy first), with that
+        directory's file lock held and the files re-read under it, so an edit never works from a
+        stale view. The file lock is taken first, as everywhere."""
         with self._lock:
-            d, _ = self._locate(mid)
-            with d.write_lock():
-                d.refresh()
-                name = d.find(mid)
-                if name is None:
-                    raise MemoryNotFoundError(f"no memory with id {mid!r} in {d.path}")
-                yield d, name
+            self.refresh()
+            full = self._full_id(mid)
+            d, _ = self._locate(full)
+        with d.write_lock():
+            with self._lock:
+                self.refresh()
+                name = d.find(full)
+            if name is None:
+                raise MemoryNotFoundError(f"no memory with id {mid!r} in {d.path}")
+            yield d, name, full
 
     def pin(self, mid: str, pinned: bool = True) -> Memory:
-        """Mark a memory pinned (startup mode shows pinned memories first)."""
-        with self._locked(mid) as (d, name):
-            mem = d.files[name][mid]
+        """Mark a memory pinned (startup mode shows pinned memories first). ``mid`` may be a unique
+        prefix of the id."""
+        with self._locked(mid) as (d, name, full):
+            mem = d.files[name][full]
             if mem.pinned == pinned:
                 return mem
-            return self._update_line(d, name, mid, tags=mem.tags, pinned=pinned)
+            return self._mark(d, name, mem, pinned=pinned)
 
     def forget(self, mid: str) -> Memory:
-        """Delete a memory's line(s) from its file. Returns what was removed."""
+        """Delete a memory's line(s) from its file. Returns what was removed. ``mid`` may be a
+        unique prefix of the id."""
 
         def edit(lines: list[str], entry: Any) -> None:
             del lines[entry.first_line - 1 : entry.last_line]
 
-        with self._locked(mid) as (d, name):
-            removed = self._edit(d, name, mid, edit)
-        if mid in self._merged:  # still visible from the other scope
-            log.info("memwire: %s forgotten in %s but still present in another scope", mid, d.path)
-        return removed
+        with self._locked(mid) as (d, name, full):
+            entry, _ = self._rewrite(d, name, full, edit)
+        if full in self:  # still visible from the other scope
+            log.info("memwire: %s forgotten in %s but still present in another scope", full, d.path)
+        return entry.memory  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return f"MemoryStore({str(self.path)!r})"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..config import Config, load_config, make_config, normalize_mode
-from ..errors import NamespaceError, RequestFormatError
+from ..errors import NamespaceError, RequestFormatError, StoreBusyError
 from ..memory.model import Memory
 from ..memory.store import MemoryStore
 from ..policies.gate import gate
@@ -92,19 +93,27 @@ class _Block:
     error: str | None = None
     replay: tuple[LedgerEntry, ...] = ()  # history="replay": every entry of the session, this turn's last
     compacted: bool = False
+    looked_at: int | None = None  # store version a search found nothing relevant in (may look again)
+
+    def may_look_again(self, store: MemoryStore) -> bool:
+        """A turn whose search found nothing, and that so has sent no block, looks again once the
+        store has changed: a memory added since (even by hand, even across a restart) then reaches
+        the turn's next request."""
+        return self.looked_at is not None and not self.ids and (self.looked_at != store.version or not store.ready())
 
 
 class _Memo:
     """Turn / session memo: the first block stored for a key is what every later request gets."""
 
-    def __init__(self, lru: LRU[tuple[str, ...], _Block], key: tuple[str, ...]) -> None:
-        self.lru, self.key = lru, key
+    def __init__(self, lru: LRU[tuple[str, ...], _Block], key: tuple[str, ...], store: MemoryStore) -> None:
+        self.lru, self.key, self.store = lru, key, store
 
     def get(self) -> _Block | None:
-        return self.lru.get(self.key)
+        block = self.lru.get(self.key)
+        return None if block is not None and block.may_look_again(self.store) else block
 
     def settle(self, block: _Block) -> _Block:
-        return self.lru.setdefault(self.key, block)
+        return self.lru.setdefault(self.key, block, replace=lambda old: old.may_look_again(self.store))
 
 
 class _LedgerMemo:
@@ -142,7 +151,7 @@ class _Plan:
     mode: str
     session: str
     memo: _Memo | _LedgerMemo
-    compute: Callable[[], _Block]
+    compute: Callable[[bool], _Block]  # fresh=False: read the store as loaded, never wait for it
     store: MemoryStore
     keys: dict[int, str] = field(default_factory=dict)  # replay: ledger key of each user message
     role: str = "user"  # of the memory message (OpenAI chat / Responses)
@@ -296,15 +305,17 @@ class Middleware:
 
     # ------------------------------------------------------------------ retrieval, two faces
 
-    # A store that is loaded and unchanged on disk answers from memory in well under a millisecond:
-    # less than a hop to a worker thread costs, so it runs inline and an overrun only discards the
-    # result. A cold or changed store (files to parse and index) runs in a worker with the budget
-    # enforced, so a slow load never holds the call up.
+    # A store that is loaded and unchanged on disk answers from memory in well under a millisecond
+    # (the query is capped in length, so a huge prompt costs no more): less than a hop to a worker
+    # thread costs, so it runs inline, reading the store as loaded and never waiting for its lock.
+    # A cold or changed store (files to parse and index), or one another thread holds, runs in a
+    # worker with the budget enforced, so neither a slow load nor a writer holds the call up.
 
     def _run_sync(self, plan: _Plan) -> _Block:
         if plan.store.ready():
-            return self._inline(plan.compute)
-        future = _executor().submit(plan.compute)
+            with contextlib.suppress(StoreBusyError):
+                return self._inline(plan.compute)
+        future = _executor().submit(plan.compute, True)
         try:
             return future.result(timeout=self.config.timeout_ms / 1000)
         except concurrent.futures.TimeoutError:
@@ -314,19 +325,22 @@ class Middleware:
 
     async def _run_async(self, plan: _Plan) -> _Block:
         if plan.store.ready():
-            return self._inline(plan.compute)
+            with contextlib.suppress(StoreBusyError):
+                return self._inline(plan.compute)
         loop = asyncio.get_running_loop()
         try:
-            return await asyncio.wait_for(loop.run_in_executor(_executor(), plan.compute), self.config.timeout_ms / 1000)
+            return await asyncio.wait_for(loop.run_in_executor(_executor(), plan.compute, True), self.config.timeout_ms / 1000)
         except asyncio.TimeoutError:
             return self._timed_out()
         except Exception as exc:  # noqa: BLE001 - fail open
             return _failed(exc)
 
-    def _inline(self, fn: Callable[[], _Block]) -> _Block:
+    def _inline(self, fn: Callable[[bool], _Block]) -> _Block:
         start = time.perf_counter()
         try:
-            block = fn()
+            block = fn(False)
+        except StoreBusyError:
+            raise  # the worker path takes over, under the budget
         except Exception as exc:  # noqa: BLE001 - fail open
             return _failed(exc)
         if (time.perf_counter() - start) * 1000 > self.config.timeout_ms:
@@ -361,8 +375,8 @@ class Middleware:
             if view.stateful:  # the provider keeps the history: the block went in with the first call
                 return Prepared(dict(body), Injection(mode, skipped="stateful", session=session), api)
             max_tokens = self.config.startup_max_tokens
-            return _Plan(fmt, body, view, mode, session, _Memo(self._sessions, ("startup", ns, session)),
-                         lambda: self._startup_block(store, max_tokens, model), store, role=role)
+            return _Plan(fmt, body, view, mode, session, _Memo(self._sessions, ("startup", ns, session), store),
+                         lambda fresh: self._startup_block(store, max_tokens, model, fresh), store, role=role)
         # a stateful Responses call sends only the new input (the provider keeps the history and
         # the blocks sent with it): nothing to replay, and no ledger per call
         replay = mode == "contextPerTurn" and self.config.history == "replay" and not view.stateful
@@ -372,21 +386,24 @@ class Middleware:
         query = query_from_messages(view.user_text, view.earlier)  # joins a question the user answers
         cfg = self.config
 
-        def retrieve(exclude: frozenset[str] = frozenset()) -> _Block:
+        def retrieve(fresh: bool, exclude: frozenset[str] = frozenset()) -> _Block:
             if decision.skip:
                 return _Block(skipped="gate")
+            version = store.version
             hits = store.search(query.text, cfg.top_k, min_score=cfg.min_score, context=query.context,
-                                exclude=exclude)
+                                exclude=exclude, refresh=fresh, wait=fresh)
             memories = [h.memory for h in hits]
-            return _render(memories, cfg.max_tokens, model) if memories else _Block(skipped="nothing_relevant")
+            if not memories:
+                return _Block(skipped="nothing_relevant", looked_at=store.version if fresh else version)
+            return _render(memories, cfg.max_tokens, model)
 
         if not replay:
             key = ("turn", ns, session, mode, turn_key(view.latest_user, fmt.identity(view.items[view.latest_user], view.system_text)))
-            return _Plan(fmt, body, view, mode, session, _Memo(self._turns, key), retrieve, store, role=role)
+            return _Plan(fmt, body, view, mode, session, _Memo(self._turns, key, store), retrieve, store, role=role)
         keys = message_keys({i: fmt.identity(view.items[i], view.system_text) for i in view.user_indices})
         ledger = self._ledger(store, ns, session)
         return _Plan(fmt, body, view, mode, session, _LedgerMemo(ledger, keys[view.latest_user]),
-                     lambda: self._replay_turn(ledger, store, keys, view, model, retrieve), store, keys, role)
+                     lambda fresh: self._replay_turn(ledger, store, keys, view, model, retrieve, fresh), store, keys, role)
 
     def _ledger(self, store: MemoryStore, ns: str, session: str) -> Ledger:
         cached = self._ledgers.get((ns, session))
@@ -396,7 +413,7 @@ class Middleware:
 
     def _replay_turn(
         self, ledger: Ledger, store: MemoryStore, keys: dict[int, str], view: View, model: str | None,
-        retrieve: Callable[[frozenset[str]], _Block],
+        retrieve: Callable[[bool, frozenset[str]], _Block], fresh: bool,
     ) -> _Block:
         """A new turn with history="replay": refresh the earlier blocks, retrieve only new memories."""
         assert view.latest_user is not None
@@ -406,8 +423,8 @@ class Middleware:
         compacted = False
         # retrieval reads the files first, so the check for forgotten memories below sees them as
         # this search did (a forgotten id is not in the index anyway: excluding it changes nothing)
-        block = retrieve(frozenset(mid for e in entries if e.key in present for mid in e.ids))
-        gone = store.missing({mid for e in entries for mid in e.ids}, refresh=False)
+        block = retrieve(fresh, frozenset(mid for e in entries if e.key in present for mid in e.ids))
+        gone = store.missing({mid for e in entries for mid in e.ids}, refresh=False, wait=fresh)
         for j, e in enumerate(entries):  # a forgotten or edited memory is rendered out of its block
             if gone.intersection(e.ids):
                 kept = [(mid, line) for mid, line in zip(e.ids, e.lines) if mid not in gone]
@@ -429,8 +446,8 @@ class Middleware:
         entries = [e for e in entries if e.key != latest_key] + [new]
         return replace(block, replay=tuple(entries), compacted=compacted)
 
-    def _startup_block(self, store: MemoryStore, max_tokens: int, model: str | None) -> _Block:
-        memories = list(store)
+    def _startup_block(self, store: MemoryStore, max_tokens: int, model: str | None, fresh: bool) -> _Block:
+        memories = store.memories(refresh=fresh, wait=fresh)
         ordered = [m for m in memories if m.pinned] + [m for m in memories if not m.pinned]
         if not ordered:
             return _Block(skipped="nothing_relevant")

@@ -22,7 +22,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any, Generic, TypeVar
+from typing import Callable, Any, Generic, TypeVar
 
 __all__ = ["session_key", "resolve_session", "SESSION_HEADERS", "turn_key", "LRU"]
 
@@ -124,10 +124,11 @@ class LRU(Generic[K, V]):
             self._data.move_to_end(key)
             return self._data[key]
 
-    def setdefault(self, key: K, value: V) -> V:
-        """Store ``value`` unless a value is already there; return the stored one (first writer wins)."""
+    def setdefault(self, key: K, value: V, replace: Callable[[V], bool] | None = None) -> V:
+        """Store ``value`` unless a value is already there (that ``replace`` does not accept);
+        return the stored one (first writer wins)."""
         with self._lock:
-            if key in self._data:
+            if key in self._data and not (replace is not None and replace(self._data[key])):
                 self._data.move_to_end(key)
                 return self._data[key]
             self._data[key] = value
