@@ -118,6 +118,7 @@ class RecordedRequest:
     api: str | None
     usage: Usage | None = None
     status: int = 200
+    raw: bytes = b""  # the body's bytes as they arrived
 
 
 def _text_of(content: Any, kinds: tuple[str, ...]) -> str:
@@ -389,7 +390,7 @@ class FakeProvider:
             body: Any = json.loads(raw) if raw else None
         except ValueError:
             body = raw.decode("utf-8", "replace")
-        rec = RecordedRequest(request.method, request.url.path, dict(request.headers), body, api)
+        rec = RecordedRequest(request.method, request.url.path, dict(request.headers), body, api, raw=raw)
         self.requests.append(rec)
         return rec, body
 

@@ -354,11 +354,14 @@ async def test_callback_hands_the_request_headers_to_the_middleware(mw: Middlewa
     assert seen["headers"] == {"x-claude-code-session-id": "cc-1", "user-agent": "claude-cli"}  # client session signals
 
 
-async def test_callback_key_namespace_does_not_see_default_memories(mw: Middleware) -> None:
+async def test_callback_key_namespace_does_not_see_default_memories(store: MemoryStore, mw: Middleware) -> None:
     data = _proxy_data()
-    out = await MemwireCallback(middleware=mw).async_pre_call_hook(UserAPIKeyAuth(api_key="sk-1"), None, data,
-                                                                   "acompletion")
-    assert out["messages"] == data["messages"]  # the key's own namespace is empty
+    key = UserAPIKeyAuth(api_key="sk-1")
+    MemoryStore.for_namespace(store.path, proxy_namespace(key, data)).add("This key's user indents with tabs, width 2")
+    out = await MemwireCallback(middleware=mw).async_pre_call_hook(key, None, data, "acompletion")
+    memory = out["messages"][-2]["content"]
+    assert memory.startswith(OPEN) and "width 2" in memory  # the key's own namespace is searched (no fail-open pass)
+    assert "width 4" not in memory  # and the default namespace's memory is not in it
 
 
 async def test_callback_anthropic_messages(mw: Middleware) -> None:

@@ -547,7 +547,7 @@ async def test_unchanged_request_keeps_the_callers_bytes(http: httpx.AsyncClient
     original = b'{"model": "gpt-4o-mini",   "messages": [{"role": "user", "content": "thanks!"}]}'
     r = await http.post("/v1/chat/completions", content=original)
     assert r.status_code == 200 and r.headers["x-memwire-injected"] == "0"
-    assert fake.requests[-1].body == json.loads(original)
+    assert fake.requests[-1].raw == original  # the bytes, odd spacing included: never re-serialized
 
 
 async def test_log_line_without_secrets(http: httpx.AsyncClient, caplog: pytest.LogCaptureFixture) -> None:

@@ -140,6 +140,7 @@ def test_global_and_project_scopes_project_wins(tmp_path: Path) -> None:
 def test_namespaces_are_isolated(tmp_path: Path) -> None:
     root = tmp_path / "root"
     MemoryStore(root).add("Default namespace secret about kubernetes")
+    MemoryStore(tmp_path / "home").add("Global scope note about kubernetes clusters")
     alice = MemoryStore.for_namespace(root, "alice", global_dir=tmp_path / "home")
     alice.add("Alice likes kubernetes dashboards")
     assert (root / "namespaces" / "alice" / "MEMORY.md").is_file()

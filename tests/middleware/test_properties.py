@@ -6,6 +6,7 @@ import copy
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -97,16 +98,19 @@ def is_memory(item: dict[str, Any]) -> bool:
     return isinstance(text, str) and text.startswith(OPEN)
 
 
-apis = st.sampled_from(["openai.chat", "anthropic.messages", "openai.responses"])
-modes = st.sampled_from(["startup", "systemPromptPerTurn", "contextPerTurn"])
+APIS = ["openai.chat", "anthropic.messages", "openai.responses"]
+MODES = ["startup", "systemPromptPerTurn", "contextPerTurn"]
+apis = st.sampled_from(APIS)
 SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-@SETTINGS
-@given(spec=conversation, api=apis, mode=modes)
-@example(spec=(False, [("How do I run the tests?", 0, False), (" ", 0, False)], False), api="openai.chat",
-         mode="contextPerTurn")  # a whitespace-only last message: the block stays before the earlier question
-@example(spec=(False, [("\r", 0, False)], False), api="openai.chat", mode="startup")  # no human message at all
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("mode", MODES)  # every mode and format branch, on every run
+@settings(SETTINGS, max_examples=25)
+@given(spec=conversation)
+@example(spec=(False, [("How do I run the tests?", 0, False), (" ", 0, False)], False))  # a whitespace-only
+# last message: the block stays before the earlier question
+@example(spec=(False, [("\r", 0, False)], False))  # no human message at all
 def test_rules_hold_over_generated_conversations(store: MemoryStore, spec: Any, api: str, mode: str) -> None:
     mw = Middleware(store=store, mode=mode, history="drop")
     requests = build(spec, api)

@@ -122,7 +122,9 @@ def test_compaction_is_reported_once_then_stable(tmp_path: Path) -> None:
         blocks = [m for m in p.messages[:-2] if is_block(m)]
         total = sum(len(m["content"]) for m in blocks)
         assert total < 200 * 8  # bounded
-    assert any(reports)
+    assert reports.count(True) == 1 and reports[-1] is False  # one compaction, reported on its request only
+    again = mw.prepare(chat(*TURNS[:7]), session_id="cap")  # the same request again: stable, not re-reported
+    assert again.messages == previous and not again.injection.compacted
 
 
 def test_forgotten_memory_never_reaches_the_model_again(tmp_path: Path) -> None:
