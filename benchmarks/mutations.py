@@ -1,0 +1,131 @@
+"""Break important lines on purpose, one at a time, and print which test catches each breakage.
+
+A test is worth what it catches. Each mutation below replaces one line of memwire's source (in a
+copy of the committed tree: the working tree is never touched), runs the test suite with ``-x``,
+and reports the first failing test, or SURVIVED when the whole suite still passes.
+
+    python benchmarks/mutations.py            # all mutations (about 30 s each on 2 cores)
+    python benchmarks/mutations.py --only 3 7 # some of them
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mutation:
+    what: str
+    path: str
+    old: str
+    new: str
+
+
+MUTATIONS = [
+    Mutation("fail-open catch-all re-raises", "memwire/middleware/core.py",
+             "            return _unchanged(body, api, exc, mode or self.config.mode)",
+             "            raise"),
+    Mutation("inline retrieval budget not checked", "memwire/middleware/core.py",
+             "        if (time.perf_counter() - start) * 1000 > self.config.timeout_ms:",
+             "        if False:"),
+    Mutation("the caller's session id ignored", "memwire/middleware/session.py",
+             "    if given:\n        return str(given)", "    pass"),
+    Mutation("tags in text not escaped", "memwire/memory/markdown.py",
+             '    text = re.sub(r"(^|\\s)#", r"\\1\\\\#", text)', "    pass"),
+    Mutation("block token budget not checked", "memwire/middleware/render.py",
+             "        if used + cost <= max_tokens:", "        if True:"),
+    Mutation("replay position arithmetic off by one", "memwire/middleware/core.py",
+             "sum(1 for i, _ in blocks if i < index and", "sum(1 for i, _ in blocks if i <= index and"),
+    Mutation("proxy re-serializes an unchanged body", "memwire/adapters/proxy.py",
+             "                return raw, injection, mode", "                return dump_json(body), injection, mode"),
+    Mutation("proxy fail-open path raises", "memwire/adapters/proxy.py",
+             "            return raw, None, mode", "            raise"),
+    Mutation("side requests get memory", "memwire/middleware/core.py",
+             'if self.config.side_requests == "skip" and is_side_request(', "if False and is_side_request("),
+    Mutation("harness wrappers not stripped", "memwire/policies/human_text.py",
+             "    kept = [t for t in (strip_wrappers(p) for p in parts) if t]", "    kept = [t for t in parts if t]"),
+    Mutation("query not capped", "memwire/policies/retrieval.py",
+             "MAX_QUERY_CHARS = 4000", "MAX_QUERY_CHARS = 10**9"),
+    Mutation("memory text not escaped in the block", "memwire/middleware/render.py",
+             '    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")', "    return text"),
+    Mutation("over_budget reported as nothing_relevant", "memwire/middleware/core.py",
+             '        return _Block(skipped="over_budget")', '        return _Block(skipped="nothing_relevant")'),
+    Mutation("lock order reversed for pin/forget", "memwire/memory/store.py",
+             "        with d.write_lock():\n            with self._lock:\n                self.refresh()\n                name = d.find(full)",
+             "        with self._lock, d.write_lock():\n            if True:\n                self.refresh()\n                name = d.find(full)"),
+    Mutation("an inline request waits for the store's lock", "memwire/middleware/core.py",
+             "exclude=exclude, refresh=fresh, wait=fresh)", "exclude=exclude, refresh=fresh, wait=True)"),
+    Mutation("late hand appends not carried over", "memwire/memory/store.py",
+             "    done, quiet = read, 0\n", "    return\n    done, quiet = read, 0\n"),
+    Mutation("symlinks out of the directory are read", "memwire/memory/store.py",
+             "if e.is_symlink() and not self._inside(e.path):", "if False:"),
+    Mutation("rewrites reset permissions", "memwire/memory/store.py",
+             "            os.fchmod(fd, stat.S_IMODE(mode))", "            pass"),
+    Mutation("ids back to 40 bits", "memwire/memory/model.py", "ID_CHARS = 20", "ID_CHARS = 10"),
+    Mutation("id collisions hide a memory", "memwire/memory/store.py",
+             '            mid = _collided(mem, out[mid], f"{path}:{e.first_line}")', "            pass"),
+    Mutation("a listing is trusted before its files are loaded", "memwire/memory/store.py",
+             "        return self._scan(remember=False) == self.sigs", "        return self._scan() == self.sigs"),
+    Mutation("an empty turn never looks again", "memwire/middleware/core.py",
+             "        return self.looked_at is not None and not self.ids and", "        return False and"),
+    Mutation("the social-closer gate lets closers through", "memwire/middleware/core.py",
+             "        if decision.skip and not replay:", "        if False:"),
+    Mutation("message identity from raw blocks", "memwire/middleware/formats.py",
+             'if isinstance(p, Mapping) and p.get("type") in self.text_types and isinstance(p.get("text"), str):',
+             "if False:"),
+]
+
+
+def run(mutation: Mutation, tree: Path, pytest_args: list[str]) -> tuple[str, float]:
+    path = tree / mutation.path
+    original = path.read_text(encoding="utf-8")
+    if mutation.old not in original:
+        return "NOT APPLIED (line not found)", 0.0
+    path.write_text(original.replace(mutation.old, mutation.new, 1), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(tree), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    start = time.perf_counter()
+    try:
+        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *pytest_args],
+                             cwd=tree, env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        path.write_text(original, encoding="utf-8")
+    took = time.perf_counter() - start
+    failed = re.search(r"^(?:FAILED|ERROR) (\S+)", out.stdout, re.M)
+    if failed:
+        return failed.group(1), took
+    return ("SURVIVED" if out.returncode == 0 else f"pytest exit {out.returncode}"), took
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", type=int, nargs="*", help="mutation numbers (1-based) to run")
+    ap.add_argument("pytest_args", nargs="*", default=["tests"], help="what pytest runs (default: tests)")
+    args = ap.parse_args()
+    chosen = [(n, m) for n, m in enumerate(MUTATIONS, 1) if not args.only or n in args.only]
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "tree"
+        archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True).stdout
+        tree.mkdir()
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        print(f"{'#':>2}  {'breakage':<48} {'caught by':<90} s")
+        survived = 0
+        for n, m in chosen:
+            result, took = run(m, tree, args.pytest_args)
+            survived += result == "SURVIVED"
+            print(f"{n:>2}  {m.what:<48} {result:<90} {took:.0f}", flush=True)
+    print(f"{len(chosen) - survived} of {len(chosen)} breakages caught")
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
