@@ -41,11 +41,11 @@ MUTATIONS = [
     Mutation("the caller's session id ignored", "memwire/middleware/session.py",
              "    if given:\n        return str(given)", "    pass"),
     Mutation("tags in text not escaped", "memwire/memory/markdown.py",
-             '    text = re.sub(r"(^|\\s)#", r"\\1\\\\#", text)', "    pass"),
+             '    text = re.sub(r"(^|\\s)#", r"\\1\\\\#", text).replace(', "    text = text.replace("),
     Mutation("block token budget not checked", "memwire/middleware/render.py",
              "        if used + cost <= max_tokens:", "        if True:"),
-    Mutation("replay position arithmetic off by one", "memwire/middleware/core.py",
-             "sum(1 for i, _ in blocks if i < index and", "sum(1 for i, _ in blocks if i <= index and"),
+    Mutation("replay position arithmetic ignores earlier blocks", "memwire/middleware/core.py",
+             "            position = view.latest_user + _added_before(", "            position = view.latest_user + 0 * _added_before("),
     Mutation("proxy re-serializes an unchanged body", "memwire/adapters/proxy.py",
              "                return raw, injection, mode", "                return dump_json(body), injection, mode"),
     Mutation("proxy fail-open path raises", "memwire/adapters/proxy.py",
@@ -89,8 +89,8 @@ MUTATIONS = [
 def run(mutation: Mutation, tree: Path, pytest_args: list[str]) -> tuple[str, float]:
     path = tree / mutation.path
     original = path.read_text(encoding="utf-8")
-    if mutation.old not in original:
-        return "NOT APPLIED (line not found)", 0.0
+    if original.count(mutation.old) != 1:
+        return f"NOT APPLIED (the line occurs {original.count(mutation.old)} times)", 0.0
     path.write_text(original.replace(mutation.old, mutation.new, 1), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(tree), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     start = time.perf_counter()

@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Callable, Any, Generic, TypeVar
 
-__all__ = ["session_key", "resolve_session", "SESSION_HEADERS", "turn_key", "LRU"]
+__all__ = ["resolve_session", "SESSION_HEADERS", "turn_key", "LRU"]
 
 # Headers that carry a client's own conversation id, in order of preference (lower case).
 SESSION_HEADERS: tuple[tuple[str, str], ...] = (
@@ -50,10 +50,8 @@ def _h(*parts: str) -> str:
     return h.hexdigest()[:16]
 
 
-def session_key(given: str | None, system_text: str, first_user_text: str) -> str:
-    """The caller's session id, or a hash of the system prompt and the first user message."""
-    if given:
-        return str(given)
+def _derived(system_text: str, first_user_text: str) -> str:
+    """The last resort: a hash of the system prompt and the first user message."""
     return "auto:" + _h(system_text, first_user_text)
 
 
@@ -87,7 +85,7 @@ def resolve_session(
                         ("user", body.get("user"))):
         if isinstance(value, str) and value:
             return f"{name}:{value}:" + _h(system_text, first_user_text)
-    return session_key(None, system_text, first_user_text)
+    return _derived(system_text, first_user_text)
 
 
 def _session_in_user_id(user_id: str) -> str | None:

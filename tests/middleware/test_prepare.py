@@ -197,11 +197,53 @@ async def test_fail_open_on_timeout_sync_and_async(tmp_path) -> None:
     assert p.messages == msgs and p.injection.skipped == "timeout"
 
 
+async def test_an_inline_search_past_its_budget_is_a_timeout(tmp_path) -> None:
+    # a warm store is searched inline (no worker hop); an overrun still discards the result
+    msgs = chat("How do I run the tests?")
+    store = _Slow(tmp_path)
+    store.refresh()
+    assert store.ready()
+    assert Middleware(history="drop", store=store, timeout_ms=50).prepare(msgs).injection.skipped == "timeout"
+    p = await Middleware(history="drop", store=store, timeout_ms=50).aprepare(msgs)
+    assert p.messages == msgs and p.injection.skipped == "timeout"
+
+
+def test_a_bug_anywhere_in_memwire_sends_the_request_unchanged(store: MemoryStore, monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    import memwire.middleware.core as core
+
+    def broken(*a: Any, **k: Any) -> Any:
+        raise RuntimeError("a bug outside retrieval")
+
+    monkeypatch.setattr(core, "resolve_session", broken)  # the catch-all, not retrieval's own handler
+    msgs = chat("How do I run the tests?")
+    with caplog.at_level(logging.WARNING, logger="memwire"):
+        p = Middleware(store=store).prepare(msgs)
+    assert p.messages == msgs and p.injection.skipped == "error" and "a bug outside retrieval" in p.injection.error
+
+
+def test_the_callers_session_id_is_the_session(store: MemoryStore) -> None:
+    mw = Middleware(store=store, history="replay")
+    a = mw.prepare(chat("How do I run the tests?"), session_id="alpha")
+    b = mw.prepare(chat("How do I run the tests?"), session_id="beta")
+    assert (a.injection.session, b.injection.session) == ("alpha", "beta")
+    assert a.injection.memory_ids == b.injection.memory_ids and not b.injection.reused  # its own ledger
+
+
 async def test_aprepare_matches_prepare(store: MemoryStore) -> None:
     msgs = chat("Which linter do we use?")
     a = await Middleware(history="drop", store=store).aprepare(msgs)
     s = Middleware(history="drop", store=store).prepare(msgs)
     assert json.dumps(a.messages) == json.dumps(s.messages)
+
+
+def test_a_smaller_memory_after_one_that_does_not_fit_still_fits() -> None:
+    from memwire import Memory
+    from memwire.middleware.render import fit_budget
+
+    big, small = Memory.create("word " * 300), Memory.create("Deploys go out on Tuesdays")
+    kept, text, tokens = fit_budget([big, small], 60, "gpt-4o")
+    assert kept == [small] and 0 < tokens <= 60 and "Tuesdays" in text
 
 
 def test_token_budget_uses_model_encoding(store: MemoryStore) -> None:

@@ -80,6 +80,10 @@ def test_blocks_replayed_in_place_and_only_new_memories_injected(tmp_path: Path)
     assert second.injection.replayed == 1
     assert not set(first.injection.memory_ids) & set(second.injection.memory_ids)  # new memories only
     assert sum(is_block(m) for m in second.messages) == 2
+    # the reported position is where this turn's block is, counting the replayed block before it
+    at = second.injection.position
+    assert is_block(second.messages[at]) and second.messages[at + 1] == second.messages[-1]
+    assert second.messages[at]["content"] == second.injection.text
 
 
 def test_restart_continues_the_ledger_with_identical_bytes(tmp_path: Path) -> None:
