@@ -117,10 +117,11 @@ class _Memo:
 
 
 class _LedgerMemo:
-    """history="replay": the session's ledger is the memo, keyed by the latest user message."""
+    """history="replay": the session's ledger is the memo, keyed by the latest user message.
+    ``looked`` remembers, in this process, the store version an empty turn was searched at."""
 
-    def __init__(self, ledger: Ledger, key: str) -> None:
-        self.ledger, self.key = ledger, key
+    def __init__(self, ledger: Ledger, key: str, store: MemoryStore, looked: LRU[tuple[int, str], int]) -> None:
+        self.ledger, self.key, self.store, self.looked = ledger, key, store, looked
 
     def _block(self, entry: LedgerEntry, entries: tuple[LedgerEntry, ...], **kw: Any) -> _Block:
         skipped = kw.pop("skipped", None) or entry.skipped or (None if entry.ids else "nothing_relevant")
@@ -129,14 +130,23 @@ class _LedgerMemo:
     def get(self) -> _Block | None:
         entries = self.ledger.entries
         entry = self.ledger.get(self.key)
-        return None if entry is None else self._block(entry, entries)
+        if entry is None:
+            return None
+        found = self._block(entry, entries)
+        if found.skipped == "nothing_relevant":  # no block was sent: look again if the store changed
+            found = replace(found, looked_at=self.looked.get((id(self.ledger), self.key)))
+            if found.looked_at is None or found.may_look_again(self.store):
+                return None
+        return found
 
     def settle(self, block: _Block) -> _Block:
+        if block.looked_at is not None:
+            self.looked.setdefault((id(self.ledger), self.key), block.looked_at, replace=lambda _: True)
         if not block.replay:  # retrieval failed: record an empty entry, keep the earlier ones as they are
             entry = LedgerEntry(self.key)
             if self.ledger.commit(self.key, (*self.ledger.entries, entry), persist=False):
                 return self._block(entry, self.ledger.entries, skipped=block.skipped, error=block.error)
-        elif self.ledger.commit(self.key, block.replay):
+        elif self.ledger.commit(self.key, block.replay, relook=block.looked_at is not None or bool(block.ids)):
             return block
         return self.get() or block
 
@@ -191,6 +201,7 @@ class Middleware:
         self._stores: LRU[str, MemoryStore] = LRU(256)
         self._turns: LRU[tuple[str, ...], _Block] = LRU(self.config.memo_size)
         self._sessions: LRU[tuple[str, ...], _Block] = LRU(self.config.memo_size)
+        self._looked: LRU[tuple[int, str], int] = LRU(self.config.memo_size)
         self._ledgers: LRU[tuple[str, str], Ledger] = LRU(self.config.memo_size)
 
     @classmethod
@@ -402,7 +413,7 @@ class Middleware:
             return _Plan(fmt, body, view, mode, session, _Memo(self._turns, key, store), retrieve, store, role=role)
         keys = message_keys({i: fmt.identity(view.items[i], view.system_text) for i in view.user_indices})
         ledger = self._ledger(store, ns, session)
-        return _Plan(fmt, body, view, mode, session, _LedgerMemo(ledger, keys[view.latest_user]),
+        return _Plan(fmt, body, view, mode, session, _LedgerMemo(ledger, keys[view.latest_user], store, self._looked),
                      lambda fresh: self._replay_turn(ledger, store, keys, view, model, retrieve, fresh), store, keys, role)
 
     def _ledger(self, store: MemoryStore, ns: str, session: str) -> Ledger:

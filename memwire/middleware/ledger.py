@@ -112,12 +112,14 @@ class Ledger:
                 return e
         return None
 
-    def commit(self, key: str, entries: Sequence[LedgerEntry], persist: bool = True) -> bool:
+    def commit(self, key: str, entries: Sequence[LedgerEntry], persist: bool = True, relook: bool = False) -> bool:
         """Replace the entries with ``entries`` (which hold ``key``) unless another request of the
         same turn committed first. Returns whether this call's entries were stored. ``persist=False``
-        keeps the change in memory only (after a failed retrieval: the memory directory may be broken)."""
+        keeps the change in memory only (after a failed retrieval: the memory directory may be broken).
+        ``relook``: the turn's entry may be replaced while it holds no block (nothing was sent)."""
         with self._lock:
-            if self.get(key) is not None:
+            existing = self.get(key)
+            if existing is not None and (existing.ids or not relook):
                 return False
             self.entries = tuple(entries)[-MAX_ENTRIES:]
             snapshot = self.entries

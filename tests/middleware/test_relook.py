@@ -49,3 +49,21 @@ def test_a_gate_skip_is_not_looked_at_again(tmp_path: Path) -> None:
     assert mw.prepare(closer).injection.skipped == "gate"
     store.add("Thanks are always welcome")
     assert mw.prepare(closer).injection.skipped == "gate"
+
+
+def test_replay_an_empty_turn_looks_again_even_after_a_restart(tmp_path: Path) -> None:
+    from memwire.middleware.ledger import flush
+
+    store = MemoryStore(tmp_path)
+    store.add("Deploys go out on Tuesdays")
+    mw = Middleware(store=store, history="replay")
+    assert mw.prepare(QUESTION, session_id="s").injection.skipped == "nothing_relevant"
+    assert mw.prepare(QUESTION, session_id="s").injection.reused  # unchanged store: the ledger's verdict
+    flush()
+    MemoryStore(tmp_path).add(FACT)  # another process adds it, then this one restarts
+    restarted = Middleware(store=MemoryStore(tmp_path), history="replay")
+    retry = restarted.prepare(QUESTION, session_id="s")
+    assert retry.injection.injected and FACT in retry.injection.text
+    flush()
+    again = Middleware(store=MemoryStore(tmp_path), history="replay").prepare(QUESTION, session_id="s")
+    assert again.messages == retry.messages  # once a block was sent, the turn keeps it
