@@ -76,6 +76,21 @@ class Config(BaseModel):
     anthropic_cache_breakpoint: bool = Field(
         True, description="proxy: add a cache_control breakpoint before the memory message"
     )
+    proxy_header_timeout: float = Field(
+        10.0, gt=0, le=3600, description="proxy: seconds a connection may take to send a request's headers"
+    )
+    proxy_body_timeout: float = Field(
+        120.0, gt=0, le=3600, description="proxy: seconds a client may take to send a request body (408 after)"
+    )
+    proxy_max_connections: int = Field(
+        1000, ge=1, le=1_000_000, description="proxy: open connections at most; past it requests get 503"
+    )
+    proxy_new_namespaces_per_minute: int = Field(
+        60, ge=0, le=1_000_000, description="proxy: new namespaces one client may start per minute (429 after)"
+    )
+    proxy_max_namespaces: int = Field(
+        10_000, ge=0, le=10_000_000, description="proxy: namespaces in the memory directory at most (429 after)"
+    )
 
     @field_validator("mode", mode="before")
     @classmethod

@@ -110,7 +110,7 @@ def test_search_limits_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture
     assert exit_.value.code == 2 and ("from 1 to 100" in err or "from 0 to 1" in err) and "Traceback" not in err
 
 
-@pytest.mark.parametrize("command", [["add", "hello"], ["list"], ["search", "tabs"], ["proxy"]])
+@pytest.mark.parametrize("command", [["add", "hello"], ["list"], ["search", "tabs"]])
 @pytest.mark.parametrize("under", ["", "sub"])
 def test_a_dir_that_is_a_file_is_named_not_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                         command: list[str], under: str) -> None:
@@ -119,3 +119,23 @@ def test_a_dir_that_is_a_file_is_named_not_a_traceback(tmp_path: Path, capsys: p
     code, _, err = run(capsys, command[0], "--dir", str(afile / under if under else afile), *command[1:])
     assert code == 2 and f"{afile} is a file" in err and "Traceback" not in err
     assert afile.read_text() == "x"
+
+
+def test_the_proxy_serves_without_memory_when_its_dir_is_unusable(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    served: dict = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+    afile = tmp_path / "notes.txt"
+    afile.write_text("x")
+    code, _, err = run(capsys, "proxy", "--dir", str(afile), "--header-timeout", "3", "--max-connections", "50")
+    assert code == 0 and f"{afile} is a file" in err and "serving without memory" in err and "Traceback" not in err
+    assert served["limit_concurrency"] == 50 and served["http"].header_timeout == 3
+    assert afile.read_text() == "x"
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--header-timeout", "0"), ("--body-timeout", "-1"), ("--max-connections", "0")])
+def test_proxy_limits_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str) -> None:
+    code, _, err = run(capsys, "proxy", "--dir", str(tmp_path), flag, value)
+    assert code == 2 and flag in err and "Traceback" not in err

@@ -25,13 +25,15 @@ from typing import Any
 import anyio
 import httpx
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ..errors import ConfigError, NamespaceError, RequestFormatError
 from ..memory.store import validate_namespace
-from ..middleware.core import Injection, Middleware
+from ..middleware.core import Injection, Middleware, Prepared
 from ._common import dump_json
+from .limits import NamespaceQuota, client_identity
 
 __all__ = [
     "DEFAULT_ANTHROPIC_UPSTREAM",
@@ -51,6 +53,7 @@ DEFAULT_OPENAI_UPSTREAM = "https://api.openai.com"
 DEFAULT_ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # Anthropic's own limit for the Messages API
 MAX_CACHE_BREAKPOINTS = 4  # Anthropic rejects a request with more cache_control blocks
+OFFLOAD_BYTES = 256 * 1024  # bodies bigger than this are parsed and prepared in a worker thread
 
 OPENAI, ANTHROPIC = "openai", "anthropic"
 
@@ -116,10 +119,12 @@ def create_app(
     proxy_key: str | None = None,
     anthropic_cache_breakpoint: bool | None = None,
     timeout: float = 600.0,
+    body_timeout: float | None = None,
 ) -> Starlette:
     """Build the proxy app. A ``client`` passed in stays the caller's to close; one created here
     (with ``timeout`` seconds for reads) is closed by the app's lifespan.
-    ``anthropic_cache_breakpoint`` defaults to the middleware's config."""
+    ``anthropic_cache_breakpoint``, ``body_timeout`` and the namespace limits come from the
+    middleware's config unless given."""
     if proxy_key is not None and not proxy_key.strip():  # "" or spaces would be a key anyone can send
         raise ConfigError("the proxy key must not be empty or whitespace")
     own_client = client is None
@@ -133,6 +138,9 @@ def create_app(
         max_body_bytes=max_body_bytes,
         proxy_key=proxy_key,
         cache_breakpoint=anthropic_cache_breakpoint,
+        body_timeout=body_timeout if body_timeout is not None else middleware.config.proxy_body_timeout,
+        quota=NamespaceQuota(middleware.store.path, middleware.config.proxy_new_namespaces_per_minute,
+                             middleware.config.proxy_max_namespaces),
     )
 
     @asynccontextmanager
@@ -177,9 +185,12 @@ class _Proxy:
 
     def __init__(
         self, middleware: Middleware, upstreams: dict[str, str], client: httpx.AsyncClient, *,
-        max_body_bytes: int, proxy_key: str | None, cache_breakpoint: bool,
+        max_body_bytes: int, proxy_key: str | None, cache_breakpoint: bool, body_timeout: float,
+        quota: NamespaceQuota,
     ) -> None:
         self.middleware = middleware
+        self.body_timeout = body_timeout
+        self.quota = quota
         self.upstreams = upstreams
         self.client = client
         self.max_body_bytes = max_body_bytes
@@ -201,7 +212,7 @@ class _Proxy:
             if route is None:
                 status = await self._forward(scope, receive, send, family, None, [])
                 return
-            body, injection, mode = await self._prepare(receive, headers, route[0])
+            body, injection, mode = await self._prepare(scope, receive, headers, route[0])
             injected = len(injection.memory_ids) if injection is not None and injection.injected else 0
             extra = [(b"x-memwire-injected", str(injected).encode()), (b"x-memwire-mode", mode.encode())]
             status = await self._forward(scope, receive, send, family, body, extra)
@@ -221,7 +232,8 @@ class _Proxy:
 
     # ---------------------------------------------------------------- the memory routes
 
-    async def _prepare(self, receive: Receive, headers: Mapping[str, str], api: str) -> tuple[bytes, Injection | None, str]:
+    async def _prepare(self, scope: Scope, receive: Receive, headers: Mapping[str, str],
+                       api: str) -> tuple[bytes, Injection | None, str]:
         """Read and transform the body. Returns (bytes to send, injection, mode)."""
         raw = await self._read_body(receive, headers)
         namespace = headers.get("x-memwire-namespace") or None
@@ -230,31 +242,43 @@ class _Proxy:
                 validate_namespace(namespace)
             except NamespaceError as exc:
                 raise _Reject(400, f"x-memwire-namespace: {exc}", "invalid_namespace") from None
-        try:
-            data = json.loads(raw)
-        except ValueError as exc:  # UnicodeDecodeError is a ValueError too
-            raise _Reject(400, f"request body is not valid JSON: {exc}") from None
-        except RecursionError:
-            raise _Reject(400, "request body is nested too deeply") from None
-        if not isinstance(data, dict):
-            raise _Reject(400, f"{api}: request body must be a JSON object, got {type(data).__name__}")
-        mode = self.middleware.mode
+            refused = self.quota.admit(namespace, client_identity(scope, headers))
+            if refused:
+                raise _Reject(429, refused, "memwire_namespace_limit")
+        if len(raw) > OFFLOAD_BYTES:  # parsing and searching a huge body must not hold the event loop
+            return await run_in_threadpool(self._transform, raw, api, namespace, headers)
+        data = _parse(raw, api)
         try:
             prepared = await self.middleware.aprepare_request(data, api, namespace=namespace, headers=headers)
-            injection = prepared.injection
-            mode = injection.mode if injection is not None else mode
+        except (RequestFormatError, NamespaceError) as exc:
+            raise _Reject(400, str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - fail open: memory never fails the user's call
+            return _unchanged(raw, exc, self.middleware.mode)
+        return self._encode(prepared, data, raw, api)
+
+    def _transform(self, raw: bytes, api: str, namespace: str | None, headers: Mapping[str, str]) -> tuple[bytes, Injection | None, str]:
+        """``_prepare``'s work for a big body, in a worker thread."""
+        data = _parse(raw, api)
+        try:
+            prepared = self.middleware.prepare_request(data, api, namespace=namespace, headers=headers)
+        except (RequestFormatError, NamespaceError) as exc:
+            raise _Reject(400, str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - fail open
+            return _unchanged(raw, exc, self.middleware.mode)
+        return self._encode(prepared, data, raw, api)
+
+    def _encode(self, prepared: Prepared, data: dict[str, Any], raw: bytes, api: str) -> tuple[bytes, Injection | None, str]:
+        injection = prepared.injection
+        mode = injection.mode if injection is not None else self.middleware.mode
+        try:
             body = prepared.body
             if body == data:  # nothing changed: the caller's exact bytes go upstream
                 return raw, injection, mode
             if api == "anthropic.messages" and self.cache_breakpoint:
                 body = add_cache_breakpoint(body, injection)
             return dump_json(body), injection, mode
-        except (RequestFormatError, NamespaceError) as exc:
-            raise _Reject(400, str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - fail open: memory never fails the user's call
-            log.warning("memwire proxy: preparing the request failed (%s: %s); sent unchanged",
-                        type(exc).__name__, exc)
-            return raw, None, mode
+            return _unchanged(raw, exc, mode)
 
     async def _read_body(self, receive: Receive, headers: Mapping[str, str]) -> bytes:
         limit = self.max_body_bytes
@@ -263,17 +287,22 @@ class _Proxy:
             raise _Reject(413, f"request body of {declared} bytes exceeds the proxy's limit of {limit} bytes")
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise _Reject(499, "client disconnected")
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                raise _Reject(413, f"request body exceeds the proxy's limit of {limit} bytes")
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
+        try:
+            with anyio.fail_after(self.body_timeout):  # a body that trickles in or stalls holds a slot
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        raise _Reject(499, "client disconnected")
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > limit:
+                        raise _Reject(413, f"request body exceeds the proxy's limit of {limit} bytes")
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        return b"".join(chunks)
+        except TimeoutError:
+            raise _Reject(408, f"request body not received within {self.body_timeout:g} s "
+                               f"({size} bytes arrived)", "request_timeout") from None
 
     # ---------------------------------------------------------------- upstream
 
@@ -400,6 +429,23 @@ async def _raw_chunks(upstream: httpx.Response) -> AsyncIterator[bytes]:
         return
     async for chunk in upstream.aiter_raw():
         yield chunk
+
+
+def _parse(raw: bytes, api: str) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:  # UnicodeDecodeError is a ValueError too
+        raise _Reject(400, f"request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise _Reject(400, "request body is nested too deeply") from None
+    if not isinstance(data, dict):
+        raise _Reject(400, f"{api}: request body must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _unchanged(raw: bytes, exc: BaseException, mode: str) -> tuple[bytes, None, str]:
+    log.warning("memwire proxy: preparing the request failed (%s: %s); sent unchanged", type(exc).__name__, exc)
+    return raw, None, mode
 
 
 def _error_body(family: str, status: int, message: str, code: str | None) -> bytes:

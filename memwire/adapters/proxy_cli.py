@@ -8,8 +8,10 @@ import logging
 import sys
 from typing import Any
 
-from ..config import MODES, Config
-from ..errors import ConfigError
+from pydantic import ValidationError
+
+from ..config import MODES, Config, _raise_config_error
+from ..errors import ConfigError, MemwireError
 from .proxy import DEFAULT_ANTHROPIC_UPSTREAM, DEFAULT_MAX_BODY_BYTES, DEFAULT_OPENAI_UPSTREAM
 
 __all__ = ["check_bind", "cmd_proxy", "register"]
@@ -39,6 +41,12 @@ def register(sub: Any) -> None:
     p.add_argument("--max-body-mb", type=float, default=DEFAULT_MAX_BODY_BYTES / 2**20,
                    help="largest request body on the memory routes, MiB (default 32)")
     p.add_argument("--timeout", type=float, default=600.0, help="upstream read timeout, seconds (default 600)")
+    p.add_argument("--header-timeout", type=float,
+                   help="seconds a client may take to send a request's headers (default 10; proxy_header_timeout)")
+    p.add_argument("--body-timeout", type=float,
+                   help="seconds a client may take to send a request body, else 408 (default 120; proxy_body_timeout)")
+    p.add_argument("--max-connections", type=int,
+                   help="open connections at most; past it requests get 503 (default 1000; proxy_max_connections)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(fn=cmd_proxy)
 
@@ -69,21 +77,37 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
 
     from ..middleware.core import Middleware
     from .proxy import create_app
+    from .server import protocol_with_header_timeout
 
     proxy_key = args.proxy_key or cfg.proxy_key
     check_bind(args.host, args.allow_remote, proxy_key)
     if args.max_body_mb <= 0 or args.timeout <= 0:
         raise ConfigError("--max-body-mb and --timeout must be positive")
+    updates = {"proxy_header_timeout": args.header_timeout, "proxy_body_timeout": args.body_timeout,
+               "proxy_max_connections": args.max_connections}
+    for key, value in updates.items():
+        if value is not None:
+            try:
+                setattr(cfg, key, value)  # validated by the config model
+            except ValidationError as exc:
+                _raise_config_error(exc, "--" + key.removeprefix("proxy_").replace("_", "-"))
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))  # one line per request is ours
+    logging.getLogger("httpcore").setLevel(logging.INFO)  # its debug lines carry response headers (cookies)
     from ..cli import check_dir
 
-    check_dir(cfg.dir, readable=False)  # unreadable: served anyway, failing open, with the warning below
+    try:
+        check_dir(cfg.dir)
+        usable = True
+    except MemwireError as exc:  # serve anyway: every request passes through unchanged (fail open)
+        print(f"memwire: warning: {exc}; serving without memory, requests pass through unchanged", file=sys.stderr)
+        usable = False
     mw = Middleware(config=cfg)
-    # load and index the default namespace, numpy and both token encodings now, not on the first request
-    mw.warm_up()
-    for problem in mw.store.problems:
-        print(f"memwire: warning: {problem}", file=sys.stderr)
+    if usable:
+        # load and index the default namespace, numpy and both token encodings now, not on the first request
+        mw.warm_up()
+        for problem in mw.store.problems:
+            print(f"memwire: warning: {problem}", file=sys.stderr)
     app = create_app(
         mw,
         openai_upstream=args.openai_upstream,
@@ -94,8 +118,10 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
         anthropic_cache_breakpoint=args.cache_breakpoint,
     )
     print(f"memwire proxy on http://{args.host}:{args.port}  mode={mw.mode}  memory={mw.store.path} "
-          f"({len(mw.store)} memories)\n"
+          f"({f'{len(mw.store)} memories' if usable else 'memory off'})\n"
           f"  OpenAI    -> {args.openai_upstream}\n  Anthropic -> {args.anthropic_upstream}", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False,
-                server_header=False, date_header=False)  # the upstream's own server/date headers go through
+                server_header=False, date_header=False,  # the upstream's own server/date headers go through
+                http=protocol_with_header_timeout(cfg.proxy_header_timeout),
+                limit_concurrency=cfg.proxy_max_connections)
     return 0

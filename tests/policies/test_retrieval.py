@@ -68,3 +68,11 @@ def test_a_huge_prompt_is_capped_to_its_head_and_tail() -> None:
     q = query_from_messages(pasted, [])
     assert len(q.text) <= MAX_QUERY_CHARS + 1
     assert q.text.startswith("Which port is staging on?") and q.text.endswith("and how do I deploy?")
+
+
+def test_a_huge_query_is_cut_to_4000_characters_head_and_tail() -> None:
+    from memwire.policies.retrieval import cap_query
+
+    pasted = "Why does this fail?\n" + "log line\n" * 100_000 + "and how do I fix it?"
+    q = cap_query(pasted)
+    assert len(q) <= 4001 and q.startswith("Why does this fail?") and q.endswith("how do I fix it?")  # the documented cap
