@@ -95,6 +95,7 @@ COMMON_WEIGHT = 0.25  # what a common word (text.COMMON_WORDS) counts for in the
 # A memory must cover at least this share of the query's idf mass (see the module docstring).
 # 0.2: about one of the query's five most specific words.
 DEFAULT_MIN_SCORE = 0.2
+SMALL_STORE = 20  # idf counts a store as having at least this many memories (see BM25Index._idf)
 
 _CHUNK = 1000  # bulk adds release the lock this often
 
@@ -292,10 +293,13 @@ class BM25Index:
         return doc_id in self._slot
 
     @staticmethod
-    def _idf(df: int, n: int) -> float:
+    def _idf(df: float, n: int) -> float:
         # rank_bm25.BM25Plus: log((N + 1) / df), positive even in a store of one memory (BM25Okapi's
-        # idf is 0 or negative for a word in half the documents, so tiny stores found nothing)
-        return math.log((n + 1) / df)
+        # idf is 0 or negative for a word in half the documents, so tiny stores found nothing).
+        # N counts as at least SMALL_STORE: in a store of a few memories every stored word would
+        # otherwise weigh far less than a word the store lacks (log 2 against log 4 at N = 1), and
+        # the score cut would drop an obvious match ("tabs" for "Should I use tabs in this file?").
+        return math.log((max(n, SMALL_STORE) + 1) / df)
 
     def _weights(self, query: "Query | str") -> tuple[Counter[str], dict[str, float]]:
         """Query term weights: each occurrence in the text counts 1 (as in rank-bm25, where a
@@ -341,7 +345,7 @@ class BM25Index:
         (an unseen term counting as df=0.5), so a long prompt is judged by its specific words.
         ``common_weight`` scales the common words (text.COMMON_WORDS)."""
         n = len(self._slot)
-        unseen = math.log((n + 1) / 0.5)  # more specific than any word the store has
+        unseen = self._idf(0.5, n)  # more specific than any word the store has
         common = common_terms()
         parts = []
         for term, w in terms.items():

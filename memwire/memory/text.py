@@ -4,6 +4,12 @@
 English stopwords and one-letter words, and stems with the Snowball English stemmer (PyStemmer).
 A hyphenated compound ("de-stress", "e-mail") also yields its joined form
 ("destress", "email"), so either spelling matches. Possessives ("Caroline's") lose the "'s".
+
+Text written without spaces (Chinese, Japanese kana and kanji, Korean Hangul) is indexed as
+overlapping character bigrams ("用户喜欢" -> "用户", "户喜", "喜欢"), a lone character as itself:
+what Lucene's CJKAnalyzer does. It needs no dictionary and no model, works the same for every
+such script, and a query matches a memory when they share a two-character sequence. Emoji are
+terms of their own, so "🍕?" finds the memory about pizza that has the emoji.
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ _TOKEN = re.compile(r"[^\W_]+(?:[-'’.][^\W_]+)*")
 _JOINERS = re.compile(r"[-'’.]")
 _POSSESSIVE = re.compile(r"['’]s$")
 _NEGATION = re.compile(r"n['’]t$")
+# Han, kana, Hangul (syllables and compatibility jamo), CJK compatibility ideographs
+_CJK = re.compile(r"[\u3040-\u30ff\u3131-\u318e\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+_EMOJI = re.compile(r"[\U0001F000-\U0001FAFF\u2600-\u27BF]")
 
 # The common English function words (NLTK's list, plus contractions' fragments and a few
 # conversational fillers). They carry no topic, so they would only add noise to BM25.
@@ -114,14 +123,27 @@ def _fold(text: str) -> str:
     text = text.casefold()
     if text.isascii():
         return text
-    # "café" -> "cafe": decompose and drop the combining marks
-    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    # "café" -> "cafe": decompose and drop the combining marks (then recompose: Hangul syllables)
+    stripped = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    return unicodedata.normalize("NFC", stripped)
+
+
+def _bigrams(run: str) -> list[str]:
+    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
 
 
 def _words(text: str) -> list[str]:
     out: list[str] = []
-    for m in _TOKEN.finditer(_fold(text)):
+    folded = _fold(text)
+    for m in _TOKEN.finditer(folded):
         tok = m.group()
+        if _CJK.search(tok):  # no spaces between words: bigrams of each CJK run, the rest as words
+            for piece in re.split(f"({_CJK.pattern})", tok):
+                if _CJK.fullmatch(piece):
+                    out.extend(_bigrams(piece))
+                elif piece:
+                    out.extend(_words(piece))
+            continue
         if _NEGATION.search(tok):  # "don't", "won't": auxiliaries, all stopwords
             continue
         tok = _POSSESSIVE.sub("", tok)
@@ -130,6 +152,7 @@ def _words(text: str) -> list[str]:
         # "de-stress" also as "destress" (hyphens only: not "don't" -> "dont", "a.b" -> "ab")
         if len(parts) > 1 and set(_JOINERS.findall(tok)) == {"-"}:
             out.append("".join(parts))
+    out.extend(_EMOJI.findall(folded))
     return out
 
 
@@ -141,4 +164,4 @@ def common_terms() -> frozenset[str]:
 
 def analyze(text: str) -> list[str]:
     """The index terms of ``text``, in order: folded, stopwords dropped, stemmed."""
-    return [_stem(w) for w in _words(text) if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+    return [_stem(w) for w in _words(text) if w not in STOPWORDS and (len(w) > 1 or w.isdigit() or not w.isascii())]

@@ -261,3 +261,23 @@ def _umask() -> int:
 def test_memory_equality_is_what_round_trips(tmp_path: Path) -> None:
     m = MemoryStore(tmp_path).add("Tabs", tags=["Style"], topic="Prefs")
     assert m == Memory(m.id, "Tabs", ("style",), False, "Prefs", None)
+
+
+@pytest.mark.parametrize(("memory", "query"), [
+    ("用户喜欢用中文回答问题", "中文"),
+    ("用户喜欢用中文回答问题", "你喜欢用什么语言回答？"),
+    ("ユーザーは日本語での回答を好む", "日本語で答えて"),
+    ("사용자는 한국어 답변을 선호한다", "한국어로 답해 주세요"),
+    ("🍕 is my favourite food", "🍕?"),
+])
+def test_text_without_spaces_and_emoji_are_retrievable(tmp_path: Path, memory: str, query: str) -> None:
+    store = MemoryStore(tmp_path)
+    store.add_many([memory, "Deploys go out on Tuesdays", "The staging database is Postgres 16"])
+    assert [h.memory.text for h in store.search(query)] == [memory]
+
+
+def test_a_store_of_one_memory_finds_an_obvious_match(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    store.add("User prefers tabs")
+    assert [h.memory.text for h in store.search("Should I use tabs in this file?")] == ["User prefers tabs"]
+    assert store.search("What's the capital of Mongolia?") == []
