@@ -119,6 +119,44 @@ def cmd_pin(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
+def cmd_trust(args: argparse.Namespace, cfg: Config) -> int:
+    from .config import _from_toml, make_config, restrict_project_config
+    from .errors import ConfigError
+    from .trust import PROJECT_CONFIG, PROJECT_DIR, TrustFile
+
+    trust = TrustFile(cfg.global_dir)
+    if args.list:
+        entries = trust.entries()
+        if trust.problem:
+            print(f"memwire: warning: {trust.path} is unreadable ({trust.problem}); nothing is trusted", file=sys.stderr)
+        _out(args, entries, [f"{e['status']:<9}  {e['path']}" for e in entries]
+             or [f"nothing trusted yet ({trust.path})"])
+        return 0
+    path = Path(args.path or ".").expanduser()
+    if args.revoke:
+        removed = trust.revoke(path)
+        _out(args, {"revoked": removed}, [f"revoked {r}" for r in removed]
+             or [f"{path.resolve()} was not trusted; nothing to revoke"])
+        return 0
+    if not path.is_dir():
+        raise MemwireError(f"trust: {path} is not a directory")
+    digest = trust.trust(path)
+    project = path.resolve()
+    what = [str(PROJECT_DIR)] + ([f"{PROJECT_CONFIG} (sha256 {digest[:12]})"] if digest else [])
+    _out(args, {"trusted": str(project), "config_sha256": digest, "trust_file": str(trust.path)},
+         [f"trusted {project}: its {' and '.join(what)} are used from now on"
+          + (f"; editing {PROJECT_CONFIG} ends the trust" if digest else "")])
+    if digest:  # say now what the project config cannot do, rather than on every command
+        try:
+            kept, refused = restrict_project_config(_from_toml(project / PROJECT_CONFIG), f"{project / PROJECT_CONFIG}")
+            make_config(kept, str(project / PROJECT_CONFIG))
+        except ConfigError as exc:
+            refused = [f"warning: {exc}"]
+        for notice in refused:
+            print(f"memwire: {notice}", file=sys.stderr)
+    return 0
+
+
 def _load_messages(path: str) -> Any:
     try:
         with open(path, encoding="utf-8") as fh:
@@ -180,7 +218,8 @@ def _show(content: Any, inj: Any) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memwire", description="Per-turn memory for LLM calls that keeps the prompt cache.")
-    parser.add_argument("--config", help="path of memwire.toml (default: ./memwire.toml or $MEMWIRE_CONFIG)")
+    parser.add_argument("--config", help="path of your memwire.toml (default: $MEMWIRE_CONFIG, else ./memwire.toml "
+                                         "once the directory is trusted: see `memwire trust`)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def common(p: argparse.ArgumentParser, json_flag: bool = True) -> argparse.ArgumentParser:
@@ -225,12 +264,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session", help="session id")
     p.set_defaults(fn=cmd_preview)
 
+    p = sub.add_parser("trust", help="use this directory's .memwire and memwire.toml (they are ignored until trusted)",
+                       description="A project's ./.memwire and ./memwire.toml (a cloned repository's, say) are "
+                                   "ignored until you trust the directory. The trust is recorded in "
+                                   "trusted.json in the memwire home and ends when memwire.toml changes. "
+                                   "See docs/trust.md.")
+    p.add_argument("path", nargs="?", help="the project directory (default: the working directory)")
+    p.add_argument("--list", action="store_true", help="list trusted directories and their status")
+    p.add_argument("--revoke", action="store_true", help="stop trusting PATH (default: the working directory)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(fn=cmd_trust)
+
     from .adapters import proxy_cli  # each registers its own subcommand; heavy imports wait for the run
     from .sim import demo_cli
 
     proxy_cli.register(sub)
     demo_cli.register(sub)
     return parser
+
+
+_CREATES_DIR = ("add", "proxy")  # commands that write to the project directory, creating it when missing
+
+
+def _trusted_config(args: argparse.Namespace, overrides: dict[str, Any]) -> Config:
+    """The config after the trust check (memwire/trust.py): an untrusted ./.memwire or
+    ./memwire.toml is ignored, said in one line. A project directory this command is about to
+    create is created now and recorded as memwire's, so later commands use it without `trust`."""
+    from .trust import create_project_dir, resolve_config
+
+    res = resolve_config(args.config, **overrides)
+    if res.missing_dir is not None and args.command in _CREATES_DIR:
+        warning = create_project_dir(res.missing_dir, res.config.global_dir)
+        res.notices.extend([warning] if warning else [])
+    if args.command != "demo":  # the demo uses a memory of its own
+        for notice in res.notices:
+            print(f"memwire: {notice}", file=sys.stderr)
+    return res.config
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -246,7 +315,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 overrides[key] = getattr(args, key)
         if getattr(args, "dir", None):
             overrides["dir"] = args.dir
-        cfg = load_config(args.config, **overrides)
+        if args.fn is cmd_trust:  # the person's own settings only: a project config cannot break `trust`
+            cfg = load_config(args.config, project_config=False, **overrides)
+        else:
+            cfg = _trusted_config(args, overrides)
         return int(args.fn(args, cfg) or 0)
     except MemwireError as exc:
         print(f"memwire: error: {exc}", file=sys.stderr)

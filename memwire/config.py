@@ -2,10 +2,16 @@
 
 Precedence, lowest first: defaults, ``memwire.toml`` (``[memwire]`` table or top level), environment
 variables, keyword overrides. Every bad key or value raises :class:`ConfigError` naming it.
+
+A ``memwire.toml`` memwire finds by itself in the working directory is the *project's* config (it
+may come with a cloned repository): it cannot set the keys in :data:`PROJECT_REFUSED` nor give
+memory the system role; those keys are ignored, each with a notice. A file the person names
+(``path``, ``--config``, ``$MEMWIRE_CONFIG``) is the person's own and may set every key.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -20,7 +26,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Config", "MODES", "normalize_mode", "load_config", "make_config"]
+__all__ = ["Config", "MODES", "PROJECT_REFUSED", "normalize_mode", "load_config", "make_config", "restrict_project_config"]
+
+log = logging.getLogger("memwire")
 
 MODES = ("startup", "systemPromptPerTurn", "contextPerTurn")
 _MODE_ALIASES = {m.lower(): m for m in MODES} | {
@@ -137,13 +145,47 @@ def _from_toml(path: Path) -> dict[str, Any]:
     return dict(table)
 
 
+#: Keys a project's memwire.toml may not set, and why: where memory is read from and written to, and
+#: the proxy's key (a repository must not pick the key of a proxy you open to the network). A new
+#: field that names a place, a URL, a command or a secret belongs here too.
+PROJECT_REFUSED: dict[str, str] = {
+    "dir": "a project config cannot choose where memory is read or written; use --dir or MEMWIRE_DIR",
+    "home": "a project config cannot choose where memory is read or written; use MEMWIRE_HOME",
+    "use_global": "a project config cannot choose where memory is read or written; use MEMWIRE_USE_GLOBAL",
+    "proxy_key": "a project config cannot set the proxy key; use --proxy-key or MEMWIRE_PROXY_KEY",
+}
+
+
+def restrict_project_config(values: Mapping[str, Any], source: str) -> tuple[dict[str, Any], list[str]]:
+    """Drop what a project config may not set (:data:`PROJECT_REFUSED`, and ``memory_role`` other
+    than ``"user"``); returns the rest and one notice per dropped key."""
+    kept: dict[str, Any] = {}
+    notices: list[str] = []
+    for key, value in values.items():
+        if key in PROJECT_REFUSED:
+            notices.append(f"ignoring {key} in {source}: {PROJECT_REFUSED[key]}")
+        elif key == "memory_role" and value != "user":
+            notices.append(f"ignoring memory_role = {value!r} in {source}: a project config cannot give memory "
+                           "the system role; use MEMWIRE_MEMORY_ROLE or your own --config file")
+        else:
+            kept[key] = value
+    return kept, notices
+
+
 def load_config(
     path: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
+    *,
+    project_config: bool = True,
+    notices: list[str] | None = None,
     **overrides: Any,
 ) -> Config:
     """Build a Config from ``memwire.toml`` (``path``, ``$MEMWIRE_CONFIG`` or ./memwire.toml), the
-    ``MEMWIRE_*`` environment and keyword overrides (None values are ignored)."""
+    ``MEMWIRE_*`` environment and keyword overrides (None values are ignored).
+
+    ./memwire.toml is the project's config: it is read only when ``project_config`` is true, and
+    what it may not set (:func:`restrict_project_config`) is ignored with a notice, appended to
+    ``notices`` when given, else logged as a warning."""
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
     named = path or env.get("MEMWIRE_CONFIG")  # a file the person named must exist
@@ -151,8 +193,15 @@ def load_config(
     if named and not toml_path.is_file():
         source = "" if path else "MEMWIRE_CONFIG: "
         raise ConfigError(f"{source}{toml_path}: config file not found")
-    if toml_path.is_file():
+    if toml_path.is_file() and (named or project_config):
         source_values = _from_toml(toml_path)
+        if not named:  # found in the working directory: the project's, not the person's
+            source_values, refused = restrict_project_config(source_values, f"./{toml_path}")
+            if notices is not None:
+                notices.extend(refused)
+            else:
+                for notice in refused:
+                    log.warning("memwire: %s", notice)
         make_config(source_values, str(toml_path))
         values.update(source_values)
     env_values = _from_env(env)

@@ -9,6 +9,13 @@ or ``anthropic-version``, else to the OpenAI upstream.
 Responses are relayed chunk by chunk as they arrive (server-sent events are never buffered) and a
 client that goes away closes the upstream stream. Memory fails open: if preparing the request
 breaks, the original bytes go upstream.
+
+Limits (docs/proxy.md, "Limits"): a request body must arrive within ``body_timeout`` seconds (else
+408, on every route); a client may start ``proxy_new_namespaces_per_minute`` new namespaces a minute
+(the proxy key's clients together when there is a key, else each client address) and the memory
+directory holds ``proxy_max_namespaces`` at most (else 429); bodies over :data:`OFFLOAD_BYTES` are
+parsed and prepared in a worker thread. The header timeout and the connection limit belong to the
+server (:mod:`memwire.adapters.server`, ``memwire proxy``). Responses are never cut by a limit.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from ..errors import ConfigError, NamespaceError, RequestFormatError
 from ..memory.store import validate_namespace
 from ..middleware.core import Injection, Middleware, Prepared
 from ._common import dump_json
-from .limits import NamespaceQuota, client_identity
+from .limits import NamespaceQuota
 
 __all__ = [
     "DEFAULT_ANTHROPIC_UPSTREAM",
@@ -78,7 +85,7 @@ _DROP_RESPONSE = frozenset({
 
 _ANTHROPIC_ERROR_TYPES = {
     400: "invalid_request_error", 401: "authentication_error", 413: "request_too_large",
-    502: "api_error", 504: "timeout_error",
+    429: "rate_limit_error", 502: "api_error", 504: "timeout_error",
 }
 
 
@@ -120,11 +127,13 @@ def create_app(
     anthropic_cache_breakpoint: bool | None = None,
     timeout: float = 600.0,
     body_timeout: float | None = None,
+    memory: bool = True,
 ) -> Starlette:
     """Build the proxy app. A ``client`` passed in stays the caller's to close; one created here
     (with ``timeout`` seconds for reads) is closed by the app's lifespan.
     ``anthropic_cache_breakpoint``, ``body_timeout`` and the namespace limits come from the
-    middleware's config unless given."""
+    middleware's config unless given. ``memory=False`` (the memory directory cannot be used):
+    every request passes through unchanged, without a warning per request."""
     if proxy_key is not None and not proxy_key.strip():  # "" or spaces would be a key anyone can send
         raise ConfigError("the proxy key must not be empty or whitespace")
     own_client = client is None
@@ -141,6 +150,7 @@ def create_app(
         body_timeout=body_timeout if body_timeout is not None else middleware.config.proxy_body_timeout,
         quota=NamespaceQuota(middleware.store.path, middleware.config.proxy_new_namespaces_per_minute,
                              middleware.config.proxy_max_namespaces),
+        memory=memory,
     )
 
     @asynccontextmanager
@@ -186,9 +196,10 @@ class _Proxy:
     def __init__(
         self, middleware: Middleware, upstreams: dict[str, str], client: httpx.AsyncClient, *,
         max_body_bytes: int, proxy_key: str | None, cache_breakpoint: bool, body_timeout: float,
-        quota: NamespaceQuota,
+        quota: NamespaceQuota, memory: bool = True,
     ) -> None:
         self.middleware = middleware
+        self.memory = memory
         self.body_timeout = body_timeout
         self.quota = quota
         self.upstreams = upstreams
@@ -236,13 +247,18 @@ class _Proxy:
                        api: str) -> tuple[bytes, Injection | None, str]:
         """Read and transform the body. Returns (bytes to send, injection, mode)."""
         raw = await self._read_body(receive, headers)
+        if not self.memory:  # the memory directory is unusable (said once at start): pass through
+            return raw, None, self.middleware.mode
         namespace = headers.get("x-memwire-namespace") or None
         if namespace is not None and namespace != "default":
             try:
                 validate_namespace(namespace)
             except NamespaceError as exc:
                 raise _Reject(400, f"x-memwire-namespace: {exc}", "invalid_namespace") from None
-            refused = self.quota.admit(namespace, client_identity(scope, headers))
+            try:
+                refused = self.quota.admit(namespace, self._quota_client(scope))
+            except OSError as exc:  # the namespaces directory cannot be read: no memory for this call
+                return _unchanged(raw, exc, self.middleware.mode)
             if refused:
                 raise _Reject(429, refused, "memwire_namespace_limit")
         if len(raw) > OFFLOAD_BYTES:  # parsing and searching a huge body must not hold the event loop
@@ -255,6 +271,15 @@ class _Proxy:
         except Exception as exc:  # noqa: BLE001 - fail open: memory never fails the user's call
             return _unchanged(raw, exc, self.middleware.mode)
         return self._encode(prepared, data, raw, api)
+
+    def _quota_client(self, scope: Scope) -> str:
+        """Whose budget of new namespaces a request spends: the proxy key's (every client that
+        passed the key check) when there is one, else the client address's. Never a header the
+        client picks freely (a made-up provider key per request would get a fresh budget each)."""
+        if self.proxy_key is not None:
+            return "proxy-key"
+        client = scope.get("client")
+        return f"addr:{client[0]}" if client else "addr:?"
 
     def _transform(self, raw: bytes, api: str, namespace: str | None, headers: Mapping[str, str]) -> tuple[bytes, Injection | None, str]:
         """``_prepare``'s work for a big body, in a worker thread."""
@@ -301,8 +326,7 @@ class _Proxy:
                     if not message.get("more_body", False):
                         return b"".join(chunks)
         except TimeoutError:
-            raise _Reject(408, f"request body not received within {self.body_timeout:g} s "
-                               f"({size} bytes arrived)", "request_timeout") from None
+            raise _body_timed_out(self.body_timeout, size) from None
 
     # ---------------------------------------------------------------- upstream
 
@@ -316,7 +340,7 @@ class _Proxy:
         content: bytes | AsyncIterator[bytes] | None = body
         streamed_body = body is None and any(k in (b"content-length", b"transfer-encoding") for k, _ in raw_headers)
         if streamed_body:
-            content = _stream_body(receive)
+            content = _stream_body(receive, self.body_timeout)
         raw_path = scope.get("raw_path")  # as the client encoded it (%2F stays %2F)
         url = self.upstreams[family] + (raw_path.decode("latin-1") if raw_path else scope["path"])
         if scope.get("query_string"):
@@ -386,14 +410,27 @@ def _upstream_headers(raw: Sequence[tuple[bytes, bytes]], keep_length: bool) -> 
     return out
 
 
-async def _stream_body(receive: Receive) -> AsyncIterator[bytes]:
+async def _stream_body(receive: Receive, timeout: float) -> AsyncIterator[bytes]:
+    """The client's body as it arrives, all of it within ``timeout`` seconds (else 408)."""
+    deadline = anyio.current_time() + timeout
+    size = 0
     while True:
-        message = await receive()
+        try:
+            with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
+                message = await receive()
+        except TimeoutError:
+            raise _body_timed_out(timeout, size) from None
         if message["type"] == "http.disconnect":
             raise _Reject(499, "client disconnected")
-        yield message.get("body", b"")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        yield chunk
         if not message.get("more_body", False):
             return
+
+
+def _body_timed_out(timeout: float, size: int) -> _Reject:
+    return _Reject(408, f"request body not received within {timeout:g} s ({size} bytes arrived)", "request_timeout")
 
 
 async def _relay(upstream: httpx.Response, send: Send, extra: list[tuple[bytes, bytes]]) -> None:

@@ -47,6 +47,12 @@ def register(sub: Any) -> None:
                    help="seconds a client may take to send a request body, else 408 (default 120; proxy_body_timeout)")
     p.add_argument("--max-connections", type=int,
                    help="open connections at most; past it requests get 503 (default 1000; proxy_max_connections)")
+    p.add_argument("--new-namespaces-per-minute", type=int,
+                   help="new namespaces the proxy key's clients (without a key: one client address) may start "
+                        "per minute; past it 429 (default 60; proxy_new_namespaces_per_minute)")
+    p.add_argument("--max-namespaces", type=int,
+                   help="namespaces in the memory directory at most; past it new ones get 429 "
+                        "(default 10000; proxy_max_namespaces)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(fn=cmd_proxy)
 
@@ -84,7 +90,9 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
     if args.max_body_mb <= 0 or args.timeout <= 0:
         raise ConfigError("--max-body-mb and --timeout must be positive")
     updates = {"proxy_header_timeout": args.header_timeout, "proxy_body_timeout": args.body_timeout,
-               "proxy_max_connections": args.max_connections}
+               "proxy_max_connections": args.max_connections,
+               "proxy_new_namespaces_per_minute": args.new_namespaces_per_minute,
+               "proxy_max_namespaces": args.max_namespaces}
     for key, value in updates.items():
         if value is not None:
             try:
@@ -93,7 +101,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
                 _raise_config_error(exc, "--" + key.removeprefix("proxy_").replace("_", "-"))
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))  # one line per request is ours
-    logging.getLogger("httpcore").setLevel(logging.INFO)  # its debug lines carry response headers (cookies)
+    logging.getLogger("httpcore").setLevel(logging.INFO)  # its debug lines carry response headers (cookies, keys)
     from ..cli import check_dir
 
     try:
@@ -116,6 +124,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
         max_body_bytes=int(args.max_body_mb * 2**20),
         proxy_key=proxy_key,
         anthropic_cache_breakpoint=args.cache_breakpoint,
+        memory=usable,
     )
     print(f"memwire proxy on http://{args.host}:{args.port}  mode={mw.mode}  memory={mw.store.path} "
           f"({f'{len(mw.store)} memories' if usable else 'memory off'})\n"

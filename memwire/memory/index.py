@@ -96,6 +96,11 @@ COMMON_WEIGHT = 0.25  # what a common word (text.COMMON_WORDS) counts for in the
 # 0.2: about one of the query's five most specific words.
 DEFAULT_MIN_SCORE = 0.2
 SMALL_STORE = 20  # idf counts a store as having at least this many memories (see BM25Index._idf)
+CUT_STORE = 0  # EXPERIMENT: >0 -> the cut uses its own idf with this floor
+CUT_ADD = False
+SPEC_ONLY = False
+UNSEEN_COMMON = False
+UNSEEN_DF = 0.5
 
 _CHUNK = 1000  # bulk adds release the lock this often
 
@@ -301,6 +306,12 @@ class BM25Index:
         # the score cut would drop an obvious match ("tabs" for "Should I use tabs in this file?").
         return math.log((max(n, SMALL_STORE) + 1) / df)
 
+    @staticmethod
+    def _cut_idf(df: float, n: int) -> float:
+        if CUT_ADD:
+            return math.log((n + CUT_STORE + 1) / df)
+        return math.log((max(n, CUT_STORE) + 1) / df)
+
     def _weights(self, query: "Query | str") -> tuple[Counter[str], dict[str, float]]:
         """Query term weights: each occurrence in the text counts 1 (as in rank-bm25, where a
         repeated query word is scored twice); a context term counts CONTEXT_WEIGHT, once."""
@@ -311,7 +322,7 @@ class BM25Index:
         return text, ctx
 
     def _accumulate(
-        self, weights: Mapping[str, float], acc: Any, hit: Any, common_acc: Any = None
+        self, weights: Mapping[str, float], acc: Any, hit: Any, common_acc: Any = None, cut_acc: Any = None, cut_common: Any = None
     ) -> None:
         """Add each term's weighted BM25 contribution to ``acc`` (and, for common words, to
         ``common_acc`` too). Call under the lock."""
@@ -333,25 +344,37 @@ class BM25Index:
             slots, tfs = arrs
             idf = self._idf(len(p), n)
             # rank_bm25.BM25Plus.get_scores without its `delta` term (see the module docstring)
-            part = idf * ((tfs * (k1 + 1)) / (k1 * (1 - b + b * self._lens[slots] / avgdl) + tfs))
+            tfpart = ((tfs * (k1 + 1)) / (k1 * (1 - b + b * self._lens[slots] / avgdl) + tfs))
+            part = idf * tfpart
             part = part if w == 1 else w * part
             acc[slots] += part
             hit[slots] = True
             if common_acc is not None and term in common:
                 common_acc[slots] += part
+            if cut_acc is not None:
+                cpart = w * self._cut_idf(len(p), n) * tfpart
+                cut_acc[slots] += cpart
+                if term in common:
+                    cut_common[slots] += cpart
 
-    def _ideal(self, terms: Mapping[str, float], common_weight: float = 1.0) -> float:
+    def _ideal(self, terms: Mapping[str, float], common_weight: float = 1.0, cut: bool = False) -> float:
         """The normalizer: the weighted idf of the query's IDEAL_TERMS most specific terms
         (an unseen term counting as df=0.5), so a long prompt is judged by its specific words.
         ``common_weight`` scales the common words (text.COMMON_WORDS)."""
         n = len(self._slot)
-        unseen = self._idf(0.5, n)  # more specific than any word the store has
+        idf_ = self._cut_idf if cut else self._idf
+        unseen = idf_(UNSEEN_DF, n)  # more specific than any word the store has
         common = common_terms()
         parts = []
         for term, w in terms.items():
             p = self._postings.get(term)
-            idf = self._idf(len(p), n) if p else unseen
-            parts.append(idf * w * (common_weight if term in common else 1.0))
+            idf = idf_(len(p), n) if p else unseen
+            cw = common_weight
+            if UNSEEN_COMMON == "weight" and not p and term in common:
+                cw = min(cw, COMMON_WEIGHT)
+            if UNSEEN_COMMON == "df1" and not p and term in common:
+                idf = idf_(1, n)
+            parts.append(idf * w * (cw if term in common else 1.0))
         parts.sort(reverse=True)
         return sum(parts[:IDEAL_TERMS])
 
@@ -434,14 +457,26 @@ class BM25Index:
         acc = np.zeros(len(self._lens))
         hit = np.zeros(len(self._lens), dtype=bool)
         common_acc = np.zeros(len(self._lens))
-        self._accumulate(weights, acc, hit, common_acc)
+        if CUT_STORE:
+            cut_acc = np.zeros(len(self._lens)); cut_common = np.zeros(len(self._lens))
+            self._accumulate(weights, acc, hit, common_acc, cut_acc, cut_common)
+        else:
+            self._accumulate(weights, acc, hit, common_acc)
         cand = np.flatnonzero(hit)
-        if cut > 0:
+        if cut > 0 and CUT_STORE:
+            spec = cut_acc[cand] - (1 - COMMON_WEIGHT) * cut_common[cand]
+            cnorm = self._ideal(base, cut=True)
+            spec_norm = self._ideal(base, COMMON_WEIGHT, cut=True)
+            cand = cand[(cut_acc[cand] >= cut * cnorm) & (spec >= cut * spec_norm)]
+        elif cut > 0:
             # the cut is on the query's own terms, twice: as scored, and with common words
             # counting COMMON_WEIGHT, so a match on "make" or "work" alone is not enough
             spec = acc[cand] - (1 - COMMON_WEIGHT) * common_acc[cand]
             spec_norm = self._ideal(base, COMMON_WEIGHT)
-            cand = cand[(acc[cand] >= cut * norm) & (spec >= cut * spec_norm)]
+            if SPEC_ONLY:
+                cand = cand[spec >= cut * spec_norm]
+            else:
+                cand = cand[(acc[cand] >= cut * norm) & (spec >= cut * spec_norm)]
         if feedback and FEEDBACK_TERMS and len(cand):
             extra = self._feedback(cand, self._with_neighbors(cand, acc), weights)
             # feedback reorders the memories that match the query; it adds none (the recall it

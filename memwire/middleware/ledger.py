@@ -10,6 +10,11 @@ and other block metadata ignored, a string equal to one text block) and its occu
 the user messages of that same identity, so removing or editing an earlier message never moves a
 block onto another message (an edited message simply loses its block). The ledger is saved per
 session under the memory directory (``.ledger/``), bounded in entries, files and age.
+
+Symlinks: memwire never follows one out of the memory directory. When ``.ledger`` or a session's
+ledger file is a symlink (or not a plain directory / file), that ledger is kept in memory only, for
+this process, and a warning is logged once; nothing is read, written, pruned or deleted through
+it. A rewritten ledger file keeps its permissions.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import tempfile
 import threading
 import time
@@ -86,6 +92,8 @@ class Ledger:
     def load(cls, root: Path, session: str) -> "Ledger":
         path = root / LEDGER_DIR / (hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:24] + ".jsonl")
         _writer.flush(path)  # a ledger saved a moment ago by this process is read back whole
+        if _unsafe(path):  # a symlink (or worse) where the ledger goes: this process keeps it in memory
+            return cls(None, session)
         try:
             head, *lines = path.read_text(encoding="utf-8").splitlines()
             meta = json.loads(head)
@@ -179,6 +187,32 @@ class _Writer:
                     self._cond.notify_all()
 
 
+_warned: set[Path] = set()
+_warned_lock = threading.Lock()
+
+
+def _unsafe(path: Path) -> bool:
+    """Whether the ledger directory or file of ``path`` is a symlink or not a plain directory /
+    file (a FIFO would block a read). Logs a warning once per directory or file."""
+    for p, kind in ((path.parent, stat.S_ISDIR), (path, stat.S_ISREG)):
+        try:
+            mode = os.lstat(p).st_mode
+        except FileNotFoundError:
+            return False  # created by memwire, as a directory and a file, when first saved
+        except OSError:
+            continue  # unreadable: loading and saving say so
+        if not kind(mode):
+            with _warned_lock:
+                first = p not in _warned
+                _warned.add(p)
+            if first:
+                what = "a symlink" if stat.S_ISLNK(mode) else "not a plain " + ("directory" if p == path.parent else "file")
+                log.warning("memwire: %s is %s; memwire does not read or write ledgers through it: replay "
+                            "ledgers stay in memory for this process", p, what)
+            return True
+    return False
+
+
 def _line(entry: LedgerEntry) -> str:
     return json.dumps(asdict(entry), ensure_ascii=False, separators=(",", ":")) + "\n"
 
@@ -190,18 +224,26 @@ def _write(
     rewrite it atomically otherwise (compaction, a forgotten memory). Returns what is on disk."""
     tmp = ""
     try:
-        if on_disk is not None and entries[: len(on_disk)] == on_disk and path.exists():
-            with open(path, "a", encoding="utf-8") as fh:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if _unsafe(path):  # it became a symlink since it was loaded: never write through it
+            return None
+        try:
+            mode: int | None = stat.S_IMODE(os.lstat(path).st_mode)
+        except FileNotFoundError:
+            mode = None
+        if on_disk is not None and entries[: len(on_disk)] == on_disk and mode is not None:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
+            with open(fd, "a", encoding="utf-8") as fh:
                 fh.write("".join(_line(e) for e in entries[len(on_disk):]))
             return entries
-        path.parent.mkdir(parents=True, exist_ok=True)
-        new_file = not path.exists()
         fd, tmp = tempfile.mkstemp(prefix=".ledger.", suffix=".tmp", dir=path.parent)
+        if mode is not None:  # a rewrite keeps the file's permissions (a new ledger is private)
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(json.dumps({"version": _VERSION, "session": session, "saved": time.time()}) + "\n")
             fh.write("".join(_line(e) for e in entries))
         os.replace(tmp, path)
-        if new_file:
+        if mode is None:
             _prune(path.parent)
         return entries
     except OSError as exc:  # the ledger is an optimization: never fail a call over it
@@ -222,12 +264,19 @@ def flush() -> None:
 
 
 def _prune(directory: Path) -> None:
-    """Drop ledgers older than MAX_AGE_S, then the oldest beyond MAX_FILES."""
+    """Drop ledgers older than MAX_AGE_S, then the oldest beyond MAX_FILES. Only plain files in a
+    plain directory: never a symlink, nor anything through one."""
+    with contextlib.suppress(OSError):
+        if not stat.S_ISDIR(os.lstat(directory).st_mode):
+            return
     now = time.time()
     files = []
     for p in directory.glob("*.jsonl"):
         with contextlib.suppress(OSError):
-            m = p.stat().st_mtime
+            st = os.lstat(p)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            m = st.st_mtime
             if now - m > MAX_AGE_S:
                 p.unlink()
             else:
