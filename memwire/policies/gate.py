@@ -55,8 +55,13 @@ def _symbols_only(text: str) -> bool:
     return True
 
 
+MAX_CLOSER_CHARS = 200
+
+
 def is_closer(text: str) -> bool:
     """Whether a message is a social closer, on its own (no conversation context)."""
+    if len(text) > MAX_CLOSER_CHARS:  # closers are short; a regex over a pasted 17 MB prompt holds the GIL
+        return False
     if _symbols_only(text):
         return True
     norm = _normalize(text)

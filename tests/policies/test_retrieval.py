@@ -76,3 +76,9 @@ def test_a_huge_query_is_cut_to_4000_characters_head_and_tail() -> None:
     pasted = "Why does this fail?\n" + "log line\n" * 100_000 + "and how do I fix it?"
     q = cap_query(pasted)
     assert len(q) <= 4001 and q.startswith("Why does this fail?") and q.endswith("how do I fix it?")  # the documented cap
+
+
+def test_a_long_message_is_never_a_closer_and_is_not_scanned() -> None:
+    from memwire.policies.gate import is_closer
+
+    assert is_closer("thanks!") and not is_closer("👍 " * 10_000)  # long: judged by length, not by a scan
