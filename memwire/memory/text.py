@@ -5,11 +5,21 @@ English stopwords and one-letter words, and stems with the Snowball English stem
 A hyphenated compound ("de-stress", "e-mail") also yields its joined form
 ("destress", "email"), so either spelling matches. Possessives ("Caroline's") lose the "'s".
 
-Text written without spaces (Chinese, Japanese kana and kanji, Korean Hangul) is indexed as
-overlapping character bigrams ("用户喜欢" -> "用户", "户喜", "喜欢"), a lone character as itself:
-what Lucene's CJKAnalyzer does. It needs no dictionary and no model, works the same for every
-such script, and a query matches a memory when they share a two-character sequence. Emoji are
-terms of their own, so "🍕?" finds the memory about pizza that has the emoji.
+Text written without spaces between words (Chinese, Japanese kanji and kana, Korean Hangul) is
+indexed as overlapping character bigrams, the same for memories and queries: "用户喜欢" -> "用户",
+"户喜", "喜欢"; a run of one character is kept as itself. This is what Lucene's CJKAnalyzer does.
+It needs no dictionary and no model (a segmenter such as jieba is a large dependency, and one per
+language), treats the four scripts alike, and has no segmentation to get wrong: "中文" finds
+"用户喜欢用中文回答问题" because both hold the bigram "中文". The cost is bigrams across word
+boundaries ("户喜"): a run of n characters makes n - 1 bigrams for about n / 2 words, so the
+index's score cut counts a bigram as half a word (``is_bigram``). And a one-character word
+matches only in the same surroundings: "猫の名前" holds "猫の", "猫を飼う" holds "猫を", no "猫".
+Korean words are spaced but take particles ("한국어로"), which bigrams absorb. Japanese voiced
+kana keep their mark ("が" is not "か"): only Latin-style accents fold.
+
+Emoji are terms of their own (they are not letters, so the word split would drop them): "🍕?"
+finds "🍕 is my favourite food". A skin tone is dropped (👍🏽 is 👍), a flag is one term (🇯🇵),
+and each emoji of a joined sequence (👩‍💻) is a term.
 """
 
 from __future__ import annotations
@@ -20,16 +30,28 @@ import unicodedata
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["analyze", "STOPWORDS", "COMMON_WORDS", "common_terms"]
+__all__ = ["analyze", "STOPWORDS", "COMMON_WORDS", "CJK_CHAR", "common_terms", "is_bigram"]
 
 # A compound is word parts joined by single hyphens/dots/apostrophes; we split it ourselves.
 _TOKEN = re.compile(r"[^\W_]+(?:[-'’.][^\W_]+)*")
 _JOINERS = re.compile(r"[-'’.]")
 _POSSESSIVE = re.compile(r"['’]s$")
 _NEGATION = re.compile(r"n['’]t$")
-# Han, kana, Hangul (syllables and compatibility jamo), CJK compatibility ideographs
-_CJK = re.compile(r"[\u3040-\u30ff\u3131-\u318e\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
-_EMOJI = re.compile(r"[\U0001F000-\U0001FAFF\u2600-\u27BF]")
+# A character of a script written without spaces: kana, Hangul compatibility jamo, Han (with
+# extension A), Hangul syllables, CJK compatibility ideographs, Han extensions B and later
+CJK_CHAR = (
+    "[\u3040-\u30ff\u3131-\u318e\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+    "\U00020000-\U0003134f]"
+)
+_CJK = re.compile(CJK_CHAR + "+")
+# A flag (two regional indicators), or one pictograph (emoji blocks, misc symbols and technical,
+# dingbats, ⭐): not a skin tone nor the ♀/♂ that a joined sequence adds
+_EMOJI = re.compile(
+    "[\U0001F1E6-\U0001F1FF]{2}"
+    "|(?![\U0001F3FB-\U0001F3FF\u2640\u2642])[\U0001F000-\U0001FAFF\u2300-\u23ff\u2600-\u27bf\u2b00-\u2bff]"
+)
+_PIECE = re.compile(f"(?P<emoji>{_EMOJI.pattern})|{_TOKEN.pattern}")
+_VOICING = "\u3099\u309a"  # kana voiced/semi-voiced marks: "が" is a different sound from "か"
 
 # The common English function words (NLTK's list, plus contractions' fragments and a few
 # conversational fillers). They carry no topic, so they would only add noise to BM25.
@@ -95,7 +117,7 @@ COMMON_WORDS: frozenset[str] = frozenset(
     place plan play point possible pretty problem put question quite rather read ready real
     really reason remember rest right room run said same saw say second see seem seen set several
     show side since small something sometimes soon sort start stay still stop story sure take
-    talk tell thing things think though thought three time today together told tomorrow took
+    talk tell thing things think though thought three time today together told tomorrow tonight took
     try turn two understand until use used usually want watch way week well went whole without
     woman word work world write year years yesterday yet young
     """.split()
@@ -123,37 +145,53 @@ def _fold(text: str) -> str:
     text = text.casefold()
     if text.isascii():
         return text
-    # "café" -> "cafe": decompose and drop the combining marks (then recompose: Hangul syllables)
-    stripped = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
-    return unicodedata.normalize("NFC", stripped)
+    # "café" -> "cafe": decompose and drop the combining marks but kana voicing, then recompose
+    # (Hangul syllables, voiced kana)
+    decomposed = unicodedata.normalize("NFKD", text)
+    kept = "".join(c for c in decomposed if not unicodedata.combining(c) or c in _VOICING)
+    return unicodedata.normalize("NFC", kept)
 
 
 def _bigrams(run: str) -> list[str]:
     return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
 
 
+def _add_word(tok: str, out: list[str]) -> None:
+    if _NEGATION.search(tok):  # "don't", "won't": auxiliaries, all stopwords
+        return
+    tok = _POSSESSIVE.sub("", tok)
+    parts = [p for p in _JOINERS.split(tok) if p]
+    out.extend(parts)
+    # "de-stress" also as "destress" (hyphens only: not "don't" -> "dont", "a.b" -> "ab")
+    if len(parts) > 1 and set(_JOINERS.findall(tok)) == {"-"}:
+        out.append("".join(parts))
+
+
 def _words(text: str) -> list[str]:
     out: list[str] = []
-    folded = _fold(text)
-    for m in _TOKEN.finditer(folded):
+    for m in _PIECE.finditer(_fold(text)):
         tok = m.group()
-        if _CJK.search(tok):  # no spaces between words: bigrams of each CJK run, the rest as words
+        if m.group("emoji"):
+            out.append(tok)
+        elif _CJK.search(tok):  # no spaces between words: bigrams of each CJK run, the rest as words
             for piece in re.split(f"({_CJK.pattern})", tok):
                 if _CJK.fullmatch(piece):
                     out.extend(_bigrams(piece))
                 elif piece:
-                    out.extend(_words(piece))
-            continue
-        if _NEGATION.search(tok):  # "don't", "won't": auxiliaries, all stopwords
-            continue
-        tok = _POSSESSIVE.sub("", tok)
-        parts = [p for p in _JOINERS.split(tok) if p]
-        out.extend(parts)
-        # "de-stress" also as "destress" (hyphens only: not "don't" -> "dont", "a.b" -> "ab")
-        if len(parts) > 1 and set(_JOINERS.findall(tok)) == {"-"}:
-            out.append("".join(parts))
-    out.extend(_EMOJI.findall(folded))
+                    _add_word(piece, out)
+        else:
+            _add_word(tok, out)
     return out
+
+
+def _keep(w: str) -> bool:
+    # one-letter words go ("I", "a", Russian "и"), but not digits, a lone CJK character or an emoji
+    return w not in STOPWORDS and (len(w) > 1 or w.isdigit() or bool(_CJK.match(w) or _EMOJI.match(w)))
+
+
+def is_bigram(term: str) -> bool:
+    """Whether an index term is a CJK bigram (half a word, for the score cut)."""
+    return len(term) == 2 and _CJK.fullmatch(term) is not None
 
 
 @lru_cache(maxsize=1)
@@ -164,4 +202,4 @@ def common_terms() -> frozenset[str]:
 
 def analyze(text: str) -> list[str]:
     """The index terms of ``text``, in order: folded, stopwords dropped, stemmed."""
-    return [_stem(w) for w in _words(text) if w not in STOPWORDS and (len(w) > 1 or w.isdigit() or not w.isascii())]
+    return [_stem(w) for w in _words(text) if _keep(w)]

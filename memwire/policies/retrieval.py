@@ -12,6 +12,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..memory.text import CJK_CHAR
+
 __all__ = ["Query", "query_from_messages", "cap_query", "CONTEXT_MESSAGES", "CONTEXT_CHARS", "MAX_QUERY_CHARS"]
 
 CONTEXT_MESSAGES = 3  # earlier messages kept as context: a follow-up rarely refers further back
@@ -19,7 +21,10 @@ CONTEXT_CHARS = 600  # tail of each kept message: long assistant answers would o
 MAX_QUERY_CHARS = 4000  # a pasted log or file must not make retrieval slow: its head and tail are kept
 _SHORT_REPLY_WORDS = 6  # a reply this short to a question is read together with the question
 _QUESTION_CHARS = 300
-_WORD = re.compile(r"\w+")
+# A word for the short-reply test: a run of letters or digits, but in text written without
+# spaces (Chinese, Japanese, Korean) every two characters, about a word's length there; as \w+
+# a whole Chinese message would be one word, and always a "short reply"
+_WORD = re.compile(rf"{CJK_CHAR}{{1,2}}|(?:(?!{CJK_CHAR})\w)+")
 
 
 @dataclass(frozen=True)
@@ -42,13 +47,13 @@ class Query:
 
 
 def _last_question(text: str) -> str | None:
-    """The last question asked in ``text`` (up to its last '?'), or None."""
-    end = text.rfind("?")
+    """The last question asked in ``text`` (up to its last '?' or fullwidth '？'), or None."""
+    end = max(text.rfind("?"), text.rfind("？"))
     if end < 0:
         return None
     head = text[: end + 1]
-    # start after the previous sentence end, but keep at most _QUESTION_CHARS
-    start = max(head.rfind(".", 0, end), head.rfind("!", 0, end), head.rfind("\n", 0, end)) + 1
+    # start after the previous sentence end (also a CJK "。" or "！"), but keep at most _QUESTION_CHARS
+    start = max(head.rfind(c, 0, end) for c in ".!\n。！") + 1
     return head[max(start, len(head) - _QUESTION_CHARS) :].strip() or None
 
 
@@ -71,7 +76,7 @@ def query_from_messages(latest_user: str, earlier: Sequence[str]) -> Query:
     text = latest_user
     short = len(_WORD.findall(latest_user)) <= _SHORT_REPLY_WORDS
     # a short question of its own ("and the tests?") is a follow-up, not an answer
-    if earlier and short and not latest_user.rstrip().endswith("?"):
+    if earlier and short and not latest_user.rstrip().endswith(("?", "？")):
         question = _last_question(earlier[-1] or "")
         if question:
             text = f"{question}\n{latest_user}"

@@ -82,3 +82,15 @@ def test_a_long_message_is_never_a_closer_and_is_not_scanned() -> None:
     from memwire.policies.gate import is_closer
 
     assert is_closer("thanks!") and not is_closer("👍 " * 10_000)  # long: judged by length, not by a scan
+
+
+def test_a_long_cjk_reply_is_not_merged_with_the_question() -> None:
+    # without spaces, \w+ made a whole Chinese message one word, so always a "short reply"
+    msg = "帮我写一个部署脚本，用我们平时的方式部署到staging服务器上"
+    assert query_from_messages(msg, ["需要我帮你做什么？"]).text == msg
+
+
+def test_a_short_cjk_reply_joins_a_fullwidth_question() -> None:
+    q = query_from_messages("是的，用staging那个", ["我看了一下。要部署到staging还是production？"])
+    assert q.text == "要部署到staging还是production？\n是的，用staging那个"
+    assert query_from_messages("用中文吗？", ["好的。你想用什么语言？"]).text == "用中文吗？"  # its own question
