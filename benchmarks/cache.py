@@ -15,7 +15,7 @@ import argparse
 import json
 import logging
 
-from memwire.sim.demo import format_table, run_demo
+from memwire._sim.demo import format_table, run_demo
 
 
 def main() -> None:

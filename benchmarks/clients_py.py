@@ -52,7 +52,7 @@ from typing import Any
 import httpx
 
 from memwire import MemoryStore
-from memwire.sim.fake_provider import FakeProvider, last_user_text, serve_in_thread
+from memwire._sim.fake_provider import FakeProvider, last_user_text, serve_in_thread
 
 OPEN = "<memory>"
 SEEDED = {

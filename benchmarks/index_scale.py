@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memwire.memory.index import BM25Index  # noqa: E402
+from memwire.memory._index import BM25Index  # noqa: E402
 
 FUNCTION_WORDS = (
     "the a an and or but of to in on for with at by from about as is are was were be been it "

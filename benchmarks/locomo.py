@@ -6,7 +6,7 @@
 Per conversation, every dialog turn becomes one memory ("Speaker: text", plus "[shares a photo:
 caption]" when the turn has a blip_caption), dated with its session's date. The memories are
 written in order with ``MemoryStore.add_many`` into a temporary directory (so the index links each
-turn to the turns before and after it in its session: see ``memwire.memory.index``;
+turn to the turns before and after it in its session: see ``memwire.memory._index``;
 ``--neighbor-weight 0`` shows the ranking without them) and each question is asked with
 ``store.search(question, k=25, min_score=0)``, the call the middleware makes but without its
 score cut, so the figures measure the ranking (``--min-score 0.2`` shows what the middleware's
@@ -35,10 +35,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memwire.memory import index as index_module  # noqa: E402
-from memwire.memory.index import DEFAULT_MIN_SCORE, BM25Index  # noqa: E402
-from memwire.memory.model import Memory  # noqa: E402
-from memwire.memory.store import MemoryStore  # noqa: E402
+from memwire.memory import _index as index_module  # noqa: E402
+from memwire.memory._index import DEFAULT_MIN_SCORE, BM25Index  # noqa: E402
+from memwire.memory._model import Memory  # noqa: E402
+from memwire.memory._store import MemoryStore  # noqa: E402
 
 KS = (1, 5, 10, 25)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}

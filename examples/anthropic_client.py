@@ -19,7 +19,7 @@ from anthropic import Anthropic, AsyncAnthropic
 
 from memwire import MemoryStore, Middleware
 from memwire.adapters.anthropic import wrap
-from memwire.sim.fake_provider import FakeProvider, serve_in_thread
+from memwire.testing import FakeProvider, serve_in_thread
 
 MODEL = "claude-sonnet-4-6"
 SYSTEM = "You are a careful coding agent."

@@ -22,7 +22,7 @@ import litellm
 
 from memwire import MemoryStore, Middleware
 from memwire.adapters.litellm import wrap
-from memwire.sim.fake_provider import FakeProvider, serve_in_thread
+from memwire.testing import FakeProvider, serve_in_thread
 
 litellm.suppress_debug_info = True
 

@@ -42,7 +42,7 @@ def demo() -> None:
 
     from memwire import MemoryStore
     from memwire.adapters.litellm import ADMIN_USER_ID, MASTER_KEY_ALIAS
-    from memwire.sim.fake_provider import FakeProvider, serve_in_thread
+    from memwire.testing import FakeProvider, serve_in_thread
 
     litellm.suppress_debug_info = True
     memory_dir = tempfile.mkdtemp(prefix="memwire-example-")

@@ -18,7 +18,7 @@ from openai import AsyncOpenAI, OpenAI
 
 from memwire import MemoryStore, Middleware
 from memwire.adapters.openai import wrap
-from memwire.sim.fake_provider import FakeProvider, serve_in_thread
+from memwire.testing import FakeProvider, serve_in_thread
 
 
 def show(title: str, body: dict[str, Any], key: str) -> None:

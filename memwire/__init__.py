@@ -7,8 +7,8 @@
 
 from __future__ import annotations
 
-from .config import MODES, Config, load_config
-from .errors import (
+from ._config import MODES, Config, load_config
+from ._errors import (
     ConfigError,
     InvalidMemoryError,
     MemoryFileError,
@@ -17,9 +17,9 @@ from .errors import (
     NamespaceError,
     RequestFormatError,
 )
-from .memory.model import Hit, Memory
-from .memory.store import MemoryStore
-from .middleware.core import Injection, Middleware, Prepared
+from .memory._model import Hit, Memory
+from .memory._store import MemoryStore
+from .middleware._core import Injection, Middleware, Prepared
 
 __version__ = "0.1.0"
 

@@ -11,10 +11,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .config import MODES, Config, load_config
-from .errors import MemwireError
-from .memory.model import Memory
-from .memory.store import MemoryStore
+from ._config import MODES, Config, load_config
+from ._errors import MemwireError
+from .memory._model import Memory
+from .memory._store import MemoryStore
 
 __all__ = ["main"]
 
@@ -120,9 +120,9 @@ def cmd_pin(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def cmd_trust(args: argparse.Namespace, cfg: Config) -> int:
-    from .config import _from_toml, make_config, restrict_project_config
-    from .errors import ConfigError
-    from .trust import PROJECT_CONFIG, PROJECT_DIR, TrustFile
+    from ._config import _from_toml, make_config, restrict_project_config
+    from ._errors import ConfigError
+    from ._trust import PROJECT_CONFIG, PROJECT_DIR, TrustFile
 
     trust = TrustFile(cfg.global_dir)
     if args.list:
@@ -169,7 +169,7 @@ _NO_BUDGET_MS = 24 * 3600 * 1000.0
 
 
 def cmd_preview(args: argparse.Namespace, cfg: Config) -> int:
-    from .middleware.core import Middleware
+    from .middleware._core import Middleware
 
     if args.messages:
         data = _load_messages(args.messages)
@@ -275,8 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(fn=cmd_trust)
 
-    from .adapters import proxy_cli  # each registers its own subcommand; heavy imports wait for the run
-    from .sim import demo_cli
+    from .adapters import _proxy_cli as proxy_cli  # each registers its own subcommand; heavy imports wait for the run
+    from ._sim import demo_cli
 
     proxy_cli.register(sub)
     demo_cli.register(sub)
@@ -290,7 +290,7 @@ def _trusted_config(args: argparse.Namespace, overrides: dict[str, Any]) -> Conf
     """The config after the trust check (memwire/trust.py): an untrusted ./.memwire or
     ./memwire.toml is ignored, said in one line. A project directory this command is about to
     create is created now and recorded as memwire's, so later commands use it without `trust`."""
-    from .trust import create_project_dir, resolve_config
+    from ._trust import create_project_dir, resolve_config
 
     res = resolve_config(args.config, **overrides)
     if res.missing_dir is not None and args.command in _CREATES_DIR:

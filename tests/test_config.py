@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from memwire import ConfigError, Middleware, MemoryStore
-from memwire.config import load_config
+from memwire._config import load_config
 
 
 def test_modes_and_snake_case() -> None:
@@ -54,7 +54,7 @@ def test_bad_toml_key_named(tmp_path: Path) -> None:
 
 
 def test_a_named_config_file_must_exist_whether_given_as_argument_or_variable(tmp_path: Path) -> None:
-    from memwire.config import load_config
+    from memwire._config import load_config
 
     with pytest.raises(ConfigError, match="MEMWIRE_CONFIG: .*missing.toml: config file not found"):
         load_config(env={"MEMWIRE_CONFIG": str(tmp_path / "missing.toml")})
@@ -64,7 +64,7 @@ def test_a_named_config_file_must_exist_whether_given_as_argument_or_variable(tm
 
 @pytest.mark.parametrize("value", ["5", "-0.1", "1.5"])
 def test_min_score_is_a_share_from_0_to_1(value: str) -> None:
-    from memwire.config import load_config
+    from memwire._config import load_config
 
     with pytest.raises(ConfigError, match="min_score"):
         load_config(env={"MEMWIRE_MIN_SCORE": value})

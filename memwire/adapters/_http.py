@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 
 import httpx
 
-from ..errors import RequestFormatError
-from ..middleware.core import Middleware
+from .._errors import RequestFormatError
+from ..middleware._core import Middleware
 from ._common import NAMESPACE_HEADER, SESSION_HEADER, dump_json, fail_open
 
 __all__ = ["wrap_sdk_client", "MemwireTransport", "AsyncMemwireTransport"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from ..middleware.core import Middleware
+from ..middleware._core import Middleware
 from ._common import NAMESPACE_HEADER, SESSION_HEADER
 from ._http import wrap_sdk_client
 

@@ -32,9 +32,9 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ..errors import NamespaceError
-from ..memory.store import validate_namespace
-from ..middleware.core import Middleware, Prepared
+from .._errors import NamespaceError
+from ..memory._store import validate_namespace
+from ..middleware._core import Middleware, Prepared
 from ._common import as_list, fail_open, readable, restore, split_kwargs
 
 if TYPE_CHECKING:

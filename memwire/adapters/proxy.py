@@ -15,7 +15,7 @@ Limits (docs/proxy.md, "Limits"): a request body must arrive within ``body_timeo
 (the proxy key's clients together when there is a key, else each client address) and the memory
 directory holds ``proxy_max_namespaces`` at most (else 429); bodies over :data:`OFFLOAD_BYTES` are
 parsed and prepared in a worker thread. The header timeout and the connection limit belong to the
-server (:mod:`memwire.adapters.server`, ``memwire proxy``). Responses are never cut by a limit.
+server (:mod:`memwire.adapters._server`, ``memwire proxy``). Responses are never cut by a limit.
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from ..errors import ConfigError, NamespaceError, RequestFormatError
-from ..memory.store import validate_namespace
-from ..middleware.core import Injection, Middleware, Prepared
+from .._errors import ConfigError, NamespaceError, RequestFormatError
+from ..memory._store import validate_namespace
+from ..middleware._core import Injection, Middleware, Prepared
 from ._common import dump_json
-from .limits import NamespaceQuota
+from ._limits import NamespaceQuota
 
 __all__ = [
     "DEFAULT_ANTHROPIC_UPSTREAM",

@@ -17,8 +17,8 @@ import pytest
 
 from memwire import MemoryStore, Middleware
 from memwire.adapters.anthropic import wrap
-from memwire.middleware.render import OPEN
-from memwire.sim.fake_provider import FakeProvider, ServerThread, default_reply, serve_in_thread, structured_reply
+from memwire.middleware._render import OPEN
+from memwire._sim.fake_provider import FakeProvider, ServerThread, default_reply, serve_in_thread, structured_reply
 
 from .failing import BrokenMiddleware, BrokenStore, call_warnings, memwire_warnings
 

@@ -28,7 +28,7 @@ from memwire.adapters.litellm import (
     proxy_session,
     wrap,
 )
-from memwire.middleware.render import OPEN
+from memwire.middleware._render import OPEN
 
 from .failing import BrokenMiddleware, BrokenStore, memwire_warnings
 
@@ -49,10 +49,12 @@ CLAUDE_REPLY = {
     "content": [{"type": "text", "text": "Tabs."}], "stop_reason": "end_turn", "stop_sequence": None,
     "usage": {"input_tokens": 10, "output_tokens": 2},
 }
+# as OpenAI streams it: the last chunk carries the finish_reason (litellm >= 1.108 raises without it)
 SSE = "".join(
     "data: " + json.dumps({"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o-mini",
-                           "choices": [{"index": 0, "delta": {"content": t}, "finish_reason": None}]}) + "\n\n"
-    for t in ["Use ", "tabs", "."]
+                           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}) + "\n\n"
+    for delta, finish in [({"content": "Use "}, None), ({"content": "tabs"}, None), ({"content": "."}, None),
+                          ({}, "stop")]
 ) + "data: [DONE]\n\n"
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
-from memwire.sim.fake_provider import FakeProvider, ServerThread, serve_in_thread
+from memwire._sim.fake_provider import FakeProvider, ServerThread, serve_in_thread
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "examples" / "litellm_proxy_config.yaml"

@@ -1,6 +1,6 @@
 """Proxy mode, in process: official SDK clients -> proxy (ASGITransport) -> fake upstream.
 
-Upstreams are the fake provider (memwire.sim) or an httpx.MockTransport handler; nothing leaves the
+Upstreams are the fake provider (memwire._sim) or an httpx.MockTransport handler; nothing leaves the
 process except the 502 test, which connects to a closed port on 127.0.0.1.
 """
 
@@ -23,10 +23,10 @@ from starlette.testclient import TestClient
 
 from memwire import MemoryStore, Middleware
 from memwire.adapters.proxy import create_app, upstream_family
-from memwire.adapters.proxy_cli import check_bind
+from memwire.adapters._proxy_cli import check_bind
 from memwire.cli import main
-from memwire.errors import ConfigError
-from memwire.sim.fake_provider import FakeProvider
+from memwire._errors import ConfigError
+from memwire._sim.fake_provider import FakeProvider
 
 OPENAI_UP = "http://openai.upstream"
 ANTHROPIC_UP = "http://anthropic.upstream"

@@ -11,7 +11,7 @@ import pytest
 
 from memwire import MemoryStore, Middleware
 from memwire.adapters.proxy import add_cache_breakpoint, count_cache_breakpoints, create_app
-from memwire.middleware.core import Injection
+from memwire.middleware._core import Injection
 
 EPHEMERAL = {"type": "ephemeral"}
 MEMORIES = [

@@ -21,10 +21,10 @@ import uvicorn
 
 from memwire import MemoryStore, Middleware
 from memwire.adapters.proxy import OFFLOAD_BYTES, create_app
-from memwire.adapters.server import protocol_with_header_timeout
+from memwire.adapters._server import protocol_with_header_timeout
 from memwire.cli import main
-from memwire.middleware import ledger
-from memwire.sim.fake_provider import FakeProvider, serve_in_thread
+from memwire.middleware import _replay as ledger
+from memwire._sim.fake_provider import FakeProvider, serve_in_thread
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -52,8 +52,8 @@ from typing import Any
 
 import httpx
 
-from memwire.middleware.render import CLOSE, OPEN, escape
-from memwire.sim.fake_provider import (
+from memwire.middleware._render import CLOSE, OPEN, escape
+from memwire._sim.fake_provider import (
     FakeProvider,
     RecordedRequest,
     Reply,
@@ -1043,7 +1043,7 @@ def client_facts(result: ScenarioResult) -> dict[str, Any]:
 def _memwire_session(ex: Exchange) -> str:
     """The session key memwire's current code derives for a request (its client-signal part)."""
     try:
-        from memwire.middleware.session import resolve_session
+        from memwire.middleware._session import resolve_session
 
         return resolve_session(None, ex.headers, ex.body if isinstance(ex.body, dict) else {},
                                "<system prompt>", "<first user message>")

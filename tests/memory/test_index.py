@@ -6,16 +6,16 @@ import threading
 import pytest
 from rank_bm25 import BM25Plus
 
-from memwire.memory import index as index_mod
-from memwire.memory.index import (
+from memwire.memory import _index as index_mod
+from memwire.memory._index import (
     CONTEXT_WEIGHT,
     DEFAULT_MIN_SCORE,
     NEIGHBOR_WEIGHT,
     BM25Index,
     date_terms,
 )
-from memwire.memory.text import analyze
-from memwire.policies.retrieval import Query
+from memwire.memory._text import analyze
+from memwire.policies._query import Query
 
 VOCAB = [f"word{i}" for i in range(80)]
 ZIPF = [1 / (i + 1) for i in range(len(VOCAB))]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memwire.memory.index import BM25Index
-from memwire.memory.text import analyze
+from memwire.memory._index import BM25Index
+from memwire.memory._text import analyze
 
 # ----------------------------------------------------------------- analysis
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from memwire import MemoryNotFoundError, MemoryStore, NamespaceError
-from memwire.memory.markdown import parse
+from memwire.memory._markdown import parse
 
 
 def test_directory_is_created_on_first_write_only(tmp_path: Path) -> None:
@@ -225,8 +225,8 @@ def test_file_created_long_before_the_next_read_is_loaded_after_ready(tmp_path: 
 
 @pytest.mark.parametrize("name", ["alice\n", "alice\r", "ali\tce", "\nalice", "a" * 129, "../x", "a/b", ""])
 def test_namespace_names_with_control_characters_or_separators_are_refused(name: str) -> None:
-    from memwire.errors import NamespaceError
-    from memwire.memory.store import validate_namespace
+    from memwire._errors import NamespaceError
+    from memwire.memory._store import validate_namespace
 
     with pytest.raises(NamespaceError, match="invalid namespace"):
         validate_namespace(name)
@@ -234,8 +234,8 @@ def test_namespace_names_with_control_characters_or_separators_are_refused(name:
 
 
 def test_a_memory_longer_than_the_limit_is_refused_with_its_size(tmp_path: Path) -> None:
-    from memwire.errors import MemwireError
-    from memwire.memory.store import MAX_MEMORY_CHARS
+    from memwire._errors import MemwireError
+    from memwire.memory._store import MAX_MEMORY_CHARS
 
     store = MemoryStore(tmp_path / "mem")
     with pytest.raises(MemwireError, match="at most 4,000 characters, this one has 1,048,576"):

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memwire import InvalidMemoryError, Memory, MemoryNotFoundError, MemoryStore, MemwireError, Middleware
-from memwire.memory import model
-from memwire.memory.store import _Dir
+from memwire.memory import _model as model
+from memwire.memory._store import _Dir
 
 
 @pytest.mark.parametrize(

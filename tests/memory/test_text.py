@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from memwire.memory.text import STOPWORDS, analyze
+from memwire.memory._text import STOPWORDS, analyze
 
 
 def test_case_folding_punctuation_and_stopwords() -> None:

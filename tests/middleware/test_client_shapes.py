@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from memwire import MemoryStore, Middleware
-from memwire.middleware.formats import get_format
-from memwire.middleware.ledger import message_keys
-from memwire.middleware.render import OPEN
+from memwire.middleware._formats import get_format
+from memwire.middleware._replay import message_keys
+from memwire.middleware._render import OPEN
 
 CC = {"type": "ephemeral"}
 STAGING = "The staging database is Postgres 15 on port 5433"

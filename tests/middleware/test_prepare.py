@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from memwire import Middleware, MemoryStore, RequestFormatError
-from memwire.middleware.render import CLOSE, OPEN
+from memwire.middleware._render import CLOSE, OPEN
 
 from .conftest import MEMORIES
 
@@ -210,7 +210,7 @@ async def test_an_inline_search_past_its_budget_is_a_timeout(tmp_path) -> None:
 
 def test_a_bug_anywhere_in_memwire_sends_the_request_unchanged(store: MemoryStore, monkeypatch: pytest.MonkeyPatch,
                                                               caplog: pytest.LogCaptureFixture) -> None:
-    import memwire.middleware.core as core
+    import memwire.middleware._core as core
 
     def broken(*a: Any, **k: Any) -> Any:
         raise RuntimeError("a bug outside retrieval")
@@ -239,7 +239,7 @@ async def test_aprepare_matches_prepare(store: MemoryStore) -> None:
 
 def test_a_smaller_memory_after_one_that_does_not_fit_still_fits() -> None:
     from memwire import Memory
-    from memwire.middleware.render import fit_budget
+    from memwire.middleware._render import fit_budget
 
     big, small = Memory.create("word " * 300), Memory.create("Deploys go out on Tuesdays")
     kept, text, tokens = fit_budget([big, small], 60, "gpt-4o")
@@ -247,7 +247,7 @@ def test_a_smaller_memory_after_one_that_does_not_fit_still_fits() -> None:
 
 
 def test_token_budget_uses_model_encoding(store: MemoryStore) -> None:
-    from memwire.policies.tokens import encoding_name_for
+    from memwire.policies._tokens import encoding_name_for
 
     assert encoding_name_for("gpt-4o-mini") == "o200k_base"
     assert encoding_name_for("openai/gpt-4.1") == "o200k_base"

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from memwire import MemoryStore, Middleware
-from memwire.middleware.ledger import flush
-from memwire.middleware.render import OPEN
+from memwire.middleware._replay import flush
+from memwire.middleware._render import OPEN
 
 from .conftest import MEMORIES
 from .test_properties import ITEMS, apis, build, conversation, fixed_parts
@@ -158,7 +158,7 @@ def test_closer_turn_keeps_replayed_blocks(tmp_path: Path) -> None:
     '{"version": 3, "session": "s"}\n{"key": "k", "tokens": "many"}\n', "\x00\xff binary",
 ])
 def test_a_corrupted_ledger_of_any_shape_is_rebuilt_not_trusted(tmp_path: Path, content: str) -> None:
-    from memwire.middleware.ledger import Ledger
+    from memwire.middleware._replay import Ledger
 
     store = make_store(tmp_path / "mem")
     path = Ledger.load(store.path, "s").path

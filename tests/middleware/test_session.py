@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from memwire.middleware.session import resolve_session
+from memwire.middleware._session import resolve_session
 
 SYS, FIRST = "You are a helpful assistant.", "Plan the migration"
 CC_USER = "user_ab12cd34_account_1f2e3d4c-0000-4000-8000-000000000001_session_9a8b7c6d-1111-4222-8333-444455556666"

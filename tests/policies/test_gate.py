@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from memwire.policies.gate import gate, is_closer
+from memwire.policies._gate import gate, is_closer
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memwire.policies.human_text import HARNESS_TAGS, MIN_REPEATED_CHARS, drop_repeated, human_text, strip_wrappers
+from memwire.policies._human_text import HARNESS_TAGS, MIN_REPEATED_CHARS, drop_repeated, human_text, strip_wrappers
 
 REMINDER = "<system-reminder>\nAvailable agents: reviewer, planner, tester. Skills: pdf, xlsx.\n</system-reminder>"
 RULES = ("Always reply with SEARCH/REPLACE blocks. Every block must use the full file path and the exact "

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from memwire.memory.index import BM25Index
-from memwire.policies.retrieval import CONTEXT_CHARS, CONTEXT_MESSAGES, Query, query_from_messages
+from memwire.memory._index import BM25Index
+from memwire.policies._query import CONTEXT_CHARS, CONTEXT_MESSAGES, Query, query_from_messages
 
 
 def test_query_is_frozen_and_context_a_tuple() -> None:
@@ -62,7 +62,7 @@ def test_context_helps_a_follow_up_but_the_message_wins() -> None:
 
 
 def test_a_huge_prompt_is_capped_to_its_head_and_tail() -> None:
-    from memwire.policies.retrieval import MAX_QUERY_CHARS
+    from memwire.policies._query import MAX_QUERY_CHARS
 
     pasted = "Which port is staging on?\n" + "log line 42 ok\n" * 200_000 + "and how do I deploy?"
     q = query_from_messages(pasted, [])
@@ -71,7 +71,7 @@ def test_a_huge_prompt_is_capped_to_its_head_and_tail() -> None:
 
 
 def test_a_huge_query_is_cut_to_4000_characters_head_and_tail() -> None:
-    from memwire.policies.retrieval import cap_query
+    from memwire.policies._query import cap_query
 
     pasted = "Why does this fail?\n" + "log line\n" * 100_000 + "and how do I fix it?"
     q = cap_query(pasted)
@@ -79,7 +79,7 @@ def test_a_huge_query_is_cut_to_4000_characters_head_and_tail() -> None:
 
 
 def test_a_long_message_is_never_a_closer_and_is_not_scanned() -> None:
-    from memwire.policies.gate import is_closer
+    from memwire.policies._gate import is_closer
 
     assert is_closer("thanks!") and not is_closer("👍 " * 10_000)  # long: judged by length, not by a scan
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memwire.errors import ConfigError, RequestFormatError
-from memwire.sim import (
+from memwire._errors import ConfigError, RequestFormatError
+from memwire._sim import (
     ANTHROPIC_COSTS,
     Block,
     CacheRuleError,

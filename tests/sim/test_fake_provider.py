@@ -12,8 +12,8 @@ import httpx2
 import openai
 import pytest
 
-from memwire.sim import ErrorReply, FakeProvider, Reply, ToolCall, default_reply, last_user_text, serve_in_thread
-from memwire.sim.fake_provider import (
+from memwire._sim import ErrorReply, FakeProvider, Reply, ToolCall, default_reply, last_user_text, serve_in_thread
+from memwire._sim.fake_provider import (
     ToolLoop,
     json_schema_of,
     schema_example,

@@ -39,10 +39,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memwire.errors import RequestFormatError
-from memwire.policies.tokens import get_encoder
-from memwire.sim.cache import CacheSimulator, Usage
-from memwire.sim.serialize import request_blocks
+from memwire._errors import RequestFormatError
+from memwire.policies._tokens import get_encoder
+from memwire._sim.cache import CacheSimulator, Usage
+from memwire._sim.serialize import request_blocks
 
 __all__ = [
     "FakeProvider",

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import RequestFormatError
-from ..policies.human_text import drop_repeated, human_text, strip_wrappers
-from ..policies.retrieval import CONTEXT_MESSAGES
+from .._errors import RequestFormatError
+from ..policies._human_text import drop_repeated, human_text, strip_wrappers
+from ..policies._query import CONTEXT_MESSAGES
 
 __all__ = ["View", "Format", "FORMATS", "get_format", "APIS"]
 

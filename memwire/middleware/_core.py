@@ -18,18 +18,18 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from ..config import Config, load_config, make_config, normalize_mode
-from ..errors import NamespaceError, RequestFormatError, StoreBusyError
-from ..memory.model import Memory
-from ..memory.store import MemoryStore
-from ..policies.gate import gate
-from ..policies.retrieval import query_from_messages
-from ..policies.side_requests import is_side_request
-from ..policies.tokens import count_tokens, get_encoder
-from .formats import Format, View, get_format
-from .ledger import Ledger, LedgerEntry, message_keys
-from .render import fit_budget, memory_line, render_lines
-from .session import LRU, resolve_session, turn_key
+from .._config import Config, load_config, make_config, normalize_mode
+from .._errors import NamespaceError, RequestFormatError, StoreBusyError
+from ..memory._model import Memory
+from ..memory._store import MemoryStore
+from ..policies._gate import gate
+from ..policies._query import query_from_messages
+from ..policies._side_requests import is_side_request
+from ..policies._tokens import count_tokens, get_encoder
+from ._formats import Format, View, get_format
+from ._replay import Ledger, LedgerEntry, message_keys
+from ._render import fit_budget, memory_line, render_lines
+from ._session import LRU, resolve_session, turn_key
 
 __all__ = ["Middleware", "Prepared", "Injection"]
 

@@ -32,7 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import (
+from .._errors import (
     InvalidMemoryError,
     MemoryFileError,
     MemoryNotFoundError,
@@ -40,9 +40,9 @@ from ..errors import (
     NamespaceError,
     StoreBusyError,
 )
-from .index import BM25Index
-from .markdown import MAX_TAG_CHARS, PINNED_TAG, TAG_PATTERN, ParsedFile, format_line, parse, parse_text
-from .model import Hit, Memory, memory_id, normalized
+from ._index import BM25Index
+from ._markdown import MAX_TAG_CHARS, PINNED_TAG, TAG_PATTERN, ParsedFile, format_line, parse, parse_text
+from ._model import Hit, Memory, memory_id, normalized
 
 try:  # POSIX advisory locks; elsewhere only threads are serialized
     import fcntl
@@ -512,7 +512,7 @@ class MemoryStore:
         are left out of the k (the replay strategy's memories already in front of the model).
         ``refresh=False`` searches the files as last read; ``wait=False`` raises ``StoreBusyError``
         rather than wait for another thread."""
-        from ..policies.retrieval import Query
+        from ..policies._query import Query
 
         with self._reading(refresh, wait):
             cut = min_score if min_score is not None else self.min_score

@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..config import MODES, Config, _raise_config_error
-from ..errors import ConfigError, MemwireError
+from .._config import MODES, Config, _raise_config_error
+from .._errors import ConfigError, MemwireError
 from .proxy import DEFAULT_ANTHROPIC_UPSTREAM, DEFAULT_MAX_BODY_BYTES, DEFAULT_OPENAI_UPSTREAM
 
 __all__ = ["check_bind", "cmd_proxy", "register"]
@@ -81,9 +81,9 @@ def _is_loopback(host: str) -> bool:
 def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
     import uvicorn  # only the proxy command needs a server
 
-    from ..middleware.core import Middleware
+    from ..middleware._core import Middleware
     from .proxy import create_app
-    from .server import protocol_with_header_timeout
+    from ._server import protocol_with_header_timeout
 
     proxy_key = args.proxy_key or cfg.proxy_key
     check_bind(args.host, args.allow_remote, proxy_key)

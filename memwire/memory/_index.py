@@ -67,10 +67,10 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .text import analyze, common_terms, is_bigram
+from ._text import analyze, common_terms, is_bigram
 
 if TYPE_CHECKING:
-    from ..policies.retrieval import Query
+    from ..policies._query import Query
 
 __all__ = [
     "BM25Index",

@@ -8,7 +8,7 @@ import logging
 import time
 from typing import Any
 
-from ..config import Config
+from .._config import Config
 
 
 def register(sub: Any) -> None:

@@ -28,8 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memwire.errors import RequestFormatError
-from memwire.policies.tokens import Encoder, get_encoder
+from memwire._errors import RequestFormatError
+from memwire.policies._tokens import Encoder, get_encoder
 
 __all__ = ["API", "APIS", "Block", "serialize", "request_blocks", "count_breakpoints", "canonical_json"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..memory.model import Memory
-from ..policies.tokens import Encoder, get_encoder
+from ..memory._model import Memory
+from ..policies._tokens import Encoder, get_encoder
 
 __all__ = ["render_block", "render_lines", "memory_line", "escape", "fit_budget", "OPEN", "CLOSE", "HEADER"]
 

@@ -16,7 +16,7 @@ The command line finds a project memory directory (``./.memwire``) and a project
 A directory named explicitly needs no trust: ``--dir``, ``MEMWIRE_DIR``, a ``dir`` in the person's
 own config file (``--config``, ``MEMWIRE_CONFIG``), and in Python ``MemoryStore(dir)`` or
 ``Middleware(store=...)``. Whatever the trust, a project config cannot choose where memory is read
-or written nor give memory the system role (:func:`memwire.config.restrict_project_config`).
+or written nor give memory the system role (:func:`memwire._config.restrict_project_config`).
 An untrusted directory is not an error: the command says so in one line and goes on with the
 global memory only. See docs/trust.md.
 """
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .config import Config, load_config
+from ._config import Config, load_config
 
 try:  # POSIX advisory locks; elsewhere two writers at the same instant may lose one record
     import fcntl

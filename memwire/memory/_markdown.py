@@ -24,8 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..errors import MemoryFileError
-from .model import Memory
+from .._errors import MemoryFileError
+from ._model import Memory
 
 __all__ = ["Entry", "ParsedFile", "parse", "format_line", "PINNED_TAG", "TAG_PATTERN", "MAX_TAG_CHARS"]
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import httpx
 
-from ..config import Config
-from ..memory.model import Memory
-from ..memory.store import MemoryStore
-from ..middleware.core import Middleware
-from ..middleware.render import escape
+from .._config import Config
+from ..memory._model import Memory
+from ..memory._store import MemoryStore
+from ..middleware._core import Middleware
+from ..middleware._render import escape
 from .cache import Usage
 from .demo_data import LEARNED, MEMORIES, SESSIONS, SYSTEM_PROMPT, TOOLS, Turn, tool_output
 from .fake_provider import FakeProvider, serve_in_thread

@@ -8,7 +8,7 @@ completions, Responses) and Anthropic (messages) wire formats with usage from th
 Not imported by ``import memwire``: only tests, demos and benchmarks need it.
 """
 
-from memwire.sim.cache import (
+from memwire._sim.cache import (
     ANTHROPIC_COSTS,
     OPENAI_COSTS,
     CacheRuleError,
@@ -18,7 +18,7 @@ from memwire.sim.cache import (
     Usage,
     anthropic_min_tokens,
 )
-from memwire.sim.fake_provider import (
+from memwire._sim.fake_provider import (
     ErrorReply,
     FakeProvider,
     RecordedRequest,
@@ -29,7 +29,7 @@ from memwire.sim.fake_provider import (
     last_user_text,
     serve_in_thread,
 )
-from memwire.sim.serialize import Block, request_blocks
+from memwire._sim.serialize import Block, request_blocks
 
 __all__ = [
     "ANTHROPIC_COSTS",

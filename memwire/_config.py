@@ -19,7 +19,7 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .errors import ConfigError
+from ._errors import ConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -58,9 +58,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from memwire.errors import ConfigError, RequestFormatError
-from memwire.policies.tokens import get_encoder
-from memwire.sim.serialize import Block, count_breakpoints, request_blocks
+from memwire._errors import ConfigError, RequestFormatError
+from memwire.policies._tokens import get_encoder
+from memwire._sim.serialize import Block, count_breakpoints, request_blocks
 
 __all__ = [
     "Provider",
