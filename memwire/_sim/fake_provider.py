@@ -40,6 +40,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memwire._errors import RequestFormatError
+from memwire.middleware._formats import text_of
 from memwire.policies._tokens import get_encoder
 from memwire._sim.cache import CacheSimulator, Usage
 from memwire._sim.serialize import request_blocks
@@ -121,16 +122,6 @@ class RecordedRequest:
     raw: bytes = b""  # the body's bytes as they arrived
 
 
-def _text_of(content: Any, kinds: tuple[str, ...]) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(
-            str(part.get("text", "")) for part in content if isinstance(part, dict) and part.get("type") in kinds
-        ).strip()
-    return ""
-
-
 def last_user_text(body: Mapping[str, Any], api: str) -> str:
     """The text of the last user message that has text (tool results are not user text)."""
     if api == "openai.responses":
@@ -144,7 +135,7 @@ def last_user_text(body: Mapping[str, Any], api: str) -> str:
         kinds = ("text",)
     for msg in reversed(messages):
         if msg.get("role") == "user":
-            text = _text_of(msg.get("content"), kinds)
+            text = text_of(msg.get("content"), kinds).strip()
             if text:
                 return text
     return ""

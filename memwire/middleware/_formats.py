@@ -16,7 +16,7 @@ from .._errors import RequestFormatError
 from ..policies._human_text import drop_repeated, human_text, strip_wrappers
 from ..policies._query import CONTEXT_MESSAGES
 
-__all__ = ["View", "Format", "FORMATS", "get_format", "APIS"]
+__all__ = ["View", "Format", "FORMATS", "get_format", "text_of", "APIS"]
 
 APIS = ("openai.chat", "anthropic.messages", "openai.responses")
 
@@ -53,7 +53,8 @@ def _text_parts(content: Any, text_types: tuple[str, ...]) -> list[str]:
     return []
 
 
-def _text_of(content: Any, text_types: tuple[str, ...]) -> str:
+def text_of(content: Any, text_types: tuple[str, ...]) -> str:
+    """The text parts of a message content (a string, or a list of parts), joined by newlines."""
     return "\n".join(_text_parts(content, text_types))
 
 
@@ -110,7 +111,7 @@ class Format:
         return False
 
     def text(self, item: Mapping[str, Any]) -> str:
-        return _text_of(item.get("content"), self.text_types)
+        return text_of(item.get("content"), self.text_types)
 
     def text_parts(self, item: Mapping[str, Any]) -> list[str]:
         return _text_parts(item.get("content"), self.text_types)
@@ -203,17 +204,44 @@ class Format:
         return {**body, self.items_key: items}
 
     def merge(self, body: Mapping[str, Any], index: int, text: str) -> dict[str, Any]:
-        """Put the block as the leading content part of the user message at ``index``."""
+        """Put the block as a content part of the user message at ``index``: the leading one, or
+        after the parts that must stay first (``_kept_first``)."""
         items = list(self.items(body))
         msg = items[index]
         content = msg.get("content")
-        part = {"type": self.text_types[0], "text": text}
-        if isinstance(content, str):
-            new_content: list[Any] = [part, {"type": self.text_types[0], "text": content}]
-        else:
-            new_content = [part, *content]
-        items[index] = {**msg, "content": new_content}
+        part_type = self.text_types[0]
+        parts: list[Any] = [{"type": part_type, "text": content}] if isinstance(content, str) else list(content)
+        n = self._kept_first(parts)
+        items[index] = {**msg, "content": [*parts[:n], {"type": part_type, "text": text}, *parts[n:]]}
         return {**body, self.items_key: items}
+
+    def _kept_first(self, parts: list[Any]) -> int:
+        """How many leading content parts a merged block goes after."""
+        return 0
+
+    def insert_blocks(
+        self, body: Mapping[str, Any], blocks: Mapping[int, str], role: str, merge: bool = False
+    ) -> dict[str, Any]:
+        """Insert each block before the item at its index, in one pass over the list. A block merges
+        into its message instead when ``merge`` is set or the format cannot add an item there
+        (Anthropic tool results)."""
+        items = self.items(body)
+        at = dict(blocks)
+        out: dict[str, Any] = dict(body)
+        for index in sorted((i for i in at if merge or not self.adds_item(items, i)), reverse=True):
+            out = self.merge(out, index, at.pop(index))
+        if at:
+            new_items: list[Any] = []
+            for i, item in enumerate(self.items(out)):
+                if i in at:
+                    new_items.append(self.memory_item(at[i], role))
+                new_items.append(item)
+            out[self.items_key] = new_items
+        return out
+
+    def added_before(self, items: list[Any], blocks: Mapping[int, str], index: int, merge: bool = False) -> int:
+        """How many items ``insert_blocks`` adds before ``index`` (a merged block adds none)."""
+        return 0 if merge else sum(1 for i in blocks if i < index and self.adds_item(items, i))
 
     def append_system(self, body: Mapping[str, Any], text: str, role: str = "system") -> dict[str, Any]:
         items = list(self.items(body))
@@ -254,7 +282,7 @@ class AnthropicMessages(Format):
         system = body.get("system")
         if system is not None and not isinstance(system, (str, list)):
             raise RequestFormatError(f"{self.api}: 'system' must be a string or a list of blocks, got {type(system).__name__}")
-        return _text_of(system, self.text_types)
+        return text_of(system, self.text_types)
 
     def memory_item(self, text: str, role: str) -> dict[str, Any]:
         return {"role": "user", "content": [{"type": "text", "text": text}]}  # Anthropic has no other place
@@ -269,20 +297,12 @@ class AnthropicMessages(Format):
             return self.merge(body, index, text)
         return super().insert(body, index, text, role)
 
-    def merge(self, body: Mapping[str, Any], index: int, text: str) -> dict[str, Any]:
-        items = list(self.items(body))
-        msg = items[index]
-        content = msg.get("content")
-        part = {"type": "text", "text": text}
-        if isinstance(content, str):
-            new_content: list[Any] = [part, {"type": "text", "text": content}]
-        else:
-            n = 0
-            while n < len(content) and isinstance(content[n], Mapping) and content[n].get("type") == "tool_result":
-                n += 1
-            new_content = [*content[:n], part, *content[n:]]
-        items[index] = {**msg, "content": new_content}
-        return {**body, "messages": items}
+    def _kept_first(self, parts: list[Any]) -> int:
+        # tool results must come first in their message, right after the tool_use they answer
+        n = 0
+        while n < len(parts) and isinstance(parts[n], Mapping) and parts[n].get("type") == "tool_result":
+            n += 1
+        return n
 
     def append_system(self, body: Mapping[str, Any], text: str, role: str = "system") -> dict[str, Any]:
         return {**body, "system": _append_content(body.get("system"), text, "text")}
@@ -318,15 +338,6 @@ class OpenAIResponses(Format):
 
     def memory_item(self, text: str, role: str) -> dict[str, Any]:
         return {"role": role, "content": [{"type": "input_text", "text": text}]}
-
-    def merge(self, body: Mapping[str, Any], index: int, text: str) -> dict[str, Any]:
-        items = list(self.items(body))
-        msg = items[index]
-        content = msg.get("content")
-        part = {"type": "input_text", "text": text}
-        rest = [{"type": "input_text", "text": content}] if isinstance(content, str) else list(content)
-        items[index] = {**msg, "content": [part, *rest]}
-        return {**body, "input": items}
 
     def append_system(self, body: Mapping[str, Any], text: str, role: str = "system") -> dict[str, Any]:
         instructions = body.get("instructions")

@@ -1,15 +1,27 @@
-"""Rendering a memory block. Memory text is data: it is escaped so that a stored memory can neither
-close the block nor pose as another message (each memory is forced onto one bullet line, and
-``<``, ``>`` and ``&`` are entity-escaped)."""
+"""Rendering a memory block, and the ``Block`` a mode computes for a turn or a session.
+
+Memory text is data: it is escaped so that a stored memory can neither close the block nor pose as
+another message (each memory is forced onto one bullet line, and ``<``, ``>`` and ``&`` are
+entity-escaped).
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..memory._model import Memory
 from ..policies._tokens import Encoder, get_encoder
 
-__all__ = ["render_block", "render_lines", "memory_line", "escape", "fit_budget", "OPEN", "CLOSE", "HEADER"]
+if TYPE_CHECKING:
+    from ..memory._store import MemoryStore
+
+__all__ = ["Block", "render", "failed", "render_block", "render_lines", "memory_line", "escape", "fit_budget",
+           "OPEN", "CLOSE", "HEADER"]
+
+log = logging.getLogger("memwire")
 
 OPEN = "<memory>"
 CLOSE = "</memory>"
@@ -72,3 +84,39 @@ def fit_budget(memories: Sequence[Memory], max_tokens: int, model: str | None) -
         text = render_block(kept)
         tokens = len(enc.encode(text))
     return kept, text, tokens if kept else 0
+
+
+@dataclass(frozen=True)
+class Block:
+    """The memory chosen for a turn (or a session, in startup mode): what the memos keep, so every
+    request of the turn gets these bytes. ``extra`` is the mode's own (replay: the session's entries)."""
+
+    ids: tuple[str, ...] = ()
+    lines: tuple[str, ...] = ()
+    text: str = ""
+    tokens: int = 0
+    skipped: str | None = None    # gate | nothing_relevant | over_budget | error | timeout
+    error: str | None = None
+    looked_at: int | None = None  # store version a search found nothing relevant in (may look again)
+    compacted: bool = False       # replay: earlier blocks changed (compaction, a forgotten memory)
+    extra: Any = None
+
+    def may_look_again(self, store: "MemoryStore") -> bool:
+        """A turn whose search found nothing, and that so has sent no block, looks again once the
+        store has changed: a memory added since (even by hand, even across a restart) then reaches
+        the turn's next request."""
+        return self.looked_at is not None and not self.ids and (self.looked_at != store.version or not store.ready())
+
+
+def render(memories: Sequence[Memory], max_tokens: int, model: str | None) -> Block:
+    """The block of ``memories`` (in order) that fits ``max_tokens``."""
+    kept, text, tokens = fit_budget(memories, max_tokens, model)
+    if not kept:  # relevant memories were found, but none fits the block's token budget
+        return Block(skipped="over_budget")
+    return Block(tuple(m.id for m in kept), tuple(memory_line(m) for m in kept), text, tokens)
+
+
+def failed(exc: BaseException) -> Block:
+    """The block of a retrieval that raised: nothing (fail open), the error logged."""
+    log.warning("memwire: memory retrieval failed (%s: %s); request sent unchanged", type(exc).__name__, exc)
+    return Block(skipped="error", error=f"{type(exc).__name__}: {exc}")

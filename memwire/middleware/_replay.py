@@ -1,15 +1,23 @@
-"""The replay ledger (``history="replay"``): the blocks memwire inserted before earlier user messages.
+"""``history="replay"``: the blocks memwire inserted before earlier user messages, put back in place.
 
 In contextPerTurn with ``history="drop"`` the block of turn N is gone at turn N+1, so the
 provider's prefix cache stops matching where it stood. With ``history="replay"`` memwire keeps,
 per session, the block it inserted before each earlier user message and re-inserts it,
 byte-identical, at its old place on every later request: the provider sees an append-only log.
+Everything replay needs lives here:
 
-Entries are keyed by a hash of the user message's identity (its normalized text: ``cache_control``
-and other block metadata ignored, a string equal to one text block) and its occurrence number among
-the user messages of that same identity, so removing or editing an earlier message never moves a
-block onto another message (an edited message simply loses its block). The ledger is saved per
-session under the memory directory (``.ledger/``), bounded in entries, files and age.
+- :class:`Replay`, the history strategy of contextPerTurn: a new turn retrieves only memories no
+  replayed block shows, renders forgotten or edited memories out of earlier blocks, and compacts
+  once when the replayed memory passes ``replay_max_tokens`` (the oldest blocks go, down to half);
+- the turn memo is the session's :class:`Ledger` (the first request of a turn to commit wins, so
+  every request of that turn, in any thread, gets the same bytes);
+- the keys: a hash of the user message's identity (its normalized text: ``cache_control`` and other
+  block metadata ignored, a string equal to one text block) and its occurrence number among the
+  user messages of that same identity, so removing or editing an earlier message never moves a
+  block onto another message (an edited message simply loses its block);
+- storage: one JSON Lines file per session under the memory directory (``.ledger/``), bounded in
+  entries, files and age, saved by a background writer thread (off the request path; a ledger is
+  read back whole, ``flush()`` waits for it).
 
 Symlinks: memwire never follows one out of the memory directory. When ``.ledger`` or a session's
 ledger file is a symlink (or not a plain directory / file), that ledger is kept in memory only, for
@@ -29,12 +37,20 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["LedgerEntry", "Ledger", "message_keys", "flush"]
+from ..policies._tokens import count_tokens
+from ._render import Block, render_lines
+from ._session import LRU
+
+if TYPE_CHECKING:
+    from ..memory._store import MemoryStore
+    from ..policies.modes import Turn
+
+__all__ = ["Replay", "LedgerEntry", "Ledger", "message_keys", "flush"]
 
 log = logging.getLogger("memwire")
 
@@ -72,6 +88,15 @@ class LedgerEntry:
     text: str = ""
     tokens: int = 0
     skipped: str | None = None    # why that turn got no block (gate, nothing_relevant, ...)
+
+    def without(self, gone: set[str], model: str | None) -> "LedgerEntry":
+        """This entry with the memories in ``gone`` rendered out of its block."""
+        kept = [(mid, line) for mid, line in zip(self.ids, self.lines) if mid not in gone]
+        if not kept:
+            return LedgerEntry(self.key)
+        lines = tuple(line for _, line in kept)
+        text = render_lines(lines)
+        return LedgerEntry(self.key, tuple(mid for mid, _ in kept), lines, text, count_tokens(text, model))
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "LedgerEntry":
@@ -285,3 +310,118 @@ def _prune(directory: Path) -> None:
     for _, p in files[: max(0, len(files) - MAX_FILES)]:
         with contextlib.suppress(OSError):
             p.unlink()
+
+
+# ---------------------------------------------------------------------------- the strategy
+
+Search = Callable[[bool, frozenset[str]], Block]  # (fresh, ids to leave out) -> the new block
+
+
+class Replay:
+    """The replay history strategy for one middleware: the sessions' ledgers, loaded from disk once
+    per session and kept in an LRU of ``memo_size`` sessions."""
+
+    name = "replay"
+
+    def __init__(self, max_tokens: int, memo_size: int) -> None:
+        self.max_tokens = max_tokens  # replayed memory per session before a compaction
+        self.ledgers: LRU[tuple[str, str], Ledger] = LRU(memo_size)
+        # in this process: the store version an empty turn was searched at (may look again)
+        self._looked: LRU[tuple[int, str], int] = LRU(memo_size)
+
+    def keys(self, turn: "Turn") -> dict[int, str]:
+        """The ledger key of each human user message of the request, by index."""
+        fmt, view = turn.fmt, turn.view
+        return message_keys({i: fmt.identity(view.items[i], view.system_text) for i in view.user_indices})
+
+    def memo(self, turn: "Turn", keys: Mapping[int, str]) -> "LedgerMemo":
+        assert turn.view.latest_user is not None
+        return LedgerMemo(self._ledger(turn), keys[turn.view.latest_user], turn.store, self._looked)
+
+    def compute(self, turn: "Turn", keys: Mapping[int, str], search: Search) -> Callable[[bool], Block]:
+        ledger = self._ledger(turn)
+        return lambda fresh: self._new_turn(ledger, turn, keys, search, fresh)
+
+    def earlier(self, turn: "Turn", keys: Mapping[int, str], block: Block) -> dict[int, str]:
+        """The blocks to put back before earlier user messages, by index: byte-identical."""
+        by_key = {e.key: e for e in block.extra or ()}
+        out: dict[int, str] = {}
+        for i in turn.view.user_indices[:-1]:
+            e = by_key.get(keys[i])
+            if e is not None and e.text:
+                out[i] = e.text
+        return out
+
+    def _ledger(self, turn: "Turn") -> Ledger:
+        key = (turn.namespace, turn.session)
+        cached = self.ledgers.get(key)
+        if cached is None:  # loaded from disk once per session (I/O, but only on a session's first call)
+            cached = self.ledgers.setdefault(key, Ledger.load(turn.store.path, turn.session))
+        return cached
+
+    def _new_turn(self, ledger: Ledger, turn: "Turn", keys: Mapping[int, str], search: Search, fresh: bool) -> Block:
+        """A new turn: refresh the earlier blocks, retrieve only new memories. The block's ``extra``
+        is every entry of the session, this turn's last."""
+        view = turn.view
+        assert view.latest_user is not None
+        latest_key = keys[view.latest_user]
+        present = {keys[i] for i in view.user_indices if i != view.latest_user}
+        entries = list(ledger.entries)
+        compacted = False
+        # retrieval reads the files first, so the check for forgotten memories below sees them as
+        # this search did (a forgotten id is not in the index anyway: excluding it changes nothing)
+        block = search(fresh, frozenset(mid for e in entries if e.key in present for mid in e.ids))
+        gone = turn.store.missing({mid for e in entries for mid in e.ids}, refresh=False, wait=fresh)
+        for j, e in enumerate(entries):  # a forgotten or edited memory is rendered out of its block
+            if gone.intersection(e.ids):
+                entries[j] = e.without(gone, turn.model)
+                compacted = compacted or e.key in present
+        shown = [e for e in entries if e.key in present and e.text]
+        total = sum(e.tokens for e in shown)
+        if total + block.tokens > self.max_tokens:  # compact once: drop the oldest blocks down to half the cap
+            budget = self.max_tokens // 2 - block.tokens
+            for j, e in enumerate(entries):
+                if total <= budget:
+                    break
+                if e.key in present and e.text:
+                    entries[j] = LedgerEntry(e.key)
+                    total -= e.tokens
+                    compacted = True
+        new = LedgerEntry(latest_key, block.ids, block.lines, block.text, block.tokens, block.skipped)
+        entries = [e for e in entries if e.key != latest_key] + [new]
+        return replace(block, extra=tuple(entries), compacted=compacted)
+
+
+class LedgerMemo:
+    """The turn memo of replay: the session's ledger, keyed by the latest user message. An entry
+    that holds no block because its search found nothing is looked at again once the store changed."""
+
+    def __init__(self, ledger: Ledger, key: str, store: "MemoryStore", looked: LRU[tuple[int, str], int]) -> None:
+        self.ledger, self.key, self.store, self.looked = ledger, key, store, looked
+
+    def _block(self, entry: LedgerEntry, entries: tuple[LedgerEntry, ...], **kw: Any) -> Block:
+        skipped = kw.pop("skipped", None) or entry.skipped or (None if entry.ids else "nothing_relevant")
+        return Block(entry.ids, entry.lines, entry.text, entry.tokens, skipped=skipped, extra=entries, **kw)
+
+    def get(self) -> Block | None:
+        entries = self.ledger.entries
+        entry = self.ledger.get(self.key)
+        if entry is None:
+            return None
+        found = self._block(entry, entries)
+        if found.skipped == "nothing_relevant":  # no block was sent: look again if the store changed
+            found = replace(found, looked_at=self.looked.get((id(self.ledger), self.key)))
+            if found.looked_at is None or found.may_look_again(self.store):
+                return None
+        return found
+
+    def settle(self, block: Block) -> Block:
+        if block.looked_at is not None:
+            self.looked.setdefault((id(self.ledger), self.key), block.looked_at, replace=lambda _: True)
+        if not block.extra:  # retrieval failed: record an empty entry, keep the earlier ones as they are
+            entry = LedgerEntry(self.key)
+            if self.ledger.commit(self.key, (*self.ledger.entries, entry), persist=False):
+                return self._block(entry, self.ledger.entries, skipped=block.skipped, error=block.error)
+        elif self.ledger.commit(self.key, block.extra, relook=block.looked_at is not None or bool(block.ids)):
+            return block
+        return self.get() or block

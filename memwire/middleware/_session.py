@@ -1,4 +1,4 @@
-"""Session keys and the bounded memo that makes every request of one turn get identical bytes.
+"""Session keys, and the bounded memos that make every request of one turn get identical bytes.
 
 Which conversation a request belongs to, first match wins (DESIGN "Session identity"):
 
@@ -22,9 +22,13 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Callable, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
-__all__ = ["resolve_session", "SESSION_HEADERS", "turn_key", "LRU"]
+if TYPE_CHECKING:
+    from ..memory._store import MemoryStore
+    from ._render import Block
+
+__all__ = ["resolve_session", "SESSION_HEADERS", "turn_key", "LRU", "Memo"]
 
 # Headers that carry a client's own conversation id, in order of preference (lower case).
 SESSION_HEADERS: tuple[tuple[str, str], ...] = (
@@ -140,3 +144,18 @@ class LRU(Generic[K, V]):
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
+
+
+class Memo:
+    """A turn's (or a session's) block in an LRU: the first block settled for a key is what every
+    later request gets, unless it found nothing and the store has changed since (``may_look_again``)."""
+
+    def __init__(self, lru: LRU[tuple[str, ...], "Block"], key: tuple[str, ...], store: "MemoryStore") -> None:
+        self.lru, self.key, self.store = lru, key, store
+
+    def get(self) -> "Block | None":
+        block = self.lru.get(self.key)
+        return None if block is not None and block.may_look_again(self.store) else block
+
+    def settle(self, block: "Block") -> "Block":
+        return self.lru.setdefault(self.key, block, replace=lambda old: old.may_look_again(self.store))

@@ -201,7 +201,7 @@ def test_agent_side_requests_get_no_memory_and_no_ledger_entry(store: MemoryStor
              "output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}}
     p = mw.prepare_request(title, "anthropic.messages", headers=headers)
     assert p.injection.skipped == "side_request" and p.body == title
-    assert mw._ledgers.get(("", "claude-code:s-side")) is None  # no ledger was even loaded
+    assert mw.mode_for().replay.ledgers.get(("", "claude-code:s-side")) is None  # no ledger was even loaded
     main = mw.prepare_request(body(claude_turn1("Which port is the staging database on?")), "anthropic.messages",
                               headers=headers)
     assert main.injection.injected  # the main loop (it offers tools) is served as ever

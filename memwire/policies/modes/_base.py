@@ -1,0 +1,130 @@
+"""The mode protocol: what a mode is handed (``Turn``), what it answers (``Plan`` or ``Skip``), and
+what it hands back once the block is known (``Placed``)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from ..._errors import ConfigError
+from ...middleware._render import Block, render
+from ...middleware._session import turn_key
+
+if TYPE_CHECKING:
+    from ..._config import Config
+    from ...memory._store import MemoryStore
+    from ...middleware._formats import Format, View
+    from .._gate import GateDecision
+    from .._query import Query
+
+__all__ = ["Mode", "Turn", "Plan", "Skip", "Placed", "TurnMemo", "check_int", "check_choice"]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One request as the middleware read it: the body and its view, whose conversation it is, where
+    its memory lives, and what the gate and the query said of the latest user message."""
+
+    fmt: "Format"
+    body: Mapping[str, Any]
+    view: "View"
+    session: str
+    namespace: str
+    store: "MemoryStore"
+    model: str | None           # picks the token encoding of the budget
+    role: str                   # of a memory message (OpenAI chat / Responses)
+    gate: "GateDecision"
+    query: "Query"
+    top_k: int
+    min_score: float | None
+
+    def turn_key(self) -> tuple[str, ...]:
+        """The memo key of this turn: the session and the latest user message (by identity)."""
+        view = self.view
+        assert view.latest_user is not None
+        identity = self.fmt.identity(view.items[view.latest_user], view.system_text)
+        return (self.namespace, self.session, turn_key(view.latest_user, identity))
+
+    def search(self, fresh: bool, max_tokens: int, exclude: frozenset[str] = frozenset()) -> Block:
+        """Per-turn retrieval from the latest user message, rendered within ``max_tokens``.
+        ``fresh=False``: read the store as loaded and never wait for its lock (see ``Middleware``)."""
+        if self.gate.skip:
+            return Block(skipped="gate")
+        version = self.store.version
+        hits = self.store.search(self.query.text, self.top_k, min_score=self.min_score, context=self.query.context,
+                                 exclude=exclude, refresh=fresh, wait=fresh)
+        if not hits:
+            return Block(skipped="nothing_relevant", looked_at=self.store.version if fresh else version)
+        return render([h.memory for h in hits], max_tokens, self.model)
+
+
+class TurnMemo(Protocol):
+    """Where a mode keeps a turn's (or a session's) block: the first block settled is what every
+    later request of that turn gets."""
+
+    def get(self) -> Block | None: ...
+
+    def settle(self, block: Block) -> Block: ...
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a request needs: the memo its block is kept in, and how to compute the block when the
+    memo has none (``fresh=False``: inline, from the store as loaded). ``context`` is the mode's own,
+    handed back to ``place`` (replay: the ledger key of each user message)."""
+
+    memo: TurnMemo
+    compute: Callable[[bool], Block]
+    context: Any = None
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Leave the request unchanged, for this reason (gate, stateful)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Placed:
+    """The new body; ``position`` and ``placement`` of the new block when one was placed;
+    ``replayed``: earlier blocks put back."""
+
+    body: dict[str, Any]
+    position: int | None = None
+    placement: str | None = None  # message | merge | system
+    replayed: int = 0
+
+
+class Mode(ABC):
+    """One way of putting memory into a request. A mode does no I/O of its own outside ``compute``."""
+
+    name: ClassVar[str]
+
+    @classmethod
+    @abstractmethod
+    def from_config(cls, config: "Config") -> "Mode":
+        """The mode with the settings of ``config``."""
+
+    @abstractmethod
+    def plan(self, turn: Turn) -> Plan | Skip:
+        """What is memoized for this request and how its block is computed, or why nothing is done."""
+
+    @abstractmethod
+    def place(self, turn: Turn, plan: Plan, block: Block) -> Placed:
+        """The body with the block placed (and earlier blocks kept, where the mode keeps them).
+        ``block`` may hold nothing (skipped, nothing relevant)."""
+
+
+def check_int(owner: str, name: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ConfigError(f"{owner}: {name} must be an integer from {lo} to {hi}, got {value!r}")
+    return value
+
+
+def check_choice(owner: str, name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ConfigError(f"{owner}: {name} must be one of {', '.join(choices)}, got {value!r}")
+    return str(value)

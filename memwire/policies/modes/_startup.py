@@ -1,0 +1,46 @@
+"""``startup``: one block for the whole session, right after the leading system message(s)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...middleware._render import Block, render
+from ...middleware._session import LRU, Memo
+from ._base import Mode, Placed, Plan, Skip, Turn, check_int
+
+if TYPE_CHECKING:
+    from ..._config import Config
+
+
+class Startup(Mode):
+    """Retrieved once per session with no query (pinned memories first, then the rest in store
+    order) and the same bytes on every request of the session: the whole prefix stays cacheable."""
+
+    name = "startup"
+
+    def __init__(self, max_tokens: int = 1200, memo_size: int = 1024) -> None:
+        self.max_tokens = check_int(self.name, "max_tokens", max_tokens, 16, 100_000)
+        self._sessions: LRU[tuple[str, ...], Block] = LRU(check_int(self.name, "memo_size", memo_size, 1, 10**9))
+
+    @classmethod
+    def from_config(cls, config: "Config") -> "Startup":
+        return cls(config.startup_max_tokens, config.memo_size)
+
+    def plan(self, turn: Turn) -> Plan | Skip:
+        if turn.view.stateful:  # the provider keeps the history: the block went in with the first call
+            return Skip("stateful")
+        memo = Memo(self._sessions, (turn.namespace, turn.session), turn.store)
+        return Plan(memo, lambda fresh: self._block(turn, fresh))
+
+    def _block(self, turn: Turn, fresh: bool) -> Block:
+        memories = turn.store.memories(refresh=fresh, wait=fresh)
+        ordered = [m for m in memories if m.pinned] + [m for m in memories if not m.pinned]
+        if not ordered:
+            return Block(skipped="nothing_relevant")
+        return render(ordered, self.max_tokens, turn.model)
+
+    def place(self, turn: Turn, plan: Plan, block: Block) -> Placed:
+        if block.skipped or not block.ids:
+            return Placed(dict(turn.body))
+        position = turn.view.leading_system
+        return Placed(turn.fmt.insert(turn.body, position, block.text, turn.role), position, "message")
