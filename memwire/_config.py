@@ -20,6 +20,7 @@ from typing import Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._errors import ConfigError
+from .policies.modes import MODES as _REGISTRY
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -30,20 +31,17 @@ __all__ = ["Config", "MODES", "PROJECT_REFUSED", "normalize_mode", "load_config"
 
 log = logging.getLogger("memwire")
 
-MODES = ("startup", "systemPromptPerTurn", "contextPerTurn")
-_MODE_ALIASES = {m.lower(): m for m in MODES} | {
-    "system_prompt_per_turn": "systemPromptPerTurn",
-    "context_per_turn": "contextPerTurn",
-}
+MODES = tuple(_REGISTRY)  # the built-in modes (help texts); a mode registered later is valid too
 
 
 def normalize_mode(value: str) -> str:
-    """Accept the three mode names and their snake_case spellings; anything else names the valid ones."""
-    key = str(value).strip().replace("-", "_").lower()
-    mode = _MODE_ALIASES.get(key) or _MODE_ALIASES.get(key.replace("_", ""))
-    if mode is None:
-        raise ConfigError(f"unknown mode {value!r}; valid modes: {', '.join(MODES)}")
-    return mode
+    """A registered mode's name (``policies/modes``), given as written or in snake_case; anything
+    else names the valid ones."""
+    key = str(value).strip().replace("-", "").replace("_", "").lower()
+    for name in _REGISTRY:
+        if name.lower() == key:
+            return name
+    raise ConfigError(f"unknown mode {value!r}; valid modes: {', '.join(_REGISTRY)}")
 
 
 class Config(BaseModel):

@@ -87,20 +87,21 @@ class Middleware:
 
     ``Middleware(store=MemoryStore(dir), mode="contextPerTurn")``; other settings as keyword
     arguments (see :class:`memwire.Config`) or ``config=``. ``Middleware.from_config()`` reads
-    ``memwire.toml`` and ``MEMWIRE_*`` variables.
+    ``memwire.toml`` and ``MEMWIRE_*`` variables. ``mode`` may also be a mode object
+    (``memwire.policies.modes``), with its own settings: ``mode=ContextPerTurn(history="drop")``.
     """
 
     def __init__(
         self,
         store: MemoryStore | None = None,
-        mode: str | None = None,
+        mode: str | Mode | None = None,
         *,
         config: Config | None = None,
         **options: Any,
     ) -> None:
         updates = dict(options)
         if mode is not None:
-            updates["mode"] = mode
+            updates["mode"] = mode.name if isinstance(mode, Mode) else mode
         if config is None:  # like the SDKs: the environment and ./memwire.toml apply by default
             self.config = load_config(**updates)
         else:
@@ -113,7 +114,8 @@ class Middleware:
             )
         self.store = store
         self._stores: LRU[str, MemoryStore] = LRU(256)
-        self._modes: dict[str, Mode] = {self.config.mode: mode_from_config(self.config.mode, self.config)}
+        given = mode if isinstance(mode, Mode) else None
+        self._modes: dict[str, Mode] = {self.config.mode: given or mode_from_config(self.config.mode, self.config)}
         self._modes_lock = threading.Lock()
 
     @classmethod
@@ -130,8 +132,8 @@ class Middleware:
         name = normalize_mode(name) if name else self.config.mode
         mode = self._modes.get(name)
         if mode is None:
-            with self._modes_lock:
-                mode = self._modes.setdefault(name, mode_from_config(name, self.config))
+            with self._modes_lock:  # one object per mode: it holds that mode's memos
+                mode = self._modes.get(name) or self._modes.setdefault(name, mode_from_config(name, self.config))
         return mode
 
     def warm_up(self, models: Sequence[str | None] = ("gpt-4o", None), *, background: bool = False) -> threading.Thread | None:
