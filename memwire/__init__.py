@@ -3,11 +3,15 @@
     from memwire import Middleware, MemoryStore
     mw = Middleware(store=MemoryStore(".memwire"), mode="contextPerTurn")
     p = mw.prepare(messages)      # p.messages for the provider, p.injection says what was added
+
+The ways in: ``memwire.adapters.openai`` / ``.anthropic`` / ``.litellm`` (``wrap``), and
+``memwire.adapters.proxy`` (``create_app``, or the ``memwire proxy`` command). The modes, as
+objects: ``memwire.policies.modes``.
 """
 
 from __future__ import annotations
 
-from ._config import MODES, Config, load_config
+from ._config import Config
 from ._errors import (
     ConfigError,
     InvalidMemoryError,
@@ -16,6 +20,7 @@ from ._errors import (
     MemwireError,
     NamespaceError,
     RequestFormatError,
+    UsageError,
 )
 from .memory._model import Hit, Memory
 from .memory._store import MemoryStore
@@ -31,10 +36,9 @@ __all__ = [
     "Injection",
     "Prepared",
     "Config",
-    "load_config",
-    "MODES",
     "MemwireError",
     "ConfigError",
+    "UsageError",
     "RequestFormatError",
     "MemoryFileError",
     "MemoryNotFoundError",

@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "MemwireError",
     "ConfigError",
+    "UsageError",
     "RequestFormatError",
     "MemoryFileError",
     "MemoryNotFoundError",
@@ -20,6 +21,11 @@ class MemwireError(Exception):
 
 class ConfigError(MemwireError, ValueError):
     """A configuration key or value is invalid; the message names it."""
+
+
+class UsageError(MemwireError, TypeError):
+    """memwire was handed an object it cannot work with (``wrap()`` of something that is not an SDK
+    client, a client wrapped twice); the message says what it expected."""
 
 
 class RequestFormatError(MemwireError, ValueError):

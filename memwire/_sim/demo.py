@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from .._config import Config
+from .._errors import ConfigError
 from ..memory._model import Memory
 from ..memory._store import MemoryStore
 from ..middleware._core import Middleware
@@ -271,7 +272,7 @@ def _play_turn(
 
 def run_demo(provider: str = "openai", configs: Sequence[Config_] = CONFIGS, model: str | None = None) -> DemoReport:
     if provider not in MODELS:
-        raise ValueError(f"unknown provider {provider!r}; expected one of {', '.join(MODELS)}")
+        raise ConfigError(f"unknown provider {provider!r}; expected one of {', '.join(MODELS)}")
     model = model or MODELS[provider]
     results = [run_mode(cfg, provider, model) for cfg in configs]
     none = next((r for r in results if r.label == "no memory"), None)

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import httpx
 
 from .._errors import RequestFormatError
+from .._errors import UsageError
 from ..middleware._core import Middleware
 from ._common import NAMESPACE_HEADER, SESSION_HEADER, dump_json, fail_open
 
@@ -168,7 +169,7 @@ def _http_module(http_client: Any) -> tuple[ModuleType, bool]:
             return module, True
         if isinstance(http_client, module.Client):
             return module, False
-    raise TypeError(f"memwire: the client's http client is a {type(http_client).__name__}, not an httpx client")
+    raise UsageError(f"memwire: the client's http client is a {type(http_client).__name__}, not an httpx client")
 
 
 def wrap_sdk_client(
@@ -180,15 +181,15 @@ def wrap_sdk_client(
     The copy keeps the client's settings and the original http client's transports (connection
     pool, proxies, mounts), its headers, auth, timeout, redirects and event hooks."""
     if not isinstance(middleware, Middleware):
-        raise TypeError(f"memwire: wrap() expects a memwire.Middleware, got {type(middleware).__name__}")
+        raise UsageError(f"memwire: wrap() expects a memwire.Middleware, got {type(middleware).__name__}")
     original: Any = getattr(client, "_client", None)  # the SDK's http client (every Stainless SDK has it)
     http, is_async = _http_module(original)
     sync_cls, async_cls = _transport_classes(http)
     inner = getattr(original, "_transport", None)
     if isinstance(inner, (MemwireTransport, AsyncMemwireTransport)):
-        raise TypeError("memwire: this client is already wrapped (wrap the original client, or use this one)")
+        raise UsageError("memwire: this client is already wrapped (wrap the original client, or use this one)")
     if inner is None:
-        raise TypeError(f"memwire: cannot wrap {type(original).__name__}: it has no transport to wrap")
+        raise UsageError(f"memwire: cannot wrap {type(original).__name__}: it has no transport to wrap")
     if namespace is not None:
         middleware.store_for(namespace)  # a bad namespace name is the caller's error: raise it now
     rewrite = _Rewrite(middleware, routes, session, namespace)

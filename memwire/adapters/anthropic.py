@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from .._errors import UsageError
 from ..middleware._core import Middleware
 from ._common import NAMESPACE_HEADER, SESSION_HEADER
 from ._http import wrap_sdk_client
 
-__all__ = ["wrap", "SESSION_HEADER", "NAMESPACE_HEADER"]
+__all__ = ["wrap"]
 
 C = TypeVar("C")
 
@@ -48,7 +49,7 @@ def wrap(client: C, middleware: Middleware, *, session: str | None = None, names
     import anthropic  # the caller already has it; memwire itself does not depend on it
 
     if not isinstance(client, (anthropic.Anthropic, anthropic.AsyncAnthropic)):
-        raise TypeError(
+        raise UsageError(
             f"memwire.adapters.anthropic.wrap expects an Anthropic or AsyncAnthropic client, got {type(client).__name__}")
     # Claude's tokenizer is not tiktoken's: the budget counts with the default encoding
     return wrap_sdk_client(client, middleware, ROUTES, session=session, namespace=namespace, models=(None,))

@@ -32,7 +32,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from .._errors import NamespaceError
+from .._errors import NamespaceError, UsageError
 from ..memory._store import validate_namespace
 from ..middleware._core import Middleware, Prepared
 from ._common import as_list, fail_open, readable, restore, split_kwargs
@@ -52,8 +52,7 @@ if TYPE_CHECKING:
             self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: str,
         ) -> dict[str, Any]: ...
 
-__all__ = ["wrap", "MemwireCallback", "proxy_namespace", "proxy_session", "CALL_TYPES", "ADMIN_USER_ID",
-           "MASTER_KEY_ALIAS"]
+__all__ = ["wrap", "MemwireCallback"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -95,6 +94,10 @@ def wrap(fn: F, middleware: Middleware) -> F:
     Same signature (``functools.wraps``); ``memwire_session=`` / ``memwire_namespace=`` keyword
     arguments choose the session and namespace and are removed before the real call. The store and
     token encodings start loading now, on a background thread (``Middleware.warm_up``)."""
+    if not callable(fn):
+        raise UsageError(f"memwire.adapters.litellm.wrap expects litellm.completion or acompletion, got {type(fn).__name__}")
+    if not isinstance(middleware, Middleware):
+        raise UsageError(f"memwire: wrap() expects a memwire.Middleware, got {type(middleware).__name__}")
     names = _positional_names(fn)
     middleware.warm_up(background=True)
 

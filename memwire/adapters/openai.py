@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from .._errors import UsageError
 from ..middleware._core import Middleware
 from ._common import NAMESPACE_HEADER, SESSION_HEADER
 from ._http import wrap_sdk_client
 
-__all__ = ["wrap", "SESSION_HEADER", "NAMESPACE_HEADER"]
+__all__ = ["wrap"]
 
 C = TypeVar("C")
 
@@ -47,7 +48,7 @@ def wrap(client: C, middleware: Middleware, *, session: str | None = None, names
     import openai  # the caller already has it; memwire itself does not depend on it
 
     if not isinstance(client, (openai.OpenAI, openai.AsyncOpenAI)):
-        raise TypeError(
+        raise UsageError(
             f"memwire.adapters.openai.wrap expects an OpenAI or AsyncOpenAI client, got {type(client).__name__}")
     # gpt-4o's encoding and the default one: the budget counts with whichever the model uses
     return wrap_sdk_client(client, middleware, ROUTES, session=session, namespace=namespace, models=("gpt-4o", None))

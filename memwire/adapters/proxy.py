@@ -42,17 +42,7 @@ from ..middleware._core import Injection, Middleware, Prepared
 from ._common import dump_json
 from ._limits import NamespaceQuota
 
-__all__ = [
-    "DEFAULT_ANTHROPIC_UPSTREAM",
-    "DEFAULT_MAX_BODY_BYTES",
-    "DEFAULT_OPENAI_UPSTREAM",
-    "MAX_CACHE_BREAKPOINTS",
-    "add_cache_breakpoint",
-    "count_cache_breakpoints",
-    "create_app",
-    "default_client",
-    "upstream_family",
-]
+__all__ = ["create_app", "default_client"]
 
 log = logging.getLogger("memwire.proxy")
 

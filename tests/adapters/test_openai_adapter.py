@@ -602,3 +602,20 @@ async def test_openai_agents_sdk(mw: Middleware, fake: Any, streamed: bool) -> N
     body = provider.last.body
     assert body["instructions"] == "You are a careful coding agent." and body.get("stream", False) is streamed
     assert_memory_before_latest_user(body["input"], [{"role": "user", "content": QUESTION}])
+
+
+def test_every_wrap_misuse_is_a_memwire_usage_error() -> None:
+    import litellm
+    from openai import OpenAI
+
+    from memwire import MemwireError, UsageError
+    from memwire.adapters.anthropic import wrap as wrap_anthropic
+    from memwire.adapters.litellm import wrap as wrap_litellm
+
+    mw = Middleware(store=MemoryStore("unused-dir"))
+    misuses = [lambda: wrap({}, mw), lambda: wrap(OpenAI(api_key="x"), "mw"), lambda: wrap_anthropic(OpenAI(api_key="x"), mw),
+               lambda: wrap_litellm("litellm.completion", mw), lambda: wrap_litellm(litellm.completion, None)]
+    for misuse in misuses:
+        with pytest.raises(UsageError) as info:
+            misuse()
+        assert isinstance(info.value, (MemwireError, TypeError))  # one tree, and still a TypeError
