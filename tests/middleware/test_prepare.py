@@ -266,3 +266,17 @@ def test_a_relevant_memory_that_does_not_fit_the_budget_is_reported_as_over_budg
     assert p.injection.skipped == "over_budget" and not p.injection.memory_ids
     p = Middleware(store=store).prepare([{"role": "user", "content": "Something about cooking pasta tonight"}])
     assert p.injection.skipped == "nothing_relevant"
+
+
+@pytest.mark.parametrize("placement", ["message", "merge"])
+def test_anthropic_tool_results_stay_first_in_the_message_that_gets_the_block(store: MemoryStore, placement: str) -> None:
+    # a human message that also answers a tool call: the results must directly follow the tool_use
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "system": "You are a coding agent.",
+            "messages": [{"role": "user", "content": "Fix the upload bug"},
+                         {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]},
+                         {"role": "user", "content": [result, {"type": "text", "text": "How do I run the tests?"}]}]}
+    p = Middleware(store=store, history="drop", placement=placement).prepare_request(body, "anthropic.messages")
+    content = p.body["messages"][-1]["content"]
+    assert p.injection.injected and p.injection.placement == "merge" and len(p.body["messages"]) == 3
+    assert content[0] == result and content[1]["text"].startswith(OPEN) and content[2]["text"] == "How do I run the tests?"
