@@ -209,9 +209,9 @@ class _Proxy:
         self._check(request)
         raw = b"".join([chunk async for chunk in read_body(request, self.body_timeout, self.max_body_bytes)])
         body, injection = await self._prepare(request, raw, api) if self.memory else (raw, None)
-        injected = len(injection.memory_ids) if injection is not None and injection.injected else 0
+        request.state.injected = len(injection.memory_ids) if injection is not None and injection.injected else 0
         mode = injection.mode if injection is not None else self.middleware.mode
-        return await self._forward(request, body, {"x-memwire-injected": str(injected), "x-memwire-mode": mode})
+        return await self._forward(request, body, {"x-memwire-injected": str(request.state.injected), "x-memwire-mode": mode})
 
     async def pass_through(self, request: Request) -> Response:
         self._check(request)
@@ -249,8 +249,8 @@ class _Proxy:
         data = await _run(big, _parse, raw, api)
         try:
             if big:
-                prepared = await _run(big, self.middleware.prepare_request, data, api, namespace=namespace,
-                                      headers=request.headers)
+                prepared = await run_in_threadpool(self.middleware.prepare_request, data, api, namespace=namespace,
+                                                   headers=request.headers)
             else:
                 prepared = await self.middleware.aprepare_request(data, api, namespace=namespace, headers=request.headers)
             return await _run(big, self._encode, prepared, data, raw, api), prepared.injection
@@ -283,9 +283,7 @@ class _Proxy:
         headers = request.headers
         base = self.upstreams[upstream_family(request.scope["path"], headers)]
         streamed = body is None and ("content-length" in headers or "transfer-encoding" in headers)
-        url = base + _raw_path(request)
-        if request.scope.get("query_string"):
-            url += "?" + request.scope["query_string"].decode("latin-1")
+        url = httpx.URL(base + _raw_path(request), query=request.scope.get("query_string") or None)
         upstream = self.client.build_request(
             request.method, url, headers=_upstream_headers(headers.raw, keep_length=streamed),
             content=read_body(request, self.body_timeout) if streamed else body)
@@ -426,13 +424,12 @@ class _AccessLog:
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
-        status, injected = "-", 0
+        status = "-"
 
         async def sending(message: Message) -> None:
-            nonlocal status, injected
+            nonlocal status
             if message["type"] == "http.response.start":
                 status = str(message["status"])
-                injected = int(dict(message["headers"]).get(b"x-memwire-injected", 0))
             await send(message)
 
         try:
@@ -440,6 +437,7 @@ class _AccessLog:
         except ClientDisconnect:
             status = "499" if status == "-" else status
         finally:
+            injected = scope.get("state", {}).get("injected", 0)  # set by the memory routes (request.state)
             log.info("%s %s %s injected=%d %.1fms", scope["method"], scope["path"], status, injected,
                      (time.perf_counter() - start) * 1000)
 
