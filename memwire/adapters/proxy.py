@@ -362,9 +362,8 @@ class _Relay(StreamingResponse):
             await super().__call__(scope, receive, send)
         except httpx.HTTPError as exc:  # the headers are gone already: all we can do is cut the stream
             log.warning("memwire proxy: upstream stream broke off (%s)", type(exc).__name__)
-        finally:
-            with anyio.CancelScope(shield=True):  # also when the relay was cancelled
-                await self.upstream.aclose()
+        finally:  # also when the relay stopped between two chunks (the client left)
+            await self.upstream.aclose()
 
 
 async def _raw_chunks(upstream: httpx.Response) -> AsyncIterator[bytes]:
