@@ -310,8 +310,8 @@ class _Proxy:
 
 def _raw_path(request: Request) -> str:
     """The path as the client encoded it (``%2F`` stays ``%2F``)."""
-    raw: bytes | None = request.scope.get("raw_path")
-    return raw.decode("latin-1") if raw else request.scope["path"]  # type: ignore[no-any-return]
+    raw = request.scope.get("raw_path")
+    return raw.decode("latin-1") if raw else str(request.scope["path"])
 
 
 def _upstream_headers(raw: Sequence[tuple[bytes, bytes]], keep_length: bool) -> list[tuple[bytes, bytes]]:
