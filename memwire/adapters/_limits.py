@@ -20,6 +20,7 @@ from pathlib import Path
 import anyio
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
+from starlette.types import Message
 
 __all__ = ["NamespaceQuota", "Refusal", "read_body"]
 
@@ -43,22 +44,22 @@ async def read_body(request: Request, timeout: float, limit: int | None = None) 
     declared = request.headers.get("content-length", "")
     if limit is not None and declared.isdigit() and int(declared) > limit:
         raise Refusal(413, f"request body of {declared} bytes exceeds the proxy's limit of {limit} bytes")
-    chunks = request.stream()
     deadline = anyio.current_time() + timeout
     size = 0
-    while True:
-        try:
-            with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
-                chunk = await chunks.__anext__()
-        except StopAsyncIteration:
-            return
-        except TimeoutError:
-            raise Refusal(408, f"request body not received within {timeout:g} s ({size} bytes arrived)",
-                          "request_timeout") from None
-        size += len(chunk)
-        if limit is not None and size > limit:
-            raise Refusal(413, f"request body exceeds the proxy's limit of {limit} bytes")
-        yield chunk
+
+    async def receive() -> Message:
+        with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
+            return await request.receive()
+
+    try:
+        async for chunk in Request(request.scope, receive).stream():
+            size += len(chunk)
+            if limit is not None and size > limit:
+                raise Refusal(413, f"request body exceeds the proxy's limit of {limit} bytes")
+            yield chunk
+    except TimeoutError:
+        raise Refusal(408, f"request body not received within {timeout:g} s ({size} bytes arrived)",
+                      "request_timeout") from None
 
 
 class NamespaceQuota:

@@ -26,7 +26,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from functools import partial
 from typing import Any, TypeVar
 
@@ -283,29 +283,33 @@ class _Proxy:
         headers = request.headers
         base = self.upstreams[upstream_family(request.scope["path"], headers)]
         streamed = body is None and ("content-length" in headers or "transfer-encoding" in headers)
-        url = httpx.URL(base + _raw_path(request), query=request.scope.get("query_string") or None)
+        url = base + _raw_path(request)
+        if request.scope.get("query_string"):
+            url += "?" + request.scope["query_string"].decode("latin-1")
         upstream = self.client.build_request(
             request.method, url, headers=_upstream_headers(headers.raw, keep_length=streamed),
             content=read_body(request, self.body_timeout) if streamed else body)
+        answer = self._send(upstream, base, retry=not streamed)
+        # A streamed body is read from the client's messages, which the relay listens to for a
+        # disconnect: it is sent first. Otherwise the relay waits for the answer, listening.
+        return _Relay(await answer if streamed else answer, extra)
+
+    async def _send(self, request: httpx.Request, base: str, retry: bool) -> httpx.Response:
+        """Send upstream; failures become 504 and 502 refusals. ``retry``: the body can be sent again."""
         try:
-            if streamed:  # the body stream reads the client's messages until the request is sent
-                response = await self.client.send(upstream, stream=True)
-            else:
-                response = await _unless_client_leaves(request, self._send(upstream))
+            try:
+                return await self.client.send(request, stream=True)
+            except httpx.RemoteProtocolError:
+                if not retry:
+                    raise
+                # A pooled connection the upstream closed while idle fails like this before the
+                # request was read: send it once more, on a fresh connection.
+                log.info("upstream closed a pooled connection; retrying once")
+                return await self.client.send(request, stream=True)
         except httpx.TimeoutException:
             raise Refusal(504, f"upstream {base} timed out", "upstream_timeout") from None
         except httpx.HTTPError as exc:
             raise Refusal(502, f"upstream {base} unreachable: {type(exc).__name__}", "upstream_unreachable") from None
-        return _Relay(response, extra)
-
-    async def _send(self, request: httpx.Request) -> httpx.Response:
-        try:
-            return await self.client.send(request, stream=True)
-        except httpx.RemoteProtocolError:
-            # A pooled connection the upstream closed while idle fails like this before the request
-            # was read: send it once more, on a fresh connection (its body is bytes: it can be).
-            log.info("upstream closed a pooled connection; retrying once")
-            return await self.client.send(request, stream=True)
 
 
 def _raw_path(request: Request) -> str:
@@ -326,44 +330,28 @@ def _upstream_headers(raw: Sequence[tuple[bytes, bytes]], keep_length: bool) -> 
     return out
 
 
-async def _unless_client_leaves(request: Request, call: Awaitable[T]) -> T:
-    """``await call``, given up (``ClientDisconnect``) as soon as the client goes away."""
-    failure: Exception = ClientDisconnect()
-    async with anyio.create_task_group() as tg:
-
-        async def watch() -> None:
-            while (await request.receive())["type"] != "http.disconnect":
-                pass
-            tg.cancel_scope.cancel()
-
-        tg.start_soon(watch)
-        try:
-            return await call
-        except Exception as exc:  # raised as itself below, not inside the task group's ExceptionGroup
-            failure = exc
-        finally:
-            tg.cancel_scope.cancel()
-    raise failure
-
-
 class _Relay(StreamingResponse):
     """The upstream's answer as it arrives: its status, its headers but hop-by-hop ones, and its
-    body as it came over the wire (still compressed if it was). Starlette stops the relay when the
-    client leaves; the upstream response is closed however the relay ends."""
+    body as it came over the wire (still compressed if it was). The answer is awaited here, while
+    Starlette listens for the client leaving: that stops the wait or the relay. The upstream
+    response is closed however the relay ends."""
 
-    def __init__(self, upstream: httpx.Response, extra: Mapping[str, str]) -> None:
-        super().__init__(_raw_chunks(upstream), upstream.status_code)
-        self.upstream = upstream
-        self.raw_headers = [(k.lower(), v) for k, v in upstream.headers.raw if k.lower() not in _DROP_RESPONSE]
-        self.raw_headers += [(k.encode(), v.encode()) for k, v in extra.items()]
+    def __init__(self, answer: httpx.Response | Awaitable[httpx.Response], extra: Mapping[str, str]) -> None:
+        super().__init__((), headers=extra)  # the body comes with the answer
+        self.answer = answer
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def stream_response(self, send: Send) -> None:
+        upstream = self.answer if isinstance(self.answer, httpx.Response) else await self.answer
         try:
-            await super().__call__(scope, receive, send)
+            self.status_code = upstream.status_code
+            self.raw_headers[:0] = [(k.lower(), v) for k, v in upstream.headers.raw if k.lower() not in _DROP_RESPONSE]
+            self.body_iterator = _raw_chunks(upstream)
+            await super().stream_response(send)
         except httpx.HTTPError as exc:  # the headers are gone already: all we can do is cut the stream
             log.warning("memwire proxy: upstream stream broke off (%s)", type(exc).__name__)
-        finally:  # also when the relay stopped between two chunks (the client left)
-            await self.upstream.aclose()
+        finally:
+            with anyio.CancelScope(shield=True):  # the relay may have been cancelled (the client left)
+                await upstream.aclose()
 
 
 async def _raw_chunks(upstream: httpx.Response) -> AsyncIterator[bytes]:
@@ -412,8 +400,8 @@ async def _error_response(request: Request, exc: Exception) -> Response:
 
 class _AccessLog:
     """One log line per request: method, path, status, memories injected, time; never headers or
-    bodies (they carry keys and user data). A client that left before its answer gets none
-    (Starlette's ``ClientDisconnect`` ends here) and is logged as 499."""
+    bodies (they carry keys and user data). A client that left before its answer gets none and is
+    logged as 499."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -432,9 +420,10 @@ class _AccessLog:
             await send(message)
 
         try:
-            await self.app(scope, receive, sending)
-        except ClientDisconnect:
-            status = "499" if status == "-" else status
+            with suppress(ClientDisconnect):  # the client left while sending its body, or (ASGI 2.4) mid-answer
+                await self.app(scope, receive, sending)
+            if status == "-":  # Starlette stops, without a word, a response whose client left
+                status = "499"
         finally:
             injected = scope.get("state", {}).get("injected", 0)  # set by the memory routes (request.state)
             log.info("%s %s %s injected=%d %.1fms", scope["method"], scope["path"], status, injected,

@@ -721,3 +721,17 @@ async def test_a_client_gone_on_an_asgi_2_4_server_closes_the_upstream_answer(mw
         await app(scope, receive, send)  # returns quietly
     assert sent[0]["status"] == 200 and closed == [True]
     assert [r.getMessage()[:20] for r in caplog.records] == ["GET /v1/models 200 i"]
+
+
+async def test_a_streamed_body_is_not_sent_twice(mw: Middleware) -> None:
+    calls: list[bytes] = []
+
+    def closed(request: httpx.Request) -> httpx.Response:
+        calls.append(request.content)
+        raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=request)
+
+    app = create_app(mw, client=mock_upstream(closed))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=PROXY) as http:
+        r = await http.post("/v1/files", content=b"file bytes")  # passed through as it streams in: read once
+    assert r.status_code == 502 and r.json()["error"]["code"] == "upstream_unreachable"
+    assert calls == [b"file bytes"]
