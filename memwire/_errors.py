@@ -33,7 +33,10 @@ class RequestFormatError(MemwireError, ValueError):
 
 
 class MemoryFileError(MemwireError):
-    """A memory file could not be read or parsed; carries the path and line."""
+    """A memory file or directory cannot be used as it is on disk; carries the path and, where known,
+    the line. Raised when memwire cannot go on (the memory directory is a file, a write would go
+    through a symlink); collected, not raised, for problems it can read past (``MemoryStore.problems``:
+    bad UTF-8, an empty bullet), so one bad line never hides the rest of the memory."""
 
     def __init__(self, path: str, line: int | None, problem: str) -> None:
         self.path = path

@@ -103,7 +103,7 @@ def wrap(fn: F, middleware: Middleware) -> F:
 
     def split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[dict[str, Any], str | None, str | None]:
         if len(args) > len(names):
-            raise TypeError(f"{getattr(fn, '__name__', 'fn')}() got {len(args)} positional arguments")
+            raise UsageError(f"{getattr(fn, '__name__', 'fn')}() got {len(args)} positional arguments")
         # positional arguments become keywords so the body sees ``model`` and ``messages``
         call, session, namespace = split_kwargs({**dict(zip(names, args)), **kwargs})
         as_list(call, "messages")

@@ -36,7 +36,6 @@ from .._errors import (
     InvalidMemoryError,
     MemoryFileError,
     MemoryNotFoundError,
-    MemwireError,
     NamespaceError,
     StoreBusyError,
 )
@@ -101,7 +100,7 @@ class _Dir:
         except FileNotFoundError:
             return {}  # created on first write
         if not stat.S_ISDIR(dst.st_mode):
-            raise NotADirectoryError(f"memory directory {self.path} is not a directory")
+            raise MemoryFileError(str(self.path), None, "the memory directory is not a directory")
         dir_sig = (dst.st_mtime_ns, dst.st_ino)
         if dir_sig == self._dir_sig:
             found: dict[str, _Sig] = {}
@@ -198,7 +197,7 @@ class _Dir:
             fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise MemwireError(f"{self.path / '.lock'} is a symlink; memwire does not write through symlinks") from None
+                raise MemoryFileError(str(self.path / ".lock"), None, "a symlink; memwire does not write through symlinks") from None
             raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -242,8 +241,8 @@ class _Dir:
             return os.open(self.path / name, flags, _NEW_FILE_MODE)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise MemwireError(f"{self.path / name} is a symlink; memwire does not write through symlinks "
-                                   "(edit the file it points to by hand, or replace the link with the file)") from None
+                raise MemoryFileError(str(self.path / name), None, "a symlink; memwire does not write through symlinks "
+                                      "(edit the file it points to by hand, or replace the link with the file)") from None
             raise
 
     def current_sig(self, name: str) -> _Sig | None:
