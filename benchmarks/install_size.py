@@ -56,8 +56,10 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "venv", str(tmp / "venv")], check=True)
         py = tmp / "venv" / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
         start = time.perf_counter()
-        subprocess.run([str(py), "-m", "pip", "install", "-q", target], check=True)
+        done = subprocess.run([str(py), "-m", "pip", "install", "-q", target], capture_output=True, text=True)
         elapsed = time.perf_counter() - start
+        if done.returncode:
+            sys.exit(f"pip install {target} failed:\n{done.stdout}{done.stderr}")
         site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                    capture_output=True, text=True, check=True).stdout.strip())
         sizes = package_sizes(site)

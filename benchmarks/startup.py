@@ -6,11 +6,16 @@ Each command runs ``--runs`` times, each in a fresh subprocess of this interpret
 --help`` is the ``memwire`` console script next to it); prints the median, min and max wall time. With
 ``--importtime N`` it also prints the N modules that take longest to import (``-X importtime``,
 cumulative microseconds) for each command, and which heavy third-party packages got loaded.
+
+The children may write bytecode (``PYTHONDONTWRITEBYTECODE`` is dropped from their environment), as
+``pip install`` compiles it for an installed package: an editable checkout would otherwise compile
+every module from source on each run. ``--no-bytecode`` keeps the variable as it is.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -32,9 +37,12 @@ PROBES: dict[str, str] = {
 HEAVY = ("pydantic", "httpx", "litellm", "starlette", "uvicorn", "numpy", "tiktoken", "anyio", "yaml", "filelock")
 
 
+ENV = dict(os.environ)
+
+
 def time_once(cmd: list[str]) -> float:
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=ENV)
     return time.perf_counter() - start
 
 
@@ -42,7 +50,8 @@ def importtime(code: str, top: int) -> tuple[list[tuple[int, str]], list[str]]:
     """The ``top`` slowest imports (cumulative µs, module) and the heavy packages loaded."""
     probe = f"try:\n    {code}\nexcept SystemExit:\n    pass\n" \
             "import sys as _s; print('\\nLOADED', *sorted({m.split('.')[0] for m in _s.modules}))"
-    out = subprocess.run([sys.executable, "-X", "importtime", "-c", probe], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-X", "importtime", "-c", probe], capture_output=True, text=True, check=True,
+                         env=ENV)
     rows = []
     for line in out.stderr.splitlines():
         parts = line.removeprefix("import time:").split("|")
@@ -56,10 +65,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--importtime", type=int, default=0, metavar="N", help="also show the N slowest imports")
+    ap.add_argument("--no-bytecode", action="store_true", help="keep PYTHONDONTWRITEBYTECODE as it is")
     args = ap.parse_args()
+    if not args.no_bytecode:
+        ENV.pop("PYTHONDONTWRITEBYTECODE", None)
     bare = [sys.executable, "-c", "pass"]
     time_once(bare)  # warm the file cache once
-    print(f"python {sys.version.split()[0]}, {args.runs} fresh processes each")
+    print(f"python {sys.version.split()[0]}, {args.runs} fresh processes each, "
+          f"bytecode {'as the environment says' if args.no_bytecode else 'written and used'}")
     print(f"{'command':<34}{'median':>9}{'min':>9}{'max':>9}")
     for name, cmd in COMMANDS.items():
         time_once(cmd)  # warm-up run, not counted
