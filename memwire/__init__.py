@@ -11,7 +11,8 @@ objects: ``memwire.policies.modes``.
 
 from __future__ import annotations
 
-from ._config import Config
+from typing import TYPE_CHECKING, Any
+
 from ._errors import (
     ConfigError,
     InvalidMemoryError,
@@ -25,6 +26,9 @@ from ._errors import (
 from .memory._model import Hit, Memory
 from .memory._store import MemoryStore
 from .middleware._core import Injection, Middleware, Prepared
+
+if TYPE_CHECKING:
+    from ._config_model import Config
 
 __version__ = "0.1.0"
 
@@ -46,3 +50,12 @@ __all__ = [
     "InvalidMemoryError",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Config is a pydantic model: loaded on first use, so that `import memwire` stays light
+    if name == "Config":
+        from ._config_model import Config
+
+        return Config
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

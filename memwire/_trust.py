@@ -33,9 +33,12 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from ._config import Config, load_config
+from ._config import load_config
+
+if TYPE_CHECKING:
+    from ._config_model import Config
 
 try:  # POSIX advisory locks; elsewhere two writers at the same instant may lose one record
     import fcntl

@@ -9,12 +9,15 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._config import MODES, Config, load_config
+from ._config import MODES, load_config
 from ._errors import MemwireError
-from .memory._model import Memory
-from .memory._store import MemoryStore
+
+if TYPE_CHECKING:  # each command imports what it needs when it runs: `memwire --help` stays fast
+    from ._config_model import Config
+    from .memory._model import Memory
+    from .memory._store import MemoryStore
 
 __all__ = ["main"]
 
@@ -34,6 +37,8 @@ def check_dir(path: str | os.PathLike[str], *, readable: bool = True) -> None:
 
 
 def _store(args: argparse.Namespace, cfg: Config) -> MemoryStore:
+    from .memory._store import MemoryStore
+
     root = args.dir or cfg.dir
     check_dir(root)
     if args.namespace:

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from .._config import Config
+from .._config_model import Config
 from .._errors import ConfigError
 from ..memory._model import Memory
 from ..memory._store import MemoryStore

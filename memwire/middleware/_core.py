@@ -10,7 +10,6 @@ in memory leaves the request unchanged and is logged (fail open); only a malform
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import logging
@@ -18,9 +17,9 @@ import threading
 import time
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from .._config import Config, load_config, make_config, normalize_mode
+from .._config import load_config, make_config, normalize_mode
 from .._errors import NamespaceError, RequestFormatError, StoreBusyError
 from ..memory._store import MemoryStore
 from ..policies._gate import gate
@@ -32,6 +31,9 @@ from ._capture import Capture
 from ._formats import get_format
 from ._render import Block, failed
 from ._session import LRU, resolve_session
+
+if TYPE_CHECKING:
+    from .._config_model import Config
 
 __all__ = ["Middleware", "Prepared", "Injection"]
 
@@ -231,14 +233,15 @@ class Middleware:
             turn = self._read(body, api, m.name, session_id, namespace, memory_role, headers)
             if isinstance(turn, Prepared):
                 return turn
-            self._offer(turn)
             plan = m.plan(turn)
             if isinstance(plan, Skip):
+                self._offer(turn)
                 return Prepared(dict(body), Injection(m.name, skipped=plan.reason, session=turn.session), api)
             block = plan.memo.get()
             reused = block is not None
             if block is None:
                 block = plan.memo.settle((yield turn.store, plan.compute))
+            self._offer(turn)  # after retrieval: what this turn says is memory from the next turn on
             return self._finish(m, turn, plan, block, reused, start)
         except (RequestFormatError, NamespaceError):
             raise
@@ -282,6 +285,8 @@ class Middleware:
         if store.ready():
             with contextlib.suppress(StoreBusyError):
                 return self._inline(compute)
+        import asyncio  # already loaded by whoever runs the loop: costs nothing here, ~20 ms at import
+
         loop = asyncio.get_running_loop()
         try:
             return await asyncio.wait_for(loop.run_in_executor(_executor(), compute, True), self.config.timeout_ms / 1000)

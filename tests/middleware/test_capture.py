@@ -258,3 +258,13 @@ def test_an_unknown_capture_setting_is_a_config_error(store: MemoryStore) -> Non
 
     with pytest.raises(ConfigError, match="capture"):
         Middleware(store=store, capture="sometimes")
+
+
+def test_the_turn_that_says_it_does_not_get_it_back_as_memory(store: MemoryStore, clock: Clock,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    mw = middleware(store, clock)
+    # the worst case of the race: a capture that is done the moment it is offered
+    monkeypatch.setattr(mw.capture, "offer", lambda turn: mw.capture._run(turn.store, turn.session, "t", turn.view.user_text))
+    p = mw.prepare(chat(PORT), session_id="s")
+    assert captured(store) == ["The staging database listens on port 5433."]
+    assert p.injection.memory_ids == ()
