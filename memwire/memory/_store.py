@@ -39,14 +39,10 @@ from .._errors import (
     NamespaceError,
     StoreBusyError,
 )
+from .._locks import write_lock
 from ._index import BM25Index
 from ._markdown import MAX_TAG_CHARS, PINNED_TAG, TAG_PATTERN, ParsedFile, format_line, parse, parse_text
 from ._model import Hit, Memory, memory_id, normalized
-
-try:  # POSIX advisory locks; elsewhere only threads are serialized
-    import fcntl
-except ImportError:  # pragma: no cover
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["MemoryStore", "validate_namespace", "MAIN_FILE"]
 
@@ -190,20 +186,15 @@ class _Dir:
     @contextlib.contextmanager
     def write_lock(self) -> Iterator[None]:
         self.path.mkdir(parents=True, exist_ok=True)  # directories appear on first write only
-        if fcntl is None:  # pragma: no cover
+        lock = self.path / ".lock"
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(write_lock(lock))
+            except OSError as exc:
+                if exc.errno == errno.ELOOP or lock.is_symlink():  # ELOOP: O_NOFOLLOW; Windows: a reparse point
+                    raise MemoryFileError(str(lock), None, "a symlink; memwire does not write through symlinks") from None
+                raise
             yield
-            return
-        try:
-            fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise MemoryFileError(str(self.path / ".lock"), None, "a symlink; memwire does not write through symlinks") from None
-            raise
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing releases the lock
 
     def stage(self, name: str, content: str | bytes, mode: int = _NEW_FILE_MODE) -> str:
         """Write the new content of ``name`` to a temp file beside it (fsync'ed, with the file's
