@@ -12,6 +12,7 @@ agents write here too.
 from __future__ import annotations
 
 import hmac
+import logging
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
@@ -20,9 +21,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
-from .._errors import InvalidMemoryError, MemoryNotFoundError, NamespaceError
+from .._errors import InvalidMemoryError, MemoryNotFoundError, MemwireError, NamespaceError
 from ..memory._inbox import approve, archive, inbox_of, reject
 from ..memory._model import Memory
 from ..memory._store import MemoryStore
@@ -33,6 +34,9 @@ __all__ = ["memory_api", "PREFIX"]
 
 PREFIX = "/memwire/v1"
 MAX_LIMIT = 1000
+MAX_BODY_BYTES = 64 * 1024
+
+log = logging.getLogger("memwire")
 
 
 class MemoryOut(BaseModel):
@@ -71,8 +75,8 @@ def _out(mem: Memory, score: float | None = None) -> dict[str, Any]:
                      date=mem.date, score=score).model_dump()
 
 
-def memory_api(middleware: Middleware, *, proxy_key: str | None = None) -> Starlette:
-    """The ASGI app of the memory API; the proxy mounts it at the root (its paths carry ``PREFIX``)."""
+def memory_api(middleware: Middleware, *, proxy_key: str | None = None) -> Mount:
+    """The memory API's routes, mounted at ``PREFIX``, with their own error shape."""
     key = proxy_key.encode() if proxy_key else None
 
     def store(request: Request) -> MemoryStore:
@@ -99,8 +103,13 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None) -> Starl
 
     async def add(request: Request) -> JSONResponse:
         s = store(request)
+        raw = b""
+        async for chunk in request.stream():  # a memory is at most a few KiB: never buffer more
+            raw += chunk
+            if len(raw) > MAX_BODY_BYTES:
+                raise _Fail(413, "body_too_large", f"a memory API body is at most {MAX_BODY_BYTES:,} bytes")
         try:
-            body = MemoryIn.model_validate_json(await request.body())
+            body = MemoryIn.model_validate_json(raw)
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
             raise _Fail(400, "invalid_body", problems) from None
@@ -137,21 +146,24 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None) -> Starl
         return JSONResponse(_openapi())
 
     async def failed(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, HTTPException)
+        if not isinstance(exc, HTTPException):  # the memory directory cannot be read or written
+            log.warning("memwire: memory API: %s: %s", type(exc).__name__, exc)
+            exc = _Fail(503, "memory_unavailable", f"the memory store cannot be used: {exc}")
         code = exc.code if isinstance(exc, _Fail) else {404: "not_found", 405: "method_not_allowed"}.get(
             exc.status_code, "error")
         return JSONResponse({"error": {"code": code, "message": exc.detail}}, status_code=exc.status_code)
 
-    return Starlette(routes=[
-        Route(f"{PREFIX}/memories", list_or_search, methods=["GET"]),
-        Route(f"{PREFIX}/memories", add, methods=["POST"]),
-        Route(f"{PREFIX}/memories/{{id}}", get_one, methods=["GET"]),
-        Route(f"{PREFIX}/memories/{{id}}", forget, methods=["DELETE"]),
-        Route(f"{PREFIX}/inbox", inbox, methods=["GET"]),
-        Route(f"{PREFIX}/inbox/{{id}}/approve", review(approve), methods=["POST"]),
-        Route(f"{PREFIX}/inbox/{{id}}/reject", review(reject), methods=["POST"]),
-        Route(f"{PREFIX}/openapi.json", openapi, methods=["GET"]),
-    ], exception_handlers={HTTPException: failed})
+    app = Starlette(routes=[
+        Route("/memories", list_or_search, methods=["GET"]),
+        Route("/memories", add, methods=["POST"]),
+        Route("/memories/{id}", get_one, methods=["GET"]),
+        Route("/memories/{id}", forget, methods=["DELETE"]),
+        Route("/inbox", inbox, methods=["GET"]),
+        Route("/inbox/{id}/approve", review(approve), methods=["POST"]),
+        Route("/inbox/{id}/reject", review(reject), methods=["POST"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+    ], exception_handlers={HTTPException: failed, MemwireError: failed, OSError: failed})
+    return Mount(PREFIX, app=app)
 
 
 def _found(s: MemoryStore, mid: str) -> Memory:

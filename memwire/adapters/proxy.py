@@ -38,7 +38,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware as AsgiMiddleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route, request_response
+from starlette.routing import BaseRoute, Route, request_response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._errors import ConfigError, NamespaceError, RequestFormatError
@@ -46,6 +46,7 @@ from ..memory._store import validate_namespace
 from ..middleware._core import Injection, Middleware, Prepared
 from ._common import dump_json
 from ._limits import NamespaceQuota, Refusal, read_body
+from ._memory_api import memory_api
 
 __all__ = ["create_app", "default_client"]
 
@@ -158,8 +159,9 @@ def create_app(
             if own_client:
                 await upstream_client.aclose()
 
-    routes = [Route(path, partial(proxy.with_memory, api=api), methods=["POST"]) for path, (api, _) in _ROUTES.items()]
-    routes.append(Route("/{path:path}", proxy))  # any other method or path
+    routes: list[BaseRoute] = [memory_api(middleware, proxy_key=proxy_key)]  # /memwire/v1/...
+    routes += [Route(path, partial(proxy.with_memory, api=api), methods=["POST"]) for path, (api, _) in _ROUTES.items()]
+    routes.append(Route("/{path:path}", proxy))  # any other method or path: the provider's
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[AsgiMiddleware(_AccessLog)],
                     exception_handlers={HTTPException: _error_response})
     app.state.proxy = proxy

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.applications import Starlette
 
 from memwire import MemoryStore, Middleware
 from memwire.adapters._memory_api import memory_api
@@ -31,7 +32,8 @@ def mw(store: MemoryStore) -> Middleware:
 
 
 def client(mw: Middleware, key: str | None = None, **headers: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=memory_api(mw, proxy_key=key)),
+    app = Starlette(routes=[memory_api(mw, proxy_key=key)])
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                              base_url="http://proxy.test", headers=headers)
 
 
@@ -88,6 +90,18 @@ async def test_a_bad_body_is_a_400_naming_the_problem_and_stores_nothing(
     assert error(r) == (400, code)
     assert len(store) == 2
     assert "ghp_" not in r.text  # the secret is not echoed back
+
+
+async def test_a_body_too_large_is_a_413_read_no_further(http: httpx.AsyncClient, store: MemoryStore) -> None:
+    r = await http.post(f"{V1}/memories", content=b'{"text": "' + b"x" * 100_000 + b'"}')
+    assert error(r) == (413, "body_too_large") and len(store) == 2
+
+
+async def test_an_unusable_memory_directory_is_a_503_in_the_one_shape(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    async with client(Middleware(store=MemoryStore(tmp_path / "file"))) as c:
+        assert error(await c.get(f"{V1}/memories")) == (503, "memory_unavailable")
+        assert error(await c.post(f"{V1}/memories", json={"text": "a fact"})) == (503, "memory_unavailable")
 
 
 async def test_bad_limits_and_unknown_routes_have_the_one_error_shape(http: httpx.AsyncClient) -> None:
@@ -166,3 +180,24 @@ def _walk(node: Any) -> list[Any]:
     if isinstance(node, list):
         return [x for v in node for x in _walk(v)]
     return [node]
+
+
+async def test_the_proxy_serves_it_under_its_key_beside_the_pass_through(mw: Middleware, store: MemoryStore) -> None:
+    from memwire.adapters.proxy import create_app
+
+    seen: list[str] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        return httpx.Response(200, json={"object": "list", "data": []})
+
+    app = create_app(mw, proxy_key="k", openai_upstream="http://up", client=httpx.AsyncClient(
+        transport=httpx.MockTransport(upstream)))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy.test") as c:
+        assert error(await c.get(f"{V1}/memories")) == (401, "invalid_memwire_key")
+        r = await c.post(f"{V1}/memories", json={"text": "Deploys go out on Tuesdays"}, headers={"x-memwire-key": "k"})
+        assert r.status_code == 201 and r.json()["id"] in store
+        r = await c.get(f"{V1}/memories", params={"q": "when do deploys go out"}, headers={"x-memwire-key": "k"})
+        assert r.json()["data"][0]["text"] == "Deploys go out on Tuesdays"
+        assert (await c.get("/v1/models", headers={"x-memwire-key": "k"})).status_code == 200
+    assert seen == ["/v1/models"]  # the memory API never reaches the provider
