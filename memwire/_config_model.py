@@ -44,6 +44,9 @@ class Config(BaseModel):
     side_requests: Literal["skip", "inject"] = Field(
         "skip", description="'skip': no memory for an agent's own requests (titles, summaries: no tools)"
     )
+    capture: Literal["auto", "review", "off"] = Field(
+        "auto", description="explicit statements ('remember that ...'): 'auto' stores them, 'review' puts them in the inbox"
+    )
     timeout_ms: float = Field(1000.0, gt=0, description="retrieval time budget; past it the call goes unchanged")
     memo_size: int = Field(1024, ge=1, description="turns remembered for turn-stable bytes (LRU)")
     dir: Path = Field(Path(".memwire"), description="project memory directory (MEMWIRE_DIR)")

@@ -1,35 +1,64 @@
-"""Limits the proxy puts on its clients: how fast and how many new namespaces they may start.
+"""Limits the proxy puts on its clients: how fast a request body must arrive and how big it may be,
+and how fast and how many new namespaces they may start.
 
-A namespace directory appears on its first write, and any client may name any namespace in
+A slow client holds a connection slot: its body must arrive within a deadline (else 408). A
+namespace directory appears on its first write, and any client may name any namespace in
 ``x-memwire-namespace``: without a cap, a client could fill the disk with directories. A client
-(its provider credential, else its address) may start ``per_minute`` new namespaces a minute, and
-the memory directory holds ``total`` namespaces at most; namespaces that exist keep working.
+may start ``per_minute`` new namespaces a minute, and the memory directory holds ``total``
+namespaces at most; namespaces that exist keep working.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Mapping
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-__all__ = ["NamespaceQuota", "client_identity"]
+import anyio
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+
+__all__ = ["NamespaceQuota", "Refusal", "read_body"]
 
 _WINDOW_S = 60.0
 _CLIENTS = 10_000  # clients whose recent namespace starts are remembered (the oldest go first)
 
 
-def client_identity(scope: Mapping[str, Any], headers: Mapping[str, str]) -> str:
-    """Who is asking: a hash of the provider credential the client sends, else its address."""
-    credential = headers.get("authorization") or headers.get("x-api-key") or headers.get("api-key")
-    if credential:
-        return "key:" + hashlib.sha256(credential.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    client = scope.get("client")
-    return f"addr:{client[0]}" if client else "addr:?"
+class Refusal(HTTPException):
+    """A request the proxy answers itself, in the API's own error format; ``code`` is OpenAI's
+    ``error.code``."""
+
+    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+        super().__init__(status, message)
+        self.code = code
+
+
+async def read_body(request: Request, timeout: float, limit: int | None = None) -> AsyncIterator[bytes]:
+    """The request body as it arrives, all of it within ``timeout`` seconds (else 408) and, given a
+    ``limit``, no more than ``limit`` bytes (else 413). A client that leaves raises Starlette's
+    ``ClientDisconnect``."""
+    declared = request.headers.get("content-length", "")
+    if limit is not None and declared.isdigit() and int(declared) > limit:
+        raise Refusal(413, f"request body of {declared} bytes exceeds the proxy's limit of {limit} bytes")
+    chunks = request.stream()
+    deadline = anyio.current_time() + timeout
+    size = 0
+    while True:
+        try:
+            with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
+                chunk = await chunks.__anext__()
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise Refusal(408, f"request body not received within {timeout:g} s ({size} bytes arrived)",
+                          "request_timeout") from None
+        size += len(chunk)
+        if limit is not None and size > limit:
+            raise Refusal(413, f"request body exceeds the proxy's limit of {limit} bytes")
+        yield chunk
 
 
 class NamespaceQuota:

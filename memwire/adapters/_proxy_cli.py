@@ -36,6 +36,9 @@ def register(sub: Any) -> None:
     p.add_argument("--mode", help=f"one of {', '.join(MODES)}")
     p.add_argument("--history", choices=["replay", "drop"],
                    help="contextPerTurn: replay earlier turns' blocks in place (default) or drop them")
+    p.add_argument("--capture", choices=["auto", "review", "off"],
+                   help="explicit statements ('remember that ...'): store them (auto, default), hold them for "
+                        "`memwire inbox` (review), or off")
     p.add_argument("--dir", help="memory directory; namespace NAME uses DIR/namespaces/NAME")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow a non-loopback --host (requires --proxy-key)")

@@ -25,26 +25,34 @@ import itertools
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import anyio
 import httpx
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware as AsgiMiddleware
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import BaseRoute, Route, request_response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._errors import ConfigError, NamespaceError, RequestFormatError
 from ..memory._store import validate_namespace
 from ..middleware._core import Injection, Middleware, Prepared
 from ._common import dump_json
-from ._limits import NamespaceQuota
+from ._limits import NamespaceQuota, Refusal, read_body
+from ._memory_api import memory_api
 
 __all__ = ["create_app", "default_client"]
 
 log = logging.getLogger("memwire.proxy")
+
+T = TypeVar("T")
 
 DEFAULT_OPENAI_UPSTREAM = "https://api.openai.com"
 DEFAULT_ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
@@ -151,8 +159,11 @@ def create_app(
             if own_client:
                 await upstream_client.aclose()
 
-    # An ASGI callable as endpoint: every method on every path reaches the proxy.
-    app = Starlette(routes=[Route("/{path:path}", proxy)], lifespan=lifespan)
+    routes: list[BaseRoute] = [memory_api(middleware, proxy_key=proxy_key)]  # /memwire/v1/...
+    routes += [Route(path, partial(proxy.with_memory, api=api), methods=["POST"]) for path, (api, _) in _ROUTES.items()]
+    routes.append(Route("/{path:path}", proxy))  # any other method or path: the provider's
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[AsgiMiddleware(_AccessLog)],
+                    exception_handlers={HTTPException: _error_response})
     app.state.proxy = proxy
     return app
 
@@ -172,16 +183,8 @@ def upstream_family(path: str, headers: Mapping[str, str]) -> str:
     return OPENAI
 
 
-class _Reject(Exception):
-    """A request memwire answers itself, with an error in the API's own format."""
-
-    def __init__(self, status: int, message: str, code: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.code = status, message, code
-
-
 class _Proxy:
-    """The ASGI callable behind the catch-all route."""
+    """The endpoints: the memory routes and the pass-through."""
 
     def __init__(
         self, middleware: Middleware, upstreams: dict[str, str], client: httpx.AsyncClient, *,
@@ -197,195 +200,120 @@ class _Proxy:
         self.max_body_bytes = max_body_bytes
         self.proxy_key = proxy_key.encode() if proxy_key else None
         self.cache_breakpoint = cache_breakpoint
+        self._pass_through = request_response(self.pass_through)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":  # websockets are not proxied
-            return
-        start = time.perf_counter()
-        method, path = scope["method"], scope["path"]
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        route = _ROUTES.get(path) if method == "POST" else None
-        family = route[1] if route else upstream_family(path, headers)
-        injected, status = 0, 0
-        try:
-            self._check_key(headers)
-            _check_path(scope)
-            if route is None:
-                status = await self._forward(scope, receive, send, family, None, [])
-                return
-            body, injection, mode = await self._prepare(scope, receive, headers, route[0])
-            injected = len(injection.memory_ids) if injection is not None and injection.injected else 0
-            extra = [(b"x-memwire-injected", str(injected).encode()), (b"x-memwire-mode", mode.encode())]
-            status = await self._forward(scope, receive, send, family, body, extra)
-        except _Reject as exc:
-            status = exc.status
-            await _send_error(send, family, exc.status, exc.message, exc.code)
-        finally:  # one line per request; never headers or bodies (they carry keys and user data)
-            log.info("%s %s %s injected=%d %.1fms", method, path, status or "-", injected,
-                     (time.perf_counter() - start) * 1000)
+        """The catch-all route as an ASGI app: Starlette routes every method to one (a function
+        endpoint gets GET only)."""
+        await self._pass_through(scope, receive, send)
 
-    def _check_key(self, headers: Mapping[str, str]) -> None:
-        if self.proxy_key is None:
-            return
-        given = headers.get("x-memwire-key", "").encode("latin-1")
-        if not hmac.compare_digest(given, self.proxy_key):  # constant time
-            raise _Reject(401, "missing or wrong x-memwire-key header", "invalid_memwire_key")
+    async def with_memory(self, request: Request, api: str) -> Response:
+        self._check(request)
+        raw = b"".join([chunk async for chunk in read_body(request, self.body_timeout, self.max_body_bytes)])
+        body, injection = await self._prepare(request, raw, api) if self.memory else (raw, None)
+        request.state.injected = len(injection.memory_ids) if injection is not None and injection.injected else 0
+        mode = injection.mode if injection is not None else self.middleware.mode
+        return await self._forward(request, body, {"x-memwire-injected": str(request.state.injected), "x-memwire-mode": mode})
+
+    async def pass_through(self, request: Request) -> Response:
+        self._check(request)
+        return await self._forward(request, None, {})
+
+    def _check(self, request: Request) -> None:
+        """The proxy key (compared in constant time); no ``.`` or ``..`` path segments (also
+        percent-encoded), which could leave the upstream's path prefix (``https://host/api`` +
+        ``/../admin``)."""
+        if self.proxy_key is not None:
+            given = request.headers.get("x-memwire-key", "").encode("latin-1")
+            if not hmac.compare_digest(given, self.proxy_key):
+                raise Refusal(401, "missing or wrong x-memwire-key header", "invalid_memwire_key")
+        for segment in _raw_path(request).split("?", 1)[0].split("/"):
+            if segment.replace("%2e", ".").replace("%2E", ".") in (".", ".."):
+                raise Refusal(400, "request path must not contain '.' or '..' segments", "invalid_path")
 
     # ---------------------------------------------------------------- the memory routes
 
-    async def _prepare(self, scope: Scope, receive: Receive, headers: Mapping[str, str],
-                       api: str) -> tuple[bytes, Injection | None, str]:
-        """Read and transform the body. Returns (bytes to send, injection, mode)."""
-        raw = await self._read_body(receive, headers)
-        if not self.memory:  # the memory directory is unusable (said once at start): pass through
-            return raw, None, self.middleware.mode
-        namespace = headers.get("x-memwire-namespace") or None
+    async def _prepare(self, request: Request, raw: bytes, api: str) -> tuple[bytes, Injection | None]:
+        """The bytes to send upstream and the injection (None: the caller's bytes go unchanged)."""
+        namespace = request.headers.get("x-memwire-namespace") or None
         if namespace is not None and namespace != "default":
             try:
                 validate_namespace(namespace)
             except NamespaceError as exc:
-                raise _Reject(400, f"x-memwire-namespace: {exc}", "invalid_namespace") from None
+                raise Refusal(400, f"x-memwire-namespace: {exc}", "invalid_namespace") from None
             try:
-                refused = self.quota.admit(namespace, self._quota_client(scope))
+                refused = self.quota.admit(namespace, self._quota_client(request))
             except OSError as exc:  # the namespaces directory cannot be read: no memory for this call
-                return _unchanged(raw, exc, self.middleware.mode)
+                return _unchanged(raw, exc)
             if refused:
-                raise _Reject(429, refused, "memwire_namespace_limit")
-        if len(raw) > OFFLOAD_BYTES:  # parsing and searching a huge body must not hold the event loop
-            return await run_in_threadpool(self._transform, raw, api, namespace, headers)
-        data = _parse(raw, api)
+                raise Refusal(429, refused, "memwire_namespace_limit")
+        big = len(raw) > OFFLOAD_BYTES  # parsing and searching a huge body must not hold the event loop
+        data = await _run(big, _parse, raw, api)
         try:
-            prepared = await self.middleware.aprepare_request(data, api, namespace=namespace, headers=headers)
+            if big:
+                prepared = await run_in_threadpool(self.middleware.prepare_request, data, api, namespace=namespace,
+                                                   headers=request.headers)
+            else:
+                prepared = await self.middleware.aprepare_request(data, api, namespace=namespace, headers=request.headers)
+            return await _run(big, self._encode, prepared, data, raw, api), prepared.injection
         except (RequestFormatError, NamespaceError) as exc:
-            raise _Reject(400, str(exc)) from None
+            raise Refusal(400, str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - fail open: memory never fails the user's call
-            return _unchanged(raw, exc, self.middleware.mode)
-        return self._encode(prepared, data, raw, api)
+            return _unchanged(raw, exc)
 
-    def _quota_client(self, scope: Scope) -> str:
+    def _quota_client(self, request: Request) -> str:
         """Whose budget of new namespaces a request spends: the proxy key's (every client that
         passed the key check) when there is one, else the client address's. Never a header the
         client picks freely (a made-up provider key per request would get a fresh budget each)."""
         if self.proxy_key is not None:
             return "proxy-key"
-        client = scope.get("client")
-        return f"addr:{client[0]}" if client else "addr:?"
+        return f"addr:{request.client.host}" if request.client else "addr:?"
 
-    def _transform(self, raw: bytes, api: str, namespace: str | None, headers: Mapping[str, str]) -> tuple[bytes, Injection | None, str]:
-        """``_prepare``'s work for a big body, in a worker thread."""
-        data = _parse(raw, api)
-        try:
-            prepared = self.middleware.prepare_request(data, api, namespace=namespace, headers=headers)
-        except (RequestFormatError, NamespaceError) as exc:
-            raise _Reject(400, str(exc)) from None
-        except Exception as exc:  # noqa: BLE001 - fail open
-            return _unchanged(raw, exc, self.middleware.mode)
-        return self._encode(prepared, data, raw, api)
-
-    def _encode(self, prepared: Prepared, data: dict[str, Any], raw: bytes, api: str) -> tuple[bytes, Injection | None, str]:
-        injection = prepared.injection
-        mode = injection.mode if injection is not None else self.middleware.mode
-        try:
-            body = prepared.body
-            if body == data:  # nothing changed: the caller's exact bytes go upstream
-                return raw, injection, mode
-            if api == "anthropic.messages" and self.cache_breakpoint:
-                body = add_cache_breakpoint(body, injection)
-            return dump_json(body), injection, mode
-        except Exception as exc:  # noqa: BLE001 - fail open: memory never fails the user's call
-            return _unchanged(raw, exc, mode)
-
-    async def _read_body(self, receive: Receive, headers: Mapping[str, str]) -> bytes:
-        limit = self.max_body_bytes
-        declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            raise _Reject(413, f"request body of {declared} bytes exceeds the proxy's limit of {limit} bytes")
-        chunks: list[bytes] = []
-        size = 0
-        try:
-            with anyio.fail_after(self.body_timeout):  # a body that trickles in or stalls holds a slot
-                while True:
-                    message = await receive()
-                    if message["type"] == "http.disconnect":
-                        raise _Reject(499, "client disconnected")
-                    chunk = message.get("body", b"")
-                    size += len(chunk)
-                    if size > limit:
-                        raise _Reject(413, f"request body exceeds the proxy's limit of {limit} bytes")
-                    chunks.append(chunk)
-                    if not message.get("more_body", False):
-                        return b"".join(chunks)
-        except TimeoutError:
-            raise _body_timed_out(self.body_timeout, size) from None
+    def _encode(self, prepared: Prepared, data: dict[str, Any], raw: bytes, api: str) -> bytes:
+        body = prepared.body
+        if body == data:  # nothing changed: the caller's exact bytes go upstream
+            return raw
+        if api == "anthropic.messages" and self.cache_breakpoint:
+            body = add_cache_breakpoint(body, prepared.injection)
+        return dump_json(body)
 
     # ---------------------------------------------------------------- upstream
 
-    async def _forward(
-        self, scope: Scope, receive: Receive, send: Send, family: str, body: bytes | None,
-        extra: list[tuple[bytes, bytes]],
-    ) -> int:
+    async def _forward(self, request: Request, body: bytes | None, extra: Mapping[str, str]) -> Response:
         """Send the request upstream and relay the answer. ``body=None``: stream the client's body
-        through untouched. Returns the status sent (499: the client left first)."""
-        raw_headers: Sequence[tuple[bytes, bytes]] = scope["headers"]
-        content: bytes | AsyncIterator[bytes] | None = body
-        streamed_body = body is None and any(k in (b"content-length", b"transfer-encoding") for k, _ in raw_headers)
-        if streamed_body:
-            content = _stream_body(receive, self.body_timeout)
-        raw_path = scope.get("raw_path")  # as the client encoded it (%2F stays %2F)
-        url = self.upstreams[family] + (raw_path.decode("latin-1") if raw_path else scope["path"])
-        if scope.get("query_string"):
-            url += "?" + scope["query_string"].decode("latin-1")
-        request = self.client.build_request(
-            scope["method"], url, headers=_upstream_headers(raw_headers, keep_length=streamed_body), content=content)
-        status, failure = 499, None
-        async with anyio.create_task_group() as tg:
-
-            async def watch_disconnect() -> None:
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-                tg.cancel_scope.cancel()  # the client left: stop waiting for or reading the upstream
-
-            if not streamed_body:  # else the body stream reads receive() until the request is sent
-                tg.start_soon(watch_disconnect)
-            try:
-                try:
-                    upstream = await self.client.send(request, stream=True)
-                except httpx.RemoteProtocolError:
-                    if streamed_body:
-                        raise  # the client's body is consumed: nothing to send again
-                    # A pooled connection the upstream closed while idle fails like this before the
-                    # request was read: send it once more, on a fresh connection.
-                    log.info("upstream closed a pooled connection; retrying once")
-                    upstream = await self.client.send(self.client.build_request(
-                        request.method, request.url, headers=request.headers, content=body), stream=True)
-            except httpx.TimeoutException:
-                failure = _Reject(504, f"upstream {self.upstreams[family]} timed out", "upstream_timeout")
-            except httpx.HTTPError as exc:
-                failure = _Reject(502, f"upstream {self.upstreams[family]} unreachable: {type(exc).__name__}",
-                                  "upstream_unreachable")
-            except _Reject as exc:  # the client went away while sending its body
-                failure = exc
+        through untouched."""
+        headers = request.headers
+        base = self.upstreams[upstream_family(request.scope["path"], headers)]
+        streamed = body is None and ("content-length" in headers or "transfer-encoding" in headers)
+        url = httpx.URL(base + _raw_path(request), query=request.scope.get("query_string") or None)
+        upstream = self.client.build_request(
+            request.method, url, headers=_upstream_headers(headers.raw, keep_length=streamed),
+            content=read_body(request, self.body_timeout) if streamed else body)
+        try:
+            if streamed:  # the body stream reads the client's messages until the request is sent
+                response = await self.client.send(upstream, stream=True)
             else:
-                if streamed_body:
-                    tg.start_soon(watch_disconnect)
-                try:
-                    status = upstream.status_code
-                    await _relay(upstream, send, extra)
-                finally:
-                    await upstream.aclose()
-            tg.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
-        return status
+                response = await _unless_client_leaves(request, self._send(upstream))
+        except httpx.TimeoutException:
+            raise Refusal(504, f"upstream {base} timed out", "upstream_timeout") from None
+        except httpx.HTTPError as exc:
+            raise Refusal(502, f"upstream {base} unreachable: {type(exc).__name__}", "upstream_unreachable") from None
+        return _Relay(response, extra)
+
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return await self.client.send(request, stream=True)
+        except httpx.RemoteProtocolError:
+            # A pooled connection the upstream closed while idle fails like this before the request
+            # was read: send it once more, on a fresh connection (its body is bytes: it can be).
+            log.info("upstream closed a pooled connection; retrying once")
+            return await self.client.send(request, stream=True)
 
 
-def _check_path(scope: Scope) -> None:
-    """A path with ``.`` or ``..`` segments (also percent-encoded) could leave the upstream's path
-    prefix (``https://host/api`` + ``/../admin``): refused."""
-    raw = scope.get("raw_path") or scope["path"].encode("latin-1")
-    for segment in raw.decode("latin-1").split("?", 1)[0].split("/"):
-        if segment.replace("%2e", ".").replace("%2E", ".") in (".", ".."):
-            raise _Reject(400, "request path must not contain '.' or '..' segments", "invalid_path")
+def _raw_path(request: Request) -> str:
+    """The path as the client encoded it (``%2F`` stays ``%2F``)."""
+    raw: bytes | None = request.scope.get("raw_path")
+    return raw.decode("latin-1") if raw else request.scope["path"]  # type: ignore[no-any-return]
 
 
 def _upstream_headers(raw: Sequence[tuple[bytes, bytes]], keep_length: bool) -> list[tuple[bytes, bytes]]:
@@ -400,57 +328,49 @@ def _upstream_headers(raw: Sequence[tuple[bytes, bytes]], keep_length: bool) -> 
     return out
 
 
-async def _stream_body(receive: Receive, timeout: float) -> AsyncIterator[bytes]:
-    """The client's body as it arrives, all of it within ``timeout`` seconds (else 408)."""
-    deadline = anyio.current_time() + timeout
-    size = 0
-    while True:
+async def _unless_client_leaves(request: Request, call: Awaitable[T]) -> T:
+    """``await call``, given up (``ClientDisconnect``) as soon as the client goes away."""
+    failure: Exception = ClientDisconnect()
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(watch)
         try:
-            with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
-                message = await receive()
-        except TimeoutError:
-            raise _body_timed_out(timeout, size) from None
-        if message["type"] == "http.disconnect":
-            raise _Reject(499, "client disconnected")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        yield chunk
-        if not message.get("more_body", False):
-            return
+            return await call
+        except Exception as exc:  # raised as itself below, not inside the task group's ExceptionGroup
+            failure = exc
+        finally:
+            tg.cancel_scope.cancel()
+    raise failure
 
 
-def _body_timed_out(timeout: float, size: int) -> _Reject:
-    return _Reject(408, f"request body not received within {timeout:g} s ({size} bytes arrived)", "request_timeout")
+class _Relay(StreamingResponse):
+    """The upstream's answer as it arrives: its status, its headers but hop-by-hop ones, and its
+    body as it came over the wire (still compressed if it was). Starlette stops the relay when the
+    client leaves; the upstream response is closed however the relay ends."""
 
+    def __init__(self, upstream: httpx.Response, extra: Mapping[str, str]) -> None:
+        super().__init__(_raw_chunks(upstream), upstream.status_code)
+        self.upstream = upstream
+        self.raw_headers = [(k.lower(), v) for k, v in upstream.headers.raw if k.lower() not in _DROP_RESPONSE]
+        self.raw_headers += [(k.encode(), v.encode()) for k, v in extra.items()]
 
-async def _relay(upstream: httpx.Response, send: Send, extra: list[tuple[bytes, bytes]]) -> None:
-    """Relay status, headers and raw body chunks as they arrive."""
-    headers = [(k.lower(), v) for k, v in upstream.headers.raw if k.lower() not in _DROP_RESPONSE]
-    await send({"type": "http.response.start", "status": upstream.status_code, "headers": headers + extra})
-    declared = upstream.headers.get("content-length", "")
-    length = int(declared) if declared.isdigit() else None
-    sent, done = 0, False
-    try:
-        # Read to the end even after the last declared byte: a fully read response returns its
-        # connection to the pool, a half-read one is closed.
-        async for chunk in _raw_chunks(upstream):
-            if done:
-                continue
-            sent += len(chunk)
-            done = length is not None and sent >= length  # all declared bytes: end with this send
-            await send({"type": "http.response.body", "body": chunk, "more_body": not done})
-    except httpx.HTTPError as exc:  # headers are gone already: all we can do is cut the stream
-        log.warning("memwire proxy: upstream stream broke off (%s)", type(exc).__name__)
-        return
-    except OSError:  # ASGI 2.4 servers raise on send once the client is gone
-        return
-    if not done:
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except httpx.HTTPError as exc:  # the headers are gone already: all we can do is cut the stream
+            log.warning("memwire proxy: upstream stream broke off (%s)", type(exc).__name__)
+        finally:
+            with anyio.CancelScope(shield=True):  # also when the relay was cancelled
+                await self.upstream.aclose()
 
 
 async def _raw_chunks(upstream: httpx.Response) -> AsyncIterator[bytes]:
-    """The body as it came over the wire (still compressed if it was); mock transports hand over
-    responses that are already read."""
+    """The body as it came over the wire; mock transports hand over responses that are already read."""
     if upstream.is_stream_consumed:
         yield upstream.content
         return
@@ -458,38 +378,70 @@ async def _raw_chunks(upstream: httpx.Response) -> AsyncIterator[bytes]:
         yield chunk
 
 
+async def _run(offload: bool, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``func(*args, **kwargs)``, in a worker thread when ``offload``."""
+    return await run_in_threadpool(func, *args, **kwargs) if offload else func(*args, **kwargs)
+
+
 def _parse(raw: bytes, api: str) -> dict[str, Any]:
     try:
         data = json.loads(raw)
     except ValueError as exc:  # UnicodeDecodeError is a ValueError too
-        raise _Reject(400, f"request body is not valid JSON: {exc}") from None
+        raise Refusal(400, f"request body is not valid JSON: {exc}") from None
     except RecursionError:
-        raise _Reject(400, "request body is nested too deeply") from None
+        raise Refusal(400, "request body is nested too deeply") from None
     if not isinstance(data, dict):
-        raise _Reject(400, f"{api}: request body must be a JSON object, got {type(data).__name__}")
+        raise Refusal(400, f"{api}: request body must be a JSON object, got {type(data).__name__}")
     return data
 
 
-def _unchanged(raw: bytes, exc: BaseException, mode: str) -> tuple[bytes, None, str]:
+def _unchanged(raw: bytes, exc: BaseException) -> tuple[bytes, None]:
     log.warning("memwire proxy: preparing the request failed (%s: %s); sent unchanged", type(exc).__name__, exc)
-    return raw, None, mode
+    return raw, None
 
 
-def _error_body(family: str, status: int, message: str, code: str | None) -> bytes:
-    if family == ANTHROPIC:
+async def _error_response(request: Request, exc: Exception) -> Response:
+    """A refusal (or any HTTP error Starlette raises) in the format of the API the request was for."""
+    assert isinstance(exc, HTTPException)
+    status, message, code = exc.status_code, exc.detail, getattr(exc, "code", None)
+    if upstream_family(request.scope["path"], request.headers) == ANTHROPIC:
         kind = _ANTHROPIC_ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
-        return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
-    kind = "server_error" if status >= 500 else "invalid_request_error"
-    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}}).encode()
+        body: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
+    else:
+        kind = "server_error" if status >= 500 else "invalid_request_error"
+        body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return Response(json.dumps(body), status, media_type="application/json")
 
 
-async def _send_error(send: Send, family: str, status: int, message: str, code: str | None) -> None:
-    if status == 499:  # the client is gone: nobody to answer
-        return
-    body = _error_body(family, status, message, code)
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
+class _AccessLog:
+    """One log line per request: method, path, status, memories injected, time; never headers or
+    bodies (they carry keys and user data). A client that left before its answer gets none
+    (Starlette's ``ClientDisconnect`` ends here) and is logged as 499."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = "-"
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = str(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except ClientDisconnect:
+            status = "499" if status == "-" else status
+        finally:
+            injected = scope.get("state", {}).get("injected", 0)  # set by the memory routes (request.state)
+            log.info("%s %s %s injected=%d %.1fms", scope["method"], scope["path"], status, injected,
+                     (time.perf_counter() - start) * 1000)
 
 
 # -------------------------------------------------------------------- Anthropic prompt caching

@@ -27,6 +27,7 @@ from ..policies._query import query_from_messages
 from ..policies._side_requests import is_side_request
 from ..policies._tokens import get_encoder
 from ..policies.modes import Mode, Plan, Skip, Turn, mode_from_config
+from ._capture import Capture
 from ._formats import get_format
 from ._render import Block, failed
 from ._session import LRU, resolve_session
@@ -119,6 +120,7 @@ class Middleware:
         given = mode if isinstance(mode, Mode) else None
         self._modes: dict[str, Mode] = {self.config.mode: given or mode_from_config(self.config.mode, self.config)}
         self._modes_lock = threading.Lock()
+        self.capture = Capture(self.config.capture, memo_size=self.config.memo_size)
 
     @classmethod
     def from_config(cls, path: str | None = None, **overrides: Any) -> "Middleware":
@@ -233,16 +235,31 @@ class Middleware:
                 return turn
             plan = m.plan(turn)
             if isinstance(plan, Skip):
+                self._offer(turn)
                 return Prepared(dict(body), Injection(m.name, skipped=plan.reason, session=turn.session), api)
             block = plan.memo.get()
             reused = block is not None
             if block is None:
                 block = plan.memo.settle((yield turn.store, plan.compute))
+            self._offer(turn)  # after retrieval: what this turn says is memory from the next turn on
             return self._finish(m, turn, plan, block, reused, start)
         except (RequestFormatError, NamespaceError):
             raise
         except Exception as exc:  # noqa: BLE001 - a bug in memwire must not fail the user's call
             return _unchanged(body, api, exc, mode or self.config.mode)
+
+    def _offer(self, turn: Turn) -> None:
+        try:
+            self.capture.offer(turn)
+        except Exception as exc:  # noqa: BLE001 - capture failing must not cost the turn its memory
+            log.warning("memwire: capture failed (%s: %s)", type(exc).__name__, exc)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait for what runs in the background: captures offered so far and replay ledgers."""
+        from ._replay import flush as flush_ledgers
+
+        self.capture.flush(timeout)
+        flush_ledgers()
 
     # ------------------------------------------------------------------ retrieval, two faces
 

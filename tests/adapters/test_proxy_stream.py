@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import logging
 import socket
 import threading
 import time
@@ -99,8 +101,9 @@ def servers(tmp_path: Any) -> Iterator[tuple[SlowUpstream, str]]:
                     "The user lives in Lisbon"])
     upstream = SlowUpstream()
     up = Served(upstream, lifespan="off")
-    proxy = Served(create_app(Middleware(store=store, mode="contextPerTurn"),
-                              openai_upstream=up.url, anthropic_upstream=up.url))
+    mw = Middleware(store=store, mode="contextPerTurn")
+    mw.warm_up()  # no test passes or fails on the retrieval budget of a cold start
+    proxy = Served(create_app(mw, openai_upstream=up.url, anthropic_upstream=up.url))
     try:
         yield upstream, proxy.url
     finally:
@@ -157,3 +160,72 @@ def test_upstream_connections_are_reused(servers: tuple[SlowUpstream, str]) -> N
             assert r.status_code == 200 and r.json() == {"object": "list", "data": []}
     # a response read to its end hands its connection back to the pool: far fewer connections than calls
     assert len(set(upstream.client_ports)) <= 8
+
+
+def _wait_for_log(caplog: pytest.LogCaptureFixture, name: str, seconds: float = 5.0) -> list[str]:
+    """The messages of logger ``name``, once there is one (the proxy logs on its own thread)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        lines = [r.getMessage() for r in caplog.records if r.name == name]
+        if lines:
+            return lines
+        time.sleep(0.01)
+    return []
+
+
+def test_a_client_that_left_is_logged_as_499_and_nothing_else_is_said(
+    servers: tuple[SlowUpstream, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    upstream, proxy = servers
+    caplog.set_level(logging.INFO, logger="memwire.proxy")
+    body = {"model": "gpt-4o-mini", "input": "which database does the project use?"}
+    with httpx.Client(timeout=httpx.Timeout(10, read=0.3)) as client, pytest.raises(httpx.ReadTimeout):
+        client.post(proxy + "/v1/responses", json=body)
+    assert upstream.disconnected.wait(WAIT - 1)
+    lines = _wait_for_log(caplog, "memwire.proxy")
+    assert len(lines) == 1 and lines[0].startswith("POST /v1/responses 499 injected=1 "), lines
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []  # no traceback either
+
+
+async def _broken_off(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """An upstream that declares 100 bytes, sends 10 and closes the connection."""
+    assert scope["type"] == "http"
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"100")]})
+    await send({"type": "http.response.body", "body": b"0123456789", "more_body": True})
+    raise RuntimeError("upstream crashed mid-body")
+
+
+def test_an_upstream_that_breaks_off_cuts_the_clients_stream(tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
+    up = Served(_broken_off, lifespan="off")
+    proxy = Served(create_app(Middleware(store=MemoryStore(tmp_path / "mem")), openai_upstream=up.url))
+    caplog.set_level(logging.INFO)
+    try:
+        with httpx.Client(timeout=10) as client, pytest.raises(httpx.RemoteProtocolError):
+            client.get(proxy.url + "/v1/models")  # never a short body that looks complete
+    finally:
+        proxy.stop()
+        up.stop()
+    assert "memwire proxy: upstream stream broke off (RemoteProtocolError)" in caplog.text
+
+
+async def _gzipped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    assert scope["type"] == "http"
+    body = gzip.compress(b'{"object":"list","data":[]}')
+    await send({"type": "http.response.start", "status": 200, "headers": [
+        (b"content-type", b"application/json"), (b"content-encoding", b"gzip"),
+        (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def test_a_compressed_answer_is_relayed_as_it_came(tmp_path: Any) -> None:
+    up = Served(_gzipped, lifespan="off")
+    proxy = Served(create_app(Middleware(store=MemoryStore(tmp_path / "mem")), openai_upstream=up.url))
+    try:
+        with httpx.Client(timeout=10) as client, client.stream(
+                "GET", proxy.url + "/v1/models", headers={"accept-encoding": "gzip"}) as r:
+            raw = b"".join(r.iter_raw())
+    finally:
+        proxy.stop()
+        up.stop()
+    assert r.headers["content-encoding"] == "gzip" and r.headers["content-length"] == str(len(raw))
+    assert gzip.decompress(raw) == b'{"object":"list","data":[]}'

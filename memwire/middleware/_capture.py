@@ -1,0 +1,173 @@
+"""Explicit capture, off the request path.
+
+``Capture.offer(turn)`` runs on the request path and costs a memo lookup: a latest user message
+is read once per turn (never per tool-loop request), and its human text goes to one background
+worker thread. The worker finds the statements (``policies/_capture``) and, per statement:
+
+1. refuses it when it holds a secret (``policies/_secrets``): a log line naming the kind, never
+   the value, and nothing written;
+2. skips it within ``COOLDOWN_S`` of capturing the same statement (a person repeating it, a
+   client re-sending the turn);
+3. reinforces a stored memory it nearly duplicates (``search`` score ≥ ``DUPLICATE_SCORE``: the
+   share of the statement's BM25 weight a stored memory matches) instead of adding it: an event
+   in the capture log, no new line;
+4. supersedes an earlier captured "User's KEY is ..." of the same profile key (the old one goes to
+   the archive);
+5. adds it, tagged with its kind and ``#captured`` and dated, under a topic per kind, to the
+   memory files (``capture = "auto"``) or to the review inbox (``"review"``); a statement a
+   person rejected is not proposed again.
+
+"forget that X" archives the captured memory that best matches X (score ≥ ``FORGET_SCORE``);
+"never mind" alone archives what this session captured in the last ``COOLDOWN_S``. Only captured
+memories are ever taken back: what a person wrote by hand stays theirs. A failure costs a log line.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Callable
+
+from ..memory._inbox import CAPTURED_TAG, archive, inbox_of, log_event, reject, was_rejected
+from ..memory._model import Memory, memory_id, normalized
+from ..policies._capture import Statement, statements
+from ..policies._secrets import find_secret
+from ._render import CLOSE, OPEN
+from ._session import LRU
+
+if TYPE_CHECKING:
+    from ..memory._store import MemoryStore
+    from ..policies.modes import Turn
+
+__all__ = ["Capture", "CAPTURE_SETTINGS", "DUPLICATE_SCORE", "FORGET_SCORE", "COOLDOWN_S", "TOPICS"]
+
+log = logging.getLogger("memwire")
+
+CAPTURE_SETTINGS = ("auto", "review", "off")
+DUPLICATE_SCORE = 0.8
+FORGET_SCORE = 0.5
+COOLDOWN_S = 600.0
+TOPICS = {"preference": "Preferences", "instruction": "Instructions", "fact": "Facts"}
+_PROFILE_PREFIX = "User's "
+
+
+class Capture:
+    """One middleware's capture: its setting, its worker and what it has seen."""
+
+    def __init__(self, setting: str = "auto", *, cooldown_s: float = COOLDOWN_S,
+                 clock: Callable[[], float] = time.monotonic, memo_size: int = 1024) -> None:
+        if setting not in CAPTURE_SETTINGS:
+            raise ValueError(f"capture must be one of {', '.join(CAPTURE_SETTINGS)}, got {setting!r}")
+        self.setting = setting
+        self.cooldown_s = cooldown_s
+        self._clock = clock
+        self._seen: LRU[tuple[str, ...], object] = LRU(memo_size)
+        self._recent: LRU[tuple[str, str], float] = LRU(memo_size)  # (store, statement) -> when captured
+        self._by_session: LRU[tuple[str, str], list[tuple[float, str]]] = LRU(memo_size)  # -> (when, id)
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._last: concurrent.futures.Future[None] | None = None
+        self._lock = threading.Lock()
+
+    def offer(self, turn: "Turn") -> None:
+        """Hand a new turn's human text to the worker (request path: no parsing, no I/O)."""
+        if self.setting == "off" or turn.gate.skip:
+            return
+        key, mine = turn.turn_key(), object()
+        if self._seen.setdefault(key, mine) is not mine:  # another request of this turn was first
+            return
+        text = turn.view.user_text
+        if not text:
+            return
+        with self._lock:  # one worker, in order: a "forget that" follows the capture it takes back
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memwire-capture")
+            self._last = self._pool.submit(self._run, turn.store, turn.session, key[-1], text)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until what was offered so far is captured."""
+        last = self._last
+        if last is not None:
+            concurrent.futures.wait([last], timeout)
+
+    # ------------------------------------------------------------------ the worker
+
+    def _run(self, store: "MemoryStore", session: str, turn: str, text: str) -> None:
+        try:
+            for st in statements(_without_blocks(text)):
+                if st.kind == "forget":
+                    self._forget(store, session, st)
+                else:
+                    self._capture(store, session, turn, st)
+        except Exception as exc:  # noqa: BLE001 - capture is never worth more than a log line
+            log.warning("memwire: capture failed (%s: %s)", type(exc).__name__, exc)
+
+    def _capture(self, store: "MemoryStore", session: str, turn: str, st: Statement) -> None:
+        secret = find_secret(st.said)
+        if secret is not None:
+            log.warning("memwire: not captured: the statement looks like it holds a secret (%s)", secret)
+            return
+        now = self._clock()
+        recent = (str(store.path), normalized(st.text))
+        last = self._recent.get(recent)
+        if last is not None and now - last <= self.cooldown_s:
+            return
+        self._recent.setdefault(recent, now, replace=lambda _: True)
+        source = {"kind": st.kind, "session": session, "turn": turn}
+        inbox = inbox_of(store) if self.setting == "review" else None
+        for where in (store, inbox):
+            dup = where is not None and _near_duplicate(where, st.text)
+            if dup:
+                log_event(store, "reinforced", dup, source)
+                return
+        if was_rejected(store, memory_id(st.text)):
+            return
+        if st.kind == "fact" and st.text.startswith(_PROFILE_PREFIX):
+            self._supersede(store, st.text, source)
+        mem = (store if inbox is None else inbox).add(st.text, tags=[st.kind, CAPTURED_TAG], topic=TOPICS[st.kind],
+                                   date=time.strftime("%Y-%m-%d"))
+        log_event(store, "captured" if inbox is None else "captured-for-review", mem, source)
+        self._by_session.setdefault((str(store.path), session), []).append((now, mem.id))
+        log.info("memwire: captured %s %s: %s", st.kind, mem.id, mem.text)
+
+    def _supersede(self, store: "MemoryStore", text: str, source: dict[str, str]) -> None:
+        """A new "User's timezone is X" replaces the captured "User's timezone is Y"."""
+        key = text[: text.find(" is ") + 4].lower()
+        for mem in store.memories():
+            if CAPTURED_TAG in mem.tags and mem.text.lower().startswith(key) and mem.text != text:
+                log_event(store, "superseded", archive(store, mem, "superseded"), source)
+
+    def _forget(self, store: "MemoryStore", session: str, st: Statement) -> None:
+        inbox = inbox_of(store) if self.setting == "review" else None
+        if st.text:
+            gone = [m for where in (store, inbox) if where is not None for m in _captured_match(where, st.text)][:1]
+        else:  # "never mind": what this session captured just now
+            now = self._clock()
+            recent = self._by_session.get((str(store.path), session)) or []
+            ids = {mid for at, mid in recent if now - at <= self.cooldown_s}
+            gone = [m for where in (store, inbox) if where is not None for m in where.memories() if m.id in ids]
+            recent.clear()
+        for mem in gone:
+            if inbox is not None and mem.id in inbox:  # not approved yet: it was never memory
+                reject(store, [mem.id])
+            else:
+                log_event(store, "forgotten", archive(store, mem, "forgotten"), {"session": session})
+            log.info("memwire: forgot captured memory %s: %s", mem.id, mem.text)
+
+
+def _captured_match(store: "MemoryStore", text: str) -> list[Memory]:
+    return [h.memory for h in store.search(text, 5, min_score=FORGET_SCORE) if CAPTURED_TAG in h.memory.tags][:1]
+
+
+def _near_duplicate(store: "MemoryStore", text: str) -> Memory | None:
+    hits = store.search(text, 1, min_score=DUPLICATE_SCORE)
+    return hits[0].memory if hits else None
+
+
+def _without_blocks(text: str) -> str:
+    """memwire's own memory blocks are never read back as something the person said."""
+    while (start := text.find(OPEN)) >= 0:
+        end = text.find(CLOSE, start)
+        text = text[:start] + (text[end + len(CLOSE):] if end >= 0 else "")
+    return text

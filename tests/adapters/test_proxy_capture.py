@@ -1,0 +1,102 @@
+"""Explicit capture behind the proxy, with the real openai and anthropic SDKs as callers: what a
+person asks to remember in one session is what a new session gets injected."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anthropic
+import httpx
+import httpx2
+import openai
+import pytest
+from starlette.applications import Starlette
+
+from memwire import MemoryStore, Middleware
+from memwire.adapters.proxy import create_app
+from memwire.memory._inbox import inbox_of
+from memwire._sim.fake_provider import FakeProvider
+
+PROXY = "http://proxy.test"
+REMEMBER = "Remember that the staging database listens on port 5433."
+ASK = "Which port does the staging database use?"
+
+
+@pytest.fixture
+def fake() -> FakeProvider:
+    return FakeProvider()
+
+
+def proxy(mw: Middleware, fake: FakeProvider) -> Starlette:
+    upstream = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))
+    return create_app(mw, openai_upstream="http://openai.upstream", anthropic_upstream="http://anthropic.upstream",
+                      client=upstream)
+
+
+def oai(app: Starlette, session: str, namespace: str | None = None) -> openai.AsyncOpenAI:
+    headers = {"x-memwire-session": session, **({"x-memwire-namespace": namespace} if namespace else {})}
+    return openai.AsyncOpenAI(base_url=PROXY + "/v1", api_key="sk-test", max_retries=0, default_headers=headers,
+                              http_client=httpx.AsyncClient(transport=httpx.ASGITransport(app=app)))
+
+
+def ant(app: Starlette, session: str) -> anthropic.AsyncAnthropic:
+    return anthropic.AsyncAnthropic(base_url=PROXY, api_key="sk-ant-test", max_retries=0,
+                                    default_headers={"x-memwire-session": session},
+                                    http_client=httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app)))
+
+
+def memory_text(body: dict) -> str:
+    return json.dumps(body)
+
+
+async def test_openai_chat_remember_then_a_new_session_gets_it(tmp_path: Path, fake: FakeProvider) -> None:
+    mw = Middleware(store=MemoryStore(tmp_path / "mem"), mode="contextPerTurn")
+    app = proxy(mw, fake)
+    first = await oai(app, "monday").chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": REMEMBER}])
+    assert first.headers["x-memwire-injected"] == "0"
+    assert fake.requests[-1].body["messages"] == [{"role": "user", "content": REMEMBER}]  # sent as it came
+    mw.flush()
+    assert "- The staging database listens on port 5433. #fact #captured" in (tmp_path / "mem" / "MEMORY.md").read_text()
+    later = await oai(app, "tuesday").chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": ASK}])
+    assert later.headers["x-memwire-injected"] == "1"
+    assert "port 5433" in memory_text(fake.requests[-1].body["messages"][0])
+
+
+async def test_anthropic_messages_remember_then_a_new_session_gets_it(tmp_path: Path, fake: FakeProvider) -> None:
+    mw = Middleware(store=MemoryStore(tmp_path / "mem"), mode="contextPerTurn")
+    app = proxy(mw, fake)
+    await ant(app, "monday").messages.create(model="claude-sonnet-4-5", max_tokens=50,
+                                             messages=[{"role": "user", "content": REMEMBER}])
+    mw.flush()
+    raw = await ant(app, "tuesday").messages.with_raw_response.create(
+        model="claude-sonnet-4-5", max_tokens=50, messages=[{"role": "user", "content": ASK}])
+    assert raw.headers["x-memwire-injected"] == "1"
+    assert "port 5433" in memory_text(fake.requests[-1].body["messages"][0])
+
+
+async def test_responses_capture_stays_in_its_namespace(tmp_path: Path, fake: FakeProvider) -> None:
+    mw = Middleware(store=MemoryStore(tmp_path / "mem"), mode="contextPerTurn")
+    app = proxy(mw, fake)
+    await oai(app, "a", namespace="alice").responses.create(model="gpt-4o-mini", input=REMEMBER)
+    mw.flush()
+    assert "port 5433" in (tmp_path / "mem" / "namespaces" / "alice" / "MEMORY.md").read_text()
+    assert not (tmp_path / "mem" / "MEMORY.md").exists()
+    bob = await oai(app, "b", namespace="bob").responses.with_raw_response.create(model="gpt-4o-mini", input=ASK)
+    assert bob.headers["x-memwire-injected"] == "0"
+    alice = await oai(app, "c", namespace="alice").responses.with_raw_response.create(model="gpt-4o-mini", input=ASK)
+    assert alice.headers["x-memwire-injected"] == "1"
+
+
+async def test_review_mode_behind_the_proxy_waits_in_the_inbox(tmp_path: Path, fake: FakeProvider) -> None:
+    store = MemoryStore(tmp_path / "mem")
+    mw = Middleware(store=store, mode="contextPerTurn", capture="review")
+    app = proxy(mw, fake)
+    await oai(app, "monday").chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": REMEMBER}])
+    mw.flush()
+    assert [m.text for m in inbox_of(store).memories()] == ["The staging database listens on port 5433."]
+    later = await oai(app, "tuesday").chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": ASK}])
+    assert later.headers["x-memwire-injected"] == "0"
