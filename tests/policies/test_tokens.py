@@ -87,3 +87,10 @@ def test_tiktoken_caching_turned_off_is_not_a_cache(fresh: Path, monkeypatch: py
     monkeypatch.delenv("TIKTOKEN_CACHE_DIR")
     monkeypatch.setenv("DATA_GYM_CACHE_DIR", str(fresh))
     assert _tokens.tiktoken_cache_dir() == str(fresh)
+
+
+def test_the_estimate_counts_4_characters_a_token_with_ids_that_follow_the_text() -> None:
+    enc = _tokens.EstimateEncoder()
+    assert [len(enc.encode("x" * n)) for n in (0, 1, 4, 5, 10)] == [0, 1, 1, 2, 3]
+    a, b = enc.encode("You are a coding agent. Memory: A"), enc.encode("You are a coding agent. Memory: B")
+    assert a[:-1] == b[:-1] and a[-1] != b[-1]  # the cache simulator sees the same prefix, then a change
