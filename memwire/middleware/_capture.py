@@ -8,9 +8,10 @@ worker thread. The worker finds the statements (``policies/_capture``) and, per 
    the value, and nothing written;
 2. skips it within ``COOLDOWN_S`` of capturing the same statement (a person repeating it, a
    client re-sending the turn);
-3. reinforces a stored memory it nearly duplicates (``search`` score ≥ ``DUPLICATE_SCORE``: the
-   share of the statement's BM25 weight a stored memory matches) instead of adding it: an event
-   in the capture log, no new line;
+3. reinforces a stored memory it nearly duplicates instead of adding it (an event in the capture
+   log, no new line): BM25 finds it (``search`` score ≥ ``DUPLICATE_SCORE``, the share of the
+   statement's weight it matches) and it holds ``DUPLICATE_WORDS`` of the statement's words and
+   the same numbers;
 4. supersedes an earlier captured "User's KEY is ..." of the same profile key (the old one goes to
    the archive);
 5. adds it, tagged with its kind and ``#captured`` and dated, under a topic per kind, to the
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..memory._inbox import CAPTURED_TAG, archive, inbox_of, log_event, reject, was_rejected
 from ..memory._model import Memory, memory_id, normalized
+from ..memory._text import analyze
 from ..policies._capture import Statement, statements
 from ..policies._secrets import find_secret
 from ._render import CLOSE, OPEN
@@ -41,12 +43,13 @@ if TYPE_CHECKING:
     from ..memory._store import MemoryStore
     from ..policies.modes import Turn
 
-__all__ = ["Capture", "CAPTURE_SETTINGS", "DUPLICATE_SCORE", "FORGET_SCORE", "COOLDOWN_S", "TOPICS"]
+__all__ = ["Capture", "CAPTURE_SETTINGS", "DUPLICATE_SCORE", "DUPLICATE_WORDS", "FORGET_SCORE", "COOLDOWN_S", "TOPICS"]
 
 log = logging.getLogger("memwire")
 
 CAPTURE_SETTINGS = ("auto", "review", "off")
 DUPLICATE_SCORE = 0.8
+DUPLICATE_WORDS = 0.8
 FORGET_SCORE = 0.5
 COOLDOWN_S = 600.0
 TOPICS = {"preference": "Preferences", "instruction": "Instructions", "fact": "Facts"}
@@ -161,8 +164,17 @@ def _captured_match(store: "MemoryStore", text: str) -> list[Memory]:
 
 
 def _near_duplicate(store: "MemoryStore", text: str) -> Memory | None:
-    hits = store.search(text, 1, min_score=DUPLICATE_SCORE)
-    return hits[0].memory if hits else None
+    """A stored memory that says the same: BM25 finds it (share ≥ ``DUPLICATE_SCORE``), and it
+    holds ``DUPLICATE_WORDS`` of the statement's words and the same numbers ("Java 21" is not
+    "Java 17", though BM25 scores them alike)."""
+    words = set(analyze(text))
+    numbers = {w for w in words if any(c.isdigit() for c in w)}
+    for hit in store.search(text, 3, min_score=DUPLICATE_SCORE):
+        theirs = set(analyze(hit.memory.text))
+        same_numbers = numbers == {w for w in theirs if any(c.isdigit() for c in w)}
+        if words and same_numbers and len(words & theirs) >= DUPLICATE_WORDS * len(words):
+            return hit.memory
+    return None
 
 
 def _without_blocks(text: str) -> str:

@@ -29,6 +29,7 @@ def fake() -> FakeProvider:
 
 
 def proxy(mw: Middleware, fake: FakeProvider) -> Starlette:
+    mw.warm_up(("gpt-4o-mini", "claude-sonnet-4-5"))  # a cold token encoding must not decide a test
     upstream = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))
     return create_app(mw, openai_upstream="http://openai.upstream", anthropic_upstream="http://anthropic.upstream",
                       client=upstream)

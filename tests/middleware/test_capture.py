@@ -41,6 +41,7 @@ def clock() -> Clock:
 def middleware(store: MemoryStore, clock: Clock, capture: str = "auto", **kw: Any) -> Middleware:
     mw = Middleware(store=store, mode="contextPerTurn", capture=capture, **kw)
     mw.capture = Capture(capture, clock=clock)
+    mw.warm_up()  # a cold token encoding must not be what decides a test (the retrieval budget)
     return mw
 
 
@@ -142,6 +143,15 @@ def test_a_stored_statement_is_reinforced_not_duplicated(store: MemoryStore, clo
     say(mw, "Remember: staging database listens on port 5433!", "b")
     assert len(store) == 2 and captured(store) == []
     assert [(e["event"], e["session"]) for e in read_log(store)] == [("reinforced", "a"), ("reinforced", "b")]
+
+
+def test_a_changed_number_is_a_new_statement_not_a_reinforcement(store: MemoryStore, clock: Clock) -> None:
+    mw = middleware(store, clock)
+    say(mw, "Remember that the build needs Java 17.", "a")
+    say(mw, "Remember that the build needs Java 21.", "b")
+    assert captured(store) == ["The build needs Java 17.", "The build needs Java 21."]
+    say(mw, "Remember that the build needs java 21!", "c")  # the same statement: reinforced
+    assert [e["event"] for e in read_log(store)] == ["captured", "captured", "reinforced"]
 
 
 def test_cooldown_stops_recapture_then_lets_it_reinforce(store: MemoryStore, clock: Clock) -> None:
