@@ -28,6 +28,7 @@ from ..policies._side_requests import is_side_request
 from ..policies._tokens import get_encoder
 from ..policies.modes import Mode, Plan, Skip, Turn, mode_from_config
 from ._capture import Capture
+from ._distill import Distiller, litellm_complete
 from ._formats import get_format
 from ._render import Block, failed
 from ._session import LRU, resolve_session
@@ -120,7 +121,7 @@ class Middleware:
         given = mode if isinstance(mode, Mode) else None
         self._modes: dict[str, Mode] = {self.config.mode: given or mode_from_config(self.config.mode, self.config)}
         self._modes_lock = threading.Lock()
-        self.capture = Capture(self.config.capture, memo_size=self.config.memo_size)
+        self.capture = Capture(self.config.capture, memo_size=self.config.memo_size, distiller=_distiller(self.config))
 
     @classmethod
     def from_config(cls, path: str | None = None, **overrides: Any) -> "Middleware":
@@ -351,6 +352,14 @@ class Middleware:
             injection = replace(injection, memory_ids=block.ids, text=block.text, tokens=block.tokens,
                                 position=placed.position, placement=placed.placement)
         return Prepared(placed.body, injection, turn.fmt.api)
+
+
+def _distiller(config: "Config") -> Distiller | None:
+    if not config.distill_model:
+        return None
+    complete = litellm_complete(config.distill_model, api_base=config.distill_api_base, timeout=config.distill_timeout)
+    return Distiller(complete, min_confidence=config.distill_min_confidence,
+                     session_tokens=config.distill_session_tokens, memo_size=config.memo_size)
 
 
 def _unchanged(body: Mapping[str, Any], api: str, exc: BaseException, mode: str) -> Prepared:

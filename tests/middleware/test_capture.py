@@ -104,7 +104,7 @@ def test_a_turn_is_read_once_not_per_tool_loop_request(store: MemoryStore, clock
     mw = middleware(store, clock)
     runs: list[str] = []
     real = mw.capture._run
-    monkeypatch.setattr(mw.capture, "_run", lambda *a: (runs.append(a[-1]), real(*a)))
+    monkeypatch.setattr(mw.capture, "_run", lambda *a: (runs.append(a[3]), real(*a)))
     loop = chat(PORT)
     mw.prepare(loop, session_id="s")
     loop += [{"role": "assistant", "content": None, "tool_calls": [
