@@ -194,11 +194,14 @@ async def one_call(client: httpx.AsyncClient, target: Target, chat: list[Convers
     start = time.perf_counter()
     async with client.stream("POST", target.base + "/v1/chat/completions", content=body, headers=headers) as r:
         first: float | None = None
-        async for _ in r.aiter_raw():
+        chunks = []
+        async for chunk in r.aiter_raw():
             if first is None:
                 first = time.perf_counter() - start
+            if r.status_code != 200:
+                chunks.append(chunk)
         if r.status_code != 200:
-            raise RuntimeError(f"{target.name}: HTTP {r.status_code}")
+            raise RuntimeError(f"{target.name}: HTTP {r.status_code}: {b''.join(chunks)[:300]!r}")
     total = time.perf_counter() - start
     return (first if stream and first is not None else total) * 1000
 
