@@ -11,6 +11,7 @@ objects: ``memwire.policies.modes``.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._errors import (
@@ -23,12 +24,24 @@ from ._errors import (
     RequestFormatError,
     UsageError,
 )
-from .memory._model import Hit, Memory
-from .memory._store import MemoryStore
-from .middleware._core import Injection, Middleware, Prepared
 
 if TYPE_CHECKING:
     from ._config_model import Config
+    from .memory._model import Hit, Memory
+    from .memory._store import MemoryStore
+    from .middleware._core import Injection, Middleware, Prepared
+
+# Loaded on first use (PEP 562), so that `import memwire` and `memwire --help` stay light: the
+# middleware, the store and the pydantic Config model load only for the program that uses them.
+_LAZY = {
+    "Middleware": "middleware._core",
+    "Injection": "middleware._core",
+    "Prepared": "middleware._core",
+    "MemoryStore": "memory._store",
+    "Memory": "memory._model",
+    "Hit": "memory._model",
+    "Config": "_config_model",
+}
 
 __version__ = "0.1.0"
 
@@ -53,9 +66,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # Config is a pydantic model: loaded on first use, so that `import memwire` stays light
-    if name == "Config":
-        from ._config_model import Config
-
-        return Config
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value  # once loaded, a plain attribute
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,6 +12,7 @@ __all__ = [
     "NamespaceError",
     "InvalidMemoryError",
     "StoreBusyError",
+    "MissingDependencyError",
 ]
 
 
@@ -63,3 +64,8 @@ class InvalidMemoryError(MemwireError, ValueError):
 
 class StoreBusyError(MemwireError):
     """The store is being re-read or written by another thread and the caller asked not to wait."""
+
+
+class MissingDependencyError(MemwireError, ModuleNotFoundError):
+    """A part of memwire needs a package that is not installed (an optional extra); the message
+    says what to install."""

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["check_bind", "cmd_proxy", "register"]
 
 # The proxy's defaults (proxy.DEFAULT_*), repeated so that the help of `memwire` needs neither the
-# proxy nor its server stack; tests/test_cli.py checks they are the same.
+# proxy nor its server stack; tests/test_startup.py checks they are the same.
 DEFAULT_OPENAI_UPSTREAM = "https://api.openai.com"
 DEFAULT_ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
