@@ -312,8 +312,8 @@ class _Proxy:
 
 def _raw_path(request: Request) -> str:
     """The path as the client encoded it (``%2F`` stays ``%2F``)."""
-    raw: bytes | None = request.scope.get("raw_path")
-    return raw.decode("latin-1") if raw else request.scope["path"]  # type: ignore[no-any-return]
+    raw = request.scope.get("raw_path")
+    return raw.decode("latin-1") if raw else str(request.scope["path"])
 
 
 def _upstream_headers(raw: Sequence[tuple[bytes, bytes]], keep_length: bool) -> list[tuple[bytes, bytes]]:
@@ -364,9 +364,8 @@ class _Relay(StreamingResponse):
             await super().__call__(scope, receive, send)
         except httpx.HTTPError as exc:  # the headers are gone already: all we can do is cut the stream
             log.warning("memwire proxy: upstream stream broke off (%s)", type(exc).__name__)
-        finally:
-            with anyio.CancelScope(shield=True):  # also when the relay was cancelled
-                await self.upstream.aclose()
+        finally:  # also when the relay stopped between two chunks (the client left)
+            await self.upstream.aclose()
 
 
 async def _raw_chunks(upstream: httpx.Response) -> AsyncIterator[bytes]:
