@@ -118,6 +118,10 @@ async def test_tools_add_search_forget_over_stdio(tmp_path: Path) -> None:
         assert await error(client, "memory_add")  # no text
         assert "memory_delete" in await error(client, "memory_delete", id="x")  # no such tool
         assert len(await call(client, "memory_search", query="tests")) == 1  # still alive
+        (mem / ".lock").unlink()
+        (mem / ".lock").mkdir()  # the directory's write lock cannot be taken: the store fails
+        assert "cannot be used" in await error(client, "memory_add", text="Builds need Python 3.12")
+        assert len(await call(client, "memory_search", query="tests")) == 1  # readers take no lock
     assert "sk-proj-" not in (mem / "MEMORY.md").read_text() + archived
 
 
