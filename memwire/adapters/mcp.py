@@ -30,7 +30,7 @@ from ..memory._store import MAX_MEMORY_CHARS, MemoryStore
 from ..middleware._core import Middleware
 from ..policies._secrets import find_secret
 
-__all__ = ["build_server", "run_stdio", "MAX_K"]
+__all__ = ["build_server", "run_stdio"]
 
 log = logging.getLogger("memwire")
 
