@@ -23,6 +23,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
+from .. import __version__
 from .._errors import MemwireError
 from ..memory._inbox import archive
 from ..memory._model import Memory
@@ -58,8 +59,9 @@ from mistakes ("test_upload is flaky when the S3 mock starts late; rerun it alon
 per memory, self-contained (name the project or file it is about), at most {MAX_MEMORY_CHARS:,} \
 characters. Do not save: secrets (keys, tokens, passwords: refused), what is already in memory \
 (search first), temporary task state, or what the code or docs already say plainly. Tags are \
-single lowercase words such as preference, build, decision, lesson. Pin only what must be shown \
-in every session. Returns the stored memory; adding a text already stored returns the stored one."""
+single lowercase words such as preference, build, decision, lesson. Pin only what matters in \
+every session (memwire's startup mode shows pinned memories first). Returns the stored memory; \
+adding a text already stored returns the stored one."""
 
 FORGET_DESCRIPTION = """\
 Remove a memory that is wrong, outdated or that the user asks you to forget, by the id \
@@ -100,7 +102,7 @@ def build_server(source: Middleware | MemoryStore, namespace: str | None = None)
     else:
         store = MemoryStore.for_namespace(source.path, namespace, min_score=source.min_score)
 
-    server: MCPServer = MCPServer("memwire", instructions=INSTRUCTIONS, log_level="WARNING")
+    server: MCPServer = MCPServer("memwire", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
     @server.tool(description=SEARCH_DESCRIPTION, annotations=ToolAnnotations(read_only_hint=True))
     def memory_search(
@@ -120,7 +122,7 @@ def build_server(source: Middleware | MemoryStore, namespace: str | None = None)
     def memory_add(
         text: Annotated[str, Field(min_length=1, description="the memory: one self-contained statement")],
         tags: Annotated[list[str], Field(description="a few single-word tags, e.g. preference, build")] = [],  # noqa: B006 (pydantic copies it)
-        pinned: Annotated[bool, Field(description="show it in every session (startup mode)")] = False,
+        pinned: Annotated[bool, Field(description="matters in every session (startup mode shows it first)")] = False,
     ) -> MemoryOut:
         secret = find_secret(" ".join([text, *tags]))
         if secret is not None:  # the kind only: the value must not travel back into the transcript
