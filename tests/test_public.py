@@ -16,6 +16,7 @@ PUBLIC = {
     "memwire.adapters.anthropic": {"wrap"},
     "memwire.adapters.litellm": {"wrap", "MemwireCallback"},
     "memwire.adapters.proxy": {"create_app", "default_client"},
+    "memwire.adapters.mcp": {"build_server", "run_stdio"},
     "memwire.policies.modes": {"Mode", "Turn", "Plan", "Skip", "Placed", "TurnMemo", "Block", "Startup",
                                "SystemPromptPerTurn", "ContextPerTurn", "MODES", "mode_from_config"},
     "memwire.testing": {"FakeProvider", "Reply", "ToolCall", "ErrorReply", "RecordedRequest", "ServerThread",
