@@ -14,6 +14,7 @@ PUBLIC = {
                 "NamespaceError", "InvalidMemoryError", "__version__"},
     "memwire.adapters.openai": {"wrap"},
     "memwire.adapters.anthropic": {"wrap"},
+    "memwire.adapters.anthropic_memory": {"MemoryTool", "AsyncMemoryTool"},
     "memwire.adapters.litellm": {"wrap", "MemwireCallback"},
     "memwire.adapters.proxy": {"create_app", "default_client"},
     "memwire.policies.modes": {"Mode", "Turn", "Plan", "Skip", "Placed", "TurnMemo", "Block", "Startup",
