@@ -333,13 +333,14 @@ class Upstream:
     """A fake Anthropic Messages API at the transport: answers each request with the next scripted
     reply, and keeps every request body as sent."""
 
-    def __init__(self) -> None:
+    def __init__(self, script: list[list[dict[str, Any]]] = SCRIPT) -> None:
+        self.script = script
         self.bodies: list[dict[str, Any]] = []
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
         assert request.url.path == "/v1/messages"
         self.bodies.append(json.loads(request.content))
-        content = SCRIPT[len(self.bodies) - 1]
+        content = self.script[len(self.bodies) - 1]
         return httpx2.Response(200, json={
             "id": f"msg_{len(self.bodies)}", "type": "message", "role": "assistant", "model": MODEL, "content": content,
             "stop_reason": "tool_use" if content[-1]["type"] == "tool_use" else "end_turn", "stop_sequence": None,
@@ -393,3 +394,22 @@ def test_the_same_loop_with_the_async_sdk(mem: Path) -> None:
         return await runner.until_done()
 
     _check_loop(upstream, mem, asyncio.run(main()))
+
+
+def test_with_a_wrapped_client_the_next_conversation_gets_what_claude_wrote(mem: Path) -> None:
+    """The docs' example: one store behind both the memory tool and the wrapped client."""
+    from memwire.adapters.anthropic import wrap
+
+    upstream = Upstream([SCRIPT[1], SCRIPT[3], [{"type": "text", "text": "Port 5433."}]])
+    store = MemoryStore(mem)
+    http = httpx2.Client(transport=httpx2.MockTransport(upstream))
+    claude = wrap(anthropic.Anthropic(api_key="sk-ant-test", base_url="http://127.0.0.1:9", max_retries=0,
+                                      http_client=http), Middleware(store=store, capture="off"))
+    for question in ("Remember that the staging database listens on port 5433.",  # capture off: the tool writes it
+                     "Which port does the staging database use?"):
+        claude.beta.messages.tool_runner(model=MODEL, max_tokens=1024, tools=[MemoryTool(store)],
+                                         messages=[{"role": "user", "content": question}]).until_done()
+    asked = upstream.bodies[-1]["messages"]
+    assert asked[-1]["content"] == "Which port does the staging database use?"
+    assert FACT in json.dumps(asked[:-1])  # the memory message before the question
+    assert [m.text for m in store] == [FACT]
