@@ -255,6 +255,8 @@ class MemoryTool(BetaAbstractMemoryTool):
     def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
         path = _field(command, "path", str)
         old_str, new_str = _field(command, "old_str", str), _checked(_field(command, "new_str", str))
+        if not old_str:  # it would "occur" between every two characters
+            raise ToolError("No replacement was performed: `old_str` is empty; give the exact text to replace")
         name = self._file(path)
         done: list[tuple[str, int]] = []  # the text written and the changed line's index in it
 

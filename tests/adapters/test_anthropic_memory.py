@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,7 @@ def test_str_replace(tool: MemoryTool, mem: Path) -> None:
             command="str_replace", path="/memories/a.md", old_str="nine", new_str="x")
     refused(tool, "Multiple occurrences of old_str `- ` in lines: 1, 2, 3, 4, 5, 6. Please ensure it is unique",
             command="str_replace", path="/memories/a.md", old_str="- ", new_str="* ")
+    refused(tool, "`old_str` is empty", command="str_replace", path="/memories/a.md", old_str="", new_str="x")
     refused(tool, "^The path /memories/b.md does not exist. Please provide a valid path.$",
             command="str_replace", path="/memories/b.md", old_str="a", new_str="b")
     refused(tool, "not a file", command="str_replace", path="/memories", old_str="a", new_str="b")
@@ -147,6 +149,19 @@ def test_insert(tool: MemoryTool, mem: Path) -> None:
             command="insert", path="/memories/a.md", insert_line="two", insert_text="- x")
     refused(tool, "does not exist", command="insert", path="/memories/b.md", insert_line=0, insert_text="- x")
     assert files(mem) == ["a.md"]
+
+
+def test_edits_from_many_threads_are_never_lost(tool: MemoryTool, mem: Path) -> None:
+    run(tool, command="create", path="/memories/a.md", file_text="- first\n")
+    threads = [threading.Thread(target=run, args=(tool,), kwargs={
+        "command": "insert", "path": "/memories/a.md", "insert_line": 1, "insert_text": f"- fact {i}"})
+        for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(m.text for m in tool.store) == sorted(["first", *(f"fact {i}" for i in range(8))])
+    assert files(mem) == ["a.md"]  # no temp file left
 
 
 def test_delete_moves_the_memories_to_the_archive(tool: MemoryTool, mem: Path) -> None:
