@@ -7,7 +7,7 @@ For applications that run their own Claude tool loop with the Anthropic SDK::
     from memwire import MemoryStore
     from memwire.adapters.anthropic_memory import MemoryTool
 
-    runner = Anthropic().beta.messages.run_tools(
+    runner = Anthropic().beta.messages.tool_runner(
         model="claude-sonnet-4-6", max_tokens=1024, messages=[...],
         tools=[MemoryTool(MemoryStore(".memwire"))])
     final = runner.until_done()
@@ -159,7 +159,7 @@ def _lines(text: str) -> list[str]:
 
 
 class MemoryTool(BetaAbstractMemoryTool):
-    """The ``memory_20250818`` tool over ``store``'s directory, for ``client.beta.messages.run_tools``."""
+    """The ``memory_20250818`` tool over ``store``'s directory, for ``client.beta.messages.tool_runner``."""
 
     def __init__(self, store: MemoryStore, *, cache_control: BetaCacheControlEphemeralParam | None = None) -> None:
         super().__init__(cache_control=cache_control)
@@ -176,6 +176,8 @@ class MemoryTool(BetaAbstractMemoryTool):
             raise ToolError(f"The path {path} cannot be used: {exc.problem}") from None
         except IsADirectoryError:
             raise ToolError(f"The path {path} is not a file.") from None
+        except OSError as exc:  # permissions, a full disk: said without the host's path
+            raise ToolError(f"The path {path} cannot be written: {exc.strerror}") from None
         except InvalidMemoryError as exc:
             raise ToolError(str(exc)) from None
 

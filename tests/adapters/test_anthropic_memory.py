@@ -5,6 +5,7 @@ tool loop with the real anthropic SDK against a scripted fake upstream."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import threading
@@ -281,6 +282,16 @@ def test_a_directory_or_a_fifo_named_like_a_file_is_not_read(tool: MemoryTool, m
         refused(tool, "not a file|cannot be used", command="view", path=path)
         refused(tool, "not a file|cannot be used", command="str_replace", path=path, old_str="a", new_str="b")
         refused(tool, "not a file|cannot be used|already exists", command="create", path=path, file_text="- x\n")
+
+
+def test_a_disk_error_reaches_claude_without_the_hosts_path(tool: MemoryTool, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(name: str, edit: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", "/home/someone/.memwire/a.md")
+
+    monkeypatch.setattr(tool.store, "edit_file", full)
+    message = refused(tool, "^The path /memories/a.md cannot be written: No space left on device$",
+                      command="create", path="/memories/a.md", file_text="- x\n")
+    assert "someone" not in message
 
 
 # ------------------------------------------------------------------ secrets
