@@ -62,7 +62,9 @@ from ..policies._secrets import find_secret
 __all__ = ["MemoryTool", "AsyncMemoryTool"]
 
 ROOT = "/memories"
-FRONT_MATTER = "---\ndescription: written by Claude with the memory tool\n---\n"
+# Any key makes a bullet-less file one memory per paragraph. Not `description`: that becomes every
+# paragraph's topic, which retrieval indexes, and these words would match unrelated questions.
+FRONT_MATTER = "---\nwritten_by: Claude, with the memory tool\n---\n"
 MAX_NAME_BYTES = 128  # the store's temp files add a prefix and a suffix: well under any filesystem's 255
 MAX_FILE_BYTES = 256 * 1024  # a memory file is read on every request that changes it
 MAX_LINES = 999_999

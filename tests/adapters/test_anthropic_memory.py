@@ -109,6 +109,8 @@ def test_paragraphs_claude_writes_become_memories(tool: MemoryTool, mem: Path) -
     assert sorted(m.text for m in MemoryStore(mem)) == ["Deploys go out on Tuesdays.",
                                                         "The staging database listens on port 5433."]
     assert MemoryStore(mem).search("staging database port")[0].memory.text.startswith("The staging database")
+    assert all(m.topic is None and m.tags == () for m in MemoryStore(mem))  # nothing added to what is indexed
+    assert MemoryStore(mem).search("which tool did Claude use to write to memory?") == []
 
 
 def test_str_replace(tool: MemoryTool, mem: Path) -> None:
