@@ -14,6 +14,7 @@ PUBLIC = {
                 "NamespaceError", "InvalidMemoryError", "__version__"},
     "memwire.adapters.openai": {"wrap"},
     "memwire.adapters.anthropic": {"wrap"},
+    "memwire.adapters.anthropic_memory": {"MemoryTool", "AsyncMemoryTool"},
     "memwire.adapters.litellm": {"wrap", "MemwireCallback"},
     "memwire.adapters.proxy": {"create_app", "default_client"},
     "memwire.adapters.mcp": {"build_server", "run_stdio"},
