@@ -84,6 +84,7 @@ PROJECT_REFUSED: dict[str, str] = {
     # the conversation would go to a model and a server the repository chose
     "distill_model": "a project config cannot send conversations to a model; use MEMWIRE_DISTILL_MODEL",
     "distill_api_base": "a project config cannot send conversations to a server; use MEMWIRE_DISTILL_API_BASE",
+    "distill_via_upstream": "a project config cannot spend the caller's credentials; use MEMWIRE_DISTILL_VIA_UPSTREAM",
 }
 
 

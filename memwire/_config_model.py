@@ -51,6 +51,9 @@ class Config(BaseModel):
         None, description="opt-in: a model (any litellm can call) that reads finished exchanges for durable facts"
     )
     distill_api_base: str | None = Field(None, description="distillation: the model server's base URL (litellm api_base)")
+    distill_via_upstream: bool = Field(
+        False, description="proxy: distill through the request's own upstream with the caller's credentials (opt-in)"
+    )
     distill_min_confidence: float = Field(0.7, ge=0, le=1, description="distillation: proposals below it are dropped")
     distill_session_tokens: int = Field(
         20_000, ge=0, le=10_000_000, description="distillation: tokens (prompt and reply) one session may spend"

@@ -37,7 +37,7 @@ from ..memory._text import analyze
 from ..policies._capture import Statement, statements
 from ..policies._human_text import human_text
 from ..policies._secrets import find_secret
-from ._distill import Distiller
+from ._distill import Complete, Distiller
 from ._render import CLOSE, OPEN
 from ._session import LRU
 
@@ -81,7 +81,7 @@ class Capture:
         self._last: concurrent.futures.Future[None] | None = None
         self._lock = threading.Lock()
 
-    def offer(self, turn: "Turn") -> None:
+    def offer(self, turn: "Turn", complete: Complete | None = None) -> None:
         """Hand a new turn to the worker (request path: no parsing, no I/O): its human text, and
         with a distiller the exchange it finishes (the previous user message and the replies)."""
         if self.setting == "off":
@@ -96,7 +96,7 @@ class Capture:
         with self._lock:  # one worker, in order: a "forget that" follows the capture it takes back
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memwire-capture")
-            self._last = self._pool.submit(self._run, turn.store, turn.session, key[-1], text, exchange)
+            self._last = self._pool.submit(self._run, turn.store, turn.session, key[-1], text, exchange, complete)
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until what was offered so far is captured."""
@@ -107,7 +107,7 @@ class Capture:
     # ------------------------------------------------------------------ the worker
 
     def _run(self, store: "MemoryStore", session: str, turn: str, text: str,
-             exchange: tuple["Format", list[Any], str] | None = None) -> None:
+             exchange: tuple["Format", list[Any], str] | None = None, complete: Complete | None = None) -> None:
         try:
             for st in statements(_without_blocks(text)):
                 if st.kind == "forget":
@@ -117,7 +117,7 @@ class Capture:
                 else:
                     self._write(store, st.kind, st.text, {"kind": st.kind, "session": session, "turn": turn})
             if exchange is not None:
-                self._distill(store, session, turn, *exchange)
+                self._distill(store, session, turn, *exchange, complete=complete)
         except Exception as exc:  # noqa: BLE001 - capture is never worth more than a log line
             log.warning("memwire: capture failed (%s: %s)", type(exc).__name__, exc)
 
@@ -148,11 +148,11 @@ class Capture:
         log.info("memwire: captured %s %s: %s", kind, mem.id, mem.text)
 
     def _distill(self, store: "MemoryStore", session: str, turn: str, fmt: "Format", items: list[Any],
-                 system_text: str) -> None:
+                 system_text: str, complete: Complete | None = None) -> None:
         assert self.distiller is not None
         exchange = _exchange_text(fmt, items)
         existing = [m for m in store.memories() if CAPTURED_TAG in m.tags][-MAX_EXISTING:]
-        for p in self.distiller.propose(session, exchange, existing, system_text):
+        for p in self.distiller.propose(session, exchange, existing, system_text, complete):
             source = {"kind": p.kind, "session": session, "turn": turn, "cue": "distilled",
                       "confidence": f"{p.confidence:.2f}"}
             old = next((m for m in existing if p.replaces and m.id.startswith(p.replaces)), None)

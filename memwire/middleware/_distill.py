@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,9 +33,12 @@ from ._session import LRU
 if TYPE_CHECKING:
     from ..memory._model import Memory
 
-__all__ = ["Distiller", "Proposal", "PROMPT", "litellm_complete", "MAX_TEXT_CHARS", "KINDS"]
+__all__ = ["Distiller", "Proposal", "Complete", "PROMPT", "litellm_complete", "upstream_complete", "MAX_TEXT_CHARS",
+           "KINDS", "CREDENTIAL_HEADERS"]
 
 log = logging.getLogger("memwire")
+
+Complete = Callable[[list[dict[str, str]]], str]  # messages -> the model's reply text (blocking)
 
 MAX_TEXT_CHARS = 500
 MAX_EXCHANGE_CHARS = 12_000  # the tail of a very long exchange: the reply's end says what was decided
@@ -90,7 +93,7 @@ class Distiller:
     """Calls ``complete(messages) -> text`` (blocking, on the capture worker) and filters what it
     proposes. ``complete`` is ``litellm_complete(model)`` for ``distill_model``, or any callable."""
 
-    complete: Callable[[list[dict[str, str]]], str]
+    complete: Complete
     min_confidence: float = 0.7
     session_tokens: int = 20_000
     memo_size: int = 1024
@@ -98,8 +101,10 @@ class Distiller:
     def __post_init__(self) -> None:
         self._spent: LRU[str, list[int]] = LRU(self.memo_size)
 
-    def propose(self, session: str, exchange: str, existing: Sequence["Memory"], system_text: str = "") -> list[Proposal]:
-        """The proposals that pass the guards ([] on any failure: logged, never raised)."""
+    def propose(self, session: str, exchange: str, existing: Sequence["Memory"], system_text: str = "",
+                complete: Complete | None = None) -> list[Proposal]:
+        """The proposals that pass the guards ([] on any failure: logged, never raised).
+        ``complete`` overrides the distiller's own for this exchange (the proxy's upstream)."""
         exchange = exchange[-MAX_EXCHANGE_CHARS:].strip()
         if not exchange:
             return []
@@ -113,7 +118,7 @@ class Distiller:
             return []
         spent[0] += cost
         try:
-            reply = self.complete(messages)
+            reply = (complete or self.complete)(messages)
         except Exception as exc:  # noqa: BLE001 - a failed distillation costs a log line
             log.warning("memwire: distillation failed (%s: %s)", type(exc).__name__, exc)
             return []
@@ -170,5 +175,39 @@ def litellm_complete(model: str, *, api_base: str | None = None, timeout: float 
         response = litellm.completion(model=model, messages=messages, temperature=0, timeout=timeout,
                                       num_retries=0, **kw)
         return str(response.choices[0].message.content or "")
+
+    return complete
+
+
+# What identifies the caller to its provider: the proxy hands these on, and nothing else.
+CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key", "anthropic-version", "anthropic-beta",
+                      "openai-organization", "openai-project")
+
+
+def upstream_complete(base_url: str, api: str, headers: Mapping[str, str], model: str, *,
+                      timeout: float = 30.0) -> Complete:
+    """``complete`` through the proxy's own upstream with the caller's credentials (the operator's
+    opt-in, ``distill_via_upstream``): Anthropic's messages API for an Anthropic caller, OpenAI's
+    chat completions for the others."""
+    auth = {k: v for k, v in headers.items() if k.lower() in CREDENTIAL_HEADERS}
+
+    def complete(messages: list[dict[str, str]]) -> str:
+        import httpx
+
+        system, rest = messages[0]["content"], messages[1:]
+        if api == "anthropic.messages":
+            body: dict[str, Any] = {"model": model, "max_tokens": 1024, "temperature": 0, "system": system,
+                                    "messages": rest}
+            url = f"{base_url}/v1/messages"
+        else:
+            body = {"model": model, "temperature": 0, "messages": messages}
+            url = f"{base_url}/v1/chat/completions"
+        with httpx.Client(timeout=timeout, trust_env=False, follow_redirects=False) as client:
+            r = client.post(url, json=body, headers=auth)
+        r.raise_for_status()
+        data = r.json()
+        if api == "anthropic.messages":
+            return "".join(b.get("text", "") for b in data.get("content", []) if b.get("type") == "text")
+        return str(data["choices"][0]["message"]["content"] or "")
 
     return complete

@@ -274,7 +274,8 @@ def test_the_turn_that_says_it_does_not_get_it_back_as_memory(store: MemoryStore
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     mw = middleware(store, clock)
     # the worst case of the race: a capture that is done the moment it is offered
-    monkeypatch.setattr(mw.capture, "offer", lambda turn: mw.capture._run(turn.store, turn.session, "t", turn.view.user_text))
+    monkeypatch.setattr(mw.capture, "offer",
+                        lambda turn, complete=None: mw.capture._run(turn.store, turn.session, "t", turn.view.user_text))
     p = mw.prepare(chat(PORT), session_id="s")
     assert captured(store) == ["The staging database listens on port 5433."]
     assert p.injection.memory_ids == ()
