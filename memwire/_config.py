@@ -81,6 +81,10 @@ PROJECT_REFUSED: dict[str, str] = {
     "home": "a project config cannot choose where memory is read or written; use MEMWIRE_HOME",
     "use_global": "a project config cannot choose where memory is read or written; use MEMWIRE_USE_GLOBAL",
     "proxy_key": "a project config cannot set the proxy key; use --proxy-key or MEMWIRE_PROXY_KEY",
+    # the conversation would go to a model and a server the repository chose
+    "distill_model": "a project config cannot send conversations to a model; use MEMWIRE_DISTILL_MODEL",
+    "distill_api_base": "a project config cannot send conversations to a server; use MEMWIRE_DISTILL_API_BASE",
+    "distill_via_upstream": "a project config cannot spend the caller's credentials; use MEMWIRE_DISTILL_VIA_UPSTREAM",
 }
 
 

@@ -47,6 +47,18 @@ class Config(BaseModel):
     capture: Literal["auto", "review", "off"] = Field(
         "auto", description="explicit statements ('remember that ...'): 'auto' stores them, 'review' puts them in the inbox"
     )
+    distill_model: str | None = Field(
+        None, description="opt-in: a model (any litellm can call) that reads finished exchanges for durable facts"
+    )
+    distill_api_base: str | None = Field(None, description="distillation: the model server's base URL (litellm api_base)")
+    distill_via_upstream: bool = Field(
+        False, description="proxy: distill through the request's own upstream with the caller's credentials (opt-in)"
+    )
+    distill_min_confidence: float = Field(0.7, ge=0, le=1, description="distillation: proposals below it are dropped")
+    distill_session_tokens: int = Field(
+        20_000, ge=0, le=10_000_000, description="distillation: tokens (prompt and reply) one session may spend"
+    )
+    distill_timeout: float = Field(30.0, gt=0, le=600, description="distillation: seconds per model call")
     timeout_ms: float = Field(1000.0, gt=0, description="retrieval time budget; past it the call goes unchanged")
     memo_size: int = Field(1024, ge=1, description="turns remembered for turn-stable bytes (LRU)")
     dir: Path = Field(Path(".memwire"), description="project memory directory (MEMWIRE_DIR)")

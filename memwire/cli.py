@@ -316,15 +316,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(fn=cmd_trust)
 
-    from .adapters import _proxy_cli as proxy_cli  # each registers its own subcommand; heavy imports wait for the run
+    from .adapters import _mcp_cli as mcp_cli  # each registers its own subcommand; heavy imports wait for the run
+    from .adapters import _proxy_cli as proxy_cli
     from ._sim import demo_cli
 
     proxy_cli.register(sub)
+    mcp_cli.register(sub)
     demo_cli.register(sub)
     return parser
 
 
-_CREATES_DIR = ("add", "proxy")  # commands that write to the project directory, creating it when missing
+_CREATES_DIR = ("add", "proxy", "mcp")  # commands that write to the project directory, creating it when missing
 
 
 def _trusted_config(args: argparse.Namespace, overrides: dict[str, Any]) -> Config:

@@ -46,7 +46,7 @@ class MemoryOut(BaseModel):
     pinned: bool
     topic: str | None
     date: str | None
-    score: float | None = Field(None, description="search relevance, 0..1 (only with ?q=)")
+    score: float | None = Field(None, description="with ?q=: the share of the query's weight the memory matches (related words can take it past 1)")
 
 
 class MemoryIn(BaseModel, extra="forbid"):

@@ -44,6 +44,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .._errors import ConfigError, NamespaceError, RequestFormatError
 from ..memory._store import validate_namespace
 from ..middleware._core import Injection, Middleware, Prepared
+from ..middleware._distill import Complete, upstream_complete
 from ._common import dump_json
 from ._limits import NamespaceQuota, Refusal, read_body
 from ._memory_api import memory_api
@@ -249,17 +250,26 @@ class _Proxy:
                 raise Refusal(429, refused, "memwire_namespace_limit")
         big = len(raw) > OFFLOAD_BYTES  # parsing and searching a huge body must not hold the event loop
         data = await _run(big, _parse, raw, api)
+        kw: dict[str, Any] = {"namespace": namespace, "headers": request.headers, "distill_with": self._distill_with(request, api)}
         try:
             if big:
-                prepared = await run_in_threadpool(self.middleware.prepare_request, data, api, namespace=namespace,
-                                                   headers=request.headers)
+                prepared = await run_in_threadpool(partial(self.middleware.prepare_request, data, api, **kw))
             else:
-                prepared = await self.middleware.aprepare_request(data, api, namespace=namespace, headers=request.headers)
+                prepared = await self.middleware.aprepare_request(data, api, **kw)
             return await _run(big, self._encode, prepared, data, raw, api), prepared.injection
         except (RequestFormatError, NamespaceError) as exc:
             raise Refusal(400, str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - fail open: memory never fails the user's call
             return _unchanged(raw, exc)
+
+    def _distill_with(self, request: Request, api: str) -> Complete | None:
+        """With ``distill_via_upstream`` (the operator's opt-in), distillation goes to this
+        request's upstream with the caller's own credentials."""
+        cfg = self.middleware.config
+        if not (cfg.distill_model and cfg.distill_via_upstream):
+            return None
+        base = self.upstreams[upstream_family(request.scope["path"], request.headers)]
+        return upstream_complete(base, api, request.headers, cfg.distill_model, timeout=cfg.distill_timeout)
 
     def _quota_client(self, request: Request) -> str:
         """Whose budget of new namespaces a request spends: the proxy key's (every client that
@@ -312,8 +322,8 @@ class _Proxy:
 
 def _raw_path(request: Request) -> str:
     """The path as the client encoded it (``%2F`` stays ``%2F``)."""
-    raw: bytes | None = request.scope.get("raw_path")
-    return raw.decode("latin-1") if raw else request.scope["path"]  # type: ignore[no-any-return]
+    raw = request.scope.get("raw_path")
+    return raw.decode("latin-1") if raw else str(request.scope["path"])
 
 
 def _upstream_headers(raw: Sequence[tuple[bytes, bytes]], keep_length: bool) -> list[tuple[bytes, bytes]]:
@@ -364,9 +374,8 @@ class _Relay(StreamingResponse):
             await super().__call__(scope, receive, send)
         except httpx.HTTPError as exc:  # the headers are gone already: all we can do is cut the stream
             log.warning("memwire proxy: upstream stream broke off (%s)", type(exc).__name__)
-        finally:
-            with anyio.CancelScope(shield=True):  # also when the relay was cancelled
-                await self.upstream.aclose()
+        finally:  # also when the relay stopped between two chunks (the client left)
+            await self.upstream.aclose()
 
 
 async def _raw_chunks(upstream: httpx.Response) -> AsyncIterator[bytes]:

@@ -28,6 +28,7 @@ from ..policies._side_requests import is_side_request
 from ..policies._tokens import get_encoder
 from ..policies.modes import Mode, Plan, Skip, Turn, mode_from_config
 from ._capture import Capture
+from ._distill import Complete, Distiller, litellm_complete
 from ._formats import get_format
 from ._render import Block, failed
 from ._session import LRU, resolve_session
@@ -120,7 +121,7 @@ class Middleware:
         given = mode if isinstance(mode, Mode) else None
         self._modes: dict[str, Mode] = {self.config.mode: given or mode_from_config(self.config.mode, self.config)}
         self._modes_lock = threading.Lock()
-        self.capture = Capture(self.config.capture, memo_size=self.config.memo_size)
+        self.capture = Capture(self.config.capture, memo_size=self.config.memo_size, distiller=_distiller(self.config))
 
     @classmethod
     def from_config(cls, path: str | None = None, **overrides: Any) -> "Middleware":
@@ -192,15 +193,17 @@ class Middleware:
     def prepare_request(
         self, body: Mapping[str, Any], api: str = "openai.chat", *, session_id: str | None = None,
         namespace: str | None = None, mode: str | None = None, memory_role: str | None = None,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None, distill_with: Complete | None = None,
     ) -> Prepared:
         """Prepare a whole request body of ``api`` ("openai.chat", "anthropic.messages", "openai.responses").
 
         ``memory_role`` overrides the configured role of the memory message for this call (the
         litellm adapter forces ``user``: litellm hoists system messages into the system field).
         ``headers`` are the HTTP request's headers, where the client names its session
-        (``x-memwire-session``, Claude Code's and Codex's session headers)."""
-        flow = self._flow(body, api, session_id, namespace, mode, memory_role, headers)
+        (``x-memwire-session``, Claude Code's and Codex's session headers). ``distill_with``
+        is the model call that distills the exchange this request finishes, instead of the
+        configured one (the proxy's upstream with the caller's credentials)."""
+        flow = self._flow(body, api, session_id, namespace, mode, memory_role, headers, distill_with)
         try:
             job = next(flow)
             while True:
@@ -211,9 +214,9 @@ class Middleware:
     async def aprepare_request(
         self, body: Mapping[str, Any], api: str = "openai.chat", *, session_id: str | None = None,
         namespace: str | None = None, mode: str | None = None, memory_role: str | None = None,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None, distill_with: Complete | None = None,
     ) -> Prepared:
-        flow = self._flow(body, api, session_id, namespace, mode, memory_role, headers)
+        flow = self._flow(body, api, session_id, namespace, mode, memory_role, headers, distill_with)
         try:
             job = next(flow)
             while True:
@@ -224,6 +227,7 @@ class Middleware:
     def _flow(
         self, body: Mapping[str, Any], api: str, session_id: str | None, namespace: str | None,
         mode: str | None, memory_role: str | None, headers: Mapping[str, str] | None = None,
+        distill_with: Complete | None = None,
     ) -> Generator[tuple[MemoryStore, Callable[[bool], Block]], Block, Prepared]:
         """The whole transform, I/O-free (httpx ``auth_flow`` style): it yields the retrieval it
         needs and is sent the result; the sync and async faces only differ in how they run it."""
@@ -235,22 +239,22 @@ class Middleware:
                 return turn
             plan = m.plan(turn)
             if isinstance(plan, Skip):
-                self._offer(turn)
+                self._offer(turn, distill_with)
                 return Prepared(dict(body), Injection(m.name, skipped=plan.reason, session=turn.session), api)
             block = plan.memo.get()
             reused = block is not None
             if block is None:
                 block = plan.memo.settle((yield turn.store, plan.compute))
-            self._offer(turn)  # after retrieval: what this turn says is memory from the next turn on
+            self._offer(turn, distill_with)  # after retrieval: what this turn says is memory from the next turn on
             return self._finish(m, turn, plan, block, reused, start)
         except (RequestFormatError, NamespaceError):
             raise
         except Exception as exc:  # noqa: BLE001 - a bug in memwire must not fail the user's call
             return _unchanged(body, api, exc, mode or self.config.mode)
 
-    def _offer(self, turn: Turn) -> None:
+    def _offer(self, turn: Turn, distill_with: Complete | None) -> None:
         try:
-            self.capture.offer(turn)
+            self.capture.offer(turn, distill_with)
         except Exception as exc:  # noqa: BLE001 - capture failing must not cost the turn its memory
             log.warning("memwire: capture failed (%s: %s)", type(exc).__name__, exc)
 
@@ -351,6 +355,14 @@ class Middleware:
             injection = replace(injection, memory_ids=block.ids, text=block.text, tokens=block.tokens,
                                 position=placed.position, placement=placed.placement)
         return Prepared(placed.body, injection, turn.fmt.api)
+
+
+def _distiller(config: "Config") -> Distiller | None:
+    if not config.distill_model:
+        return None
+    complete = litellm_complete(config.distill_model, api_base=config.distill_api_base, timeout=config.distill_timeout)
+    return Distiller(complete, min_confidence=config.distill_min_confidence,
+                     session_tokens=config.distill_session_tokens, memo_size=config.memo_size)
 
 
 def _unchanged(body: Mapping[str, Any], api: str, exc: BaseException, mode: str) -> Prepared:

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anthropic
+import anyio
 import httpx
 import httpx2
 import openai
@@ -684,3 +685,39 @@ async def test_responses_without_input_pass_through_unchanged(mw: Middleware) ->
     raw = b'{"model": "m", "prompt": {"id": "pmpt_1"}, "previous_response_id": "resp_1"}'
     status, seen = await _raw_upstream(mw, "/v1/responses", raw)
     assert status == 200 and seen == [raw]
+
+
+async def test_a_client_gone_on_an_asgi_2_4_server_closes_the_upstream_answer(mw: Middleware,
+                                                                              caplog: pytest.LogCaptureFixture) -> None:
+    closed: list[bool] = []
+
+    class Answer(httpx.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield b"data: first\n\n"
+            yield b"data: last\n\n"
+
+        async def aclose(self) -> None:
+            closed.append(True)
+
+    app = create_app(mw, client=mock_upstream(lambda request: httpx.Response(200, stream=Answer())))
+    sent: list[dict[str, Any]] = []
+    requests = [{"type": "http.request", "body": b"", "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if requests:
+            return requests.pop()
+        await anyio.sleep_forever()  # an ASGI 2.4 server need not say that the client left
+        raise AssertionError
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":  # an ASGI 2.4 server raises once the client is gone
+            raise OSError("client gone")
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"}, "http_version": "1.1", "method": "GET",
+             "scheme": "http", "path": "/v1/models", "raw_path": b"/v1/models", "query_string": b"", "root_path": "",
+             "headers": [], "client": ("127.0.0.1", 1), "server": ("proxy.test", 80)}
+    with caplog.at_level(logging.INFO, logger="memwire.proxy"):
+        await app(scope, receive, send)  # returns quietly
+    assert sent[0]["status"] == 200 and closed == [True]
+    assert [r.getMessage()[:20] for r in caplog.records] == ["GET /v1/models 200 i"]

@@ -242,6 +242,30 @@ def test_a_passthrough_body_that_stalls_gets_a_408_too(tmp_path: Path) -> None:
     assert error["code"] == "request_timeout" and "11 bytes arrived" in error["message"]
 
 
+@pytest.mark.parametrize("path", ["/v1/files", "/v1/chat/completions"])  # streamed through; read first
+def test_a_client_that_leaves_mid_body_is_logged_as_499(tmp_path: Path, path: str,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    _, _, mw = _proxy(tmp_path)
+    fake = FakeProvider()
+    caplog.set_level(logging.INFO)
+    with serve_in_thread(fake) as up:
+        app = create_app(mw, openai_upstream=up.base_url, anthropic_upstream=up.base_url)
+        with _Server(app, lifespan="on") as srv:
+            s = srv.sock()
+            s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      "Content-Length: 1000\r\n\r\n{\"model\": ".encode())
+            threading.Event().wait(0.2)  # the proxy has begun reading the body
+            s.close()
+            for _ in range(500):
+                if any(r.name == "memwire.proxy" for r in caplog.records):
+                    break
+                threading.Event().wait(0.01)
+    lines = [r.getMessage() for r in caplog.records if r.name == "memwire.proxy"]
+    assert len(lines) == 1 and lines[0].startswith(f"POST {path} 499 injected=0 "), lines
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert fake.requests == []
+
+
 def test_a_long_streamed_answer_outlives_the_header_and_body_timeouts(tmp_path: Path) -> None:
     release = threading.Event()
 

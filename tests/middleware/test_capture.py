@@ -41,6 +41,7 @@ def clock() -> Clock:
 def middleware(store: MemoryStore, clock: Clock, capture: str = "auto", **kw: Any) -> Middleware:
     mw = Middleware(store=store, mode="contextPerTurn", capture=capture, **kw)
     mw.capture = Capture(capture, clock=clock)
+    mw.warm_up()  # a cold token encoding must not be what decides a test (the retrieval budget)
     return mw
 
 
@@ -103,7 +104,7 @@ def test_a_turn_is_read_once_not_per_tool_loop_request(store: MemoryStore, clock
     mw = middleware(store, clock)
     runs: list[str] = []
     real = mw.capture._run
-    monkeypatch.setattr(mw.capture, "_run", lambda *a: (runs.append(a[-1]), real(*a)))
+    monkeypatch.setattr(mw.capture, "_run", lambda *a: (runs.append(a[3]), real(*a)))
     loop = chat(PORT)
     mw.prepare(loop, session_id="s")
     loop += [{"role": "assistant", "content": None, "tool_calls": [
@@ -142,6 +143,15 @@ def test_a_stored_statement_is_reinforced_not_duplicated(store: MemoryStore, clo
     say(mw, "Remember: staging database listens on port 5433!", "b")
     assert len(store) == 2 and captured(store) == []
     assert [(e["event"], e["session"]) for e in read_log(store)] == [("reinforced", "a"), ("reinforced", "b")]
+
+
+def test_a_changed_number_is_a_new_statement_not_a_reinforcement(store: MemoryStore, clock: Clock) -> None:
+    mw = middleware(store, clock)
+    say(mw, "Remember that the build needs Java 17.", "a")
+    say(mw, "Remember that the build needs Java 21.", "b")
+    assert captured(store) == ["The build needs Java 17.", "The build needs Java 21."]
+    say(mw, "Remember that the build needs java 21!", "c")  # the same statement: reinforced
+    assert [e["event"] for e in read_log(store)] == ["captured", "captured", "reinforced"]
 
 
 def test_cooldown_stops_recapture_then_lets_it_reinforce(store: MemoryStore, clock: Clock) -> None:
@@ -264,7 +274,8 @@ def test_the_turn_that_says_it_does_not_get_it_back_as_memory(store: MemoryStore
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     mw = middleware(store, clock)
     # the worst case of the race: a capture that is done the moment it is offered
-    monkeypatch.setattr(mw.capture, "offer", lambda turn: mw.capture._run(turn.store, turn.session, "t", turn.view.user_text))
+    monkeypatch.setattr(mw.capture, "offer",
+                        lambda turn, complete=None: mw.capture._run(turn.store, turn.session, "t", turn.view.user_text))
     p = mw.prepare(chat(PORT), session_id="s")
     assert captured(store) == ["The staging database listens on port 5433."]
     assert p.injection.memory_ids == ()
