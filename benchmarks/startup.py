@@ -34,7 +34,7 @@ PROBES: dict[str, str] = {
     "from memwire import Middleware": "from memwire import Middleware",
     "memwire --help": "import sys; from memwire.cli import main; sys.argv = ['memwire', '--help']; main()",
 }
-HEAVY = ("pydantic", "httpx", "litellm", "starlette", "uvicorn", "numpy", "tiktoken", "anyio", "yaml", "filelock")
+HEAVY = ("pydantic", "httpx", "litellm", "starlette", "uvicorn", "numpy", "tiktoken", "anyio", "yaml", "filelock", "mcp")
 
 
 ENV = dict(os.environ)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ("pydantic", "httpx", "litellm", "starlette", "uvicorn", "anyio", "numpy", "tiktoken")
+HEAVY = ("pydantic", "httpx", "litellm", "starlette", "uvicorn", "anyio", "numpy", "tiktoken", "mcp")
 
 
 def loaded_after(code: str) -> set[str]:
