@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._errors import MissingDependencyError
 from ..policies._secrets import find_secret
 from ..policies._tokens import count_tokens
 from ._session import LRU
@@ -170,7 +171,8 @@ def litellm_complete(model: str, *, api_base: str | None = None, timeout: float 
         try:
             import litellm
         except ImportError:
-            raise RuntimeError("distill_model needs litellm: pip install 'memwire[litellm]'") from None
+            raise MissingDependencyError("distill_model needs litellm, which is not installed: "
+                                         "pip install 'memwire[litellm]'", name="litellm") from None
         kw: dict[str, Any] = {"api_base": api_base} if api_base else {}
         response = litellm.completion(model=model, messages=messages, temperature=0, timeout=timeout,
                                       num_retries=0, **kw)

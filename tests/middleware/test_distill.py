@@ -199,3 +199,19 @@ def test_distill_model_through_litellm_against_a_fake_provider(store: MemoryStor
     assert distilled(store) == ["The repository uses pnpm"]
     [call] = [r for r in fake.requests if r.api == "openai.chat"]
     assert call.body["model"] == "gpt-4o-mini" and call.body["temperature"] == 0
+
+
+def test_distill_model_without_litellm_costs_a_log_line_naming_the_extra(store: MemoryStore,
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "litellm", None)  # as if not installed
+    mw = Middleware(store=store, mode="contextPerTurn", distill_model="gpt-4o-mini")
+    mw.warm_up()
+    with caplog.at_level(logging.WARNING, logger="memwire"):
+        p = mw.prepare(conversation(EXCHANGE, latest="When do deploys go out?"), session_id="s")
+        mw.flush()
+    assert p.injection.injected
+    assert any("MissingDependencyError" in r.getMessage() and "memwire[litellm]" in r.getMessage()
+               for r in caplog.records)
