@@ -20,8 +20,10 @@ from ._errors import (
     MemoryFileError,
     MemoryNotFoundError,
     MemwireError,
+    MissingDependencyError,
     NamespaceError,
     RequestFormatError,
+    StoreBusyError,
     UsageError,
 )
 
@@ -61,6 +63,8 @@ __all__ = [
     "MemoryNotFoundError",
     "NamespaceError",
     "InvalidMemoryError",
+    "StoreBusyError",
+    "MissingDependencyError",
     "__version__",
 ]
 

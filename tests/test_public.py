@@ -11,7 +11,8 @@ import memwire
 PUBLIC = {
     "memwire": {"Middleware", "MemoryStore", "Memory", "Hit", "Injection", "Prepared", "Config", "MemwireError",
                 "ConfigError", "UsageError", "RequestFormatError", "MemoryFileError", "MemoryNotFoundError",
-                "NamespaceError", "InvalidMemoryError", "__version__"},
+                "NamespaceError", "InvalidMemoryError", "StoreBusyError", "MissingDependencyError",
+                "__version__"},
     "memwire.adapters.openai": {"wrap"},
     "memwire.adapters.anthropic": {"wrap"},
     "memwire.adapters.anthropic_memory": {"MemoryTool", "AsyncMemoryTool"},
