@@ -172,6 +172,8 @@ class Conversation:
         opener = "We are migrating the billing service (ticket {}). Where do we start?"
         topic = TOPICS[(self.number + turn) % len(TOPICS)]
         text = opener.format(self.number) if turn == 0 else f"What did we decide about {topic} for the billing move?"
+        if turn % 4 == 3:  # every fourth turn says something to remember: capture writes a new memory
+            text += f" Remember that the {topic} review for ticket {self.number} is due on day {turn}."
         self.messages.append({"role": "user", "content": text})
         body: dict[str, Any] = {"model": MODEL, "messages": list(self.messages)}
         self.messages.append({"role": "assistant", "content": "Use PostgreSQL 16 and move payments first."})
@@ -192,11 +194,14 @@ async def one_call(client: httpx.AsyncClient, target: Target, chat: list[Convers
     start = time.perf_counter()
     async with client.stream("POST", target.base + "/v1/chat/completions", content=body, headers=headers) as r:
         first: float | None = None
-        async for _ in r.aiter_raw():
+        chunks = []
+        async for chunk in r.aiter_raw():
             if first is None:
                 first = time.perf_counter() - start
+            if r.status_code != 200:
+                chunks.append(chunk)
         if r.status_code != 200:
-            raise RuntimeError(f"{target.name}: HTTP {r.status_code}")
+            raise RuntimeError(f"{target.name}: HTTP {r.status_code}: {b''.join(chunks)[:300]!r}")
     total = time.perf_counter() - start
     return (first if stream and first is not None else total) * 1000
 
@@ -242,15 +247,15 @@ def measure(targets: list[Target], n1: int, n32: int, rounds: int) -> dict[str, 
 # -------------------------------------------------------------------- the servers
 
 
-def start_memwire(workdir: Path, upstream: str, port: int, history: str) -> subprocess.Popen[bytes]:
+def start_memwire(workdir: Path, upstream: str, port: int, history: str, capture: str = "auto") -> subprocess.Popen[bytes]:
     """The real ``memwire proxy`` command, one-line-per-request log on (as in production)."""
     from memwire import MemoryStore
 
-    memory = workdir / f"memory-{history}"
+    memory = workdir / f"memory-{history}-{capture}"
     MemoryStore(memory).add_many(memories())
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMWIRE_")},
-           "MEMWIRE_HOME": str(workdir / "home"), "MEMWIRE_HISTORY": history}
-    with open(workdir / f"memwire-{history}.log", "wb") as log:  # the child keeps its own copy of the fd
+           "MEMWIRE_HOME": str(workdir / "home"), "MEMWIRE_HISTORY": history, "MEMWIRE_CAPTURE": capture}
+    with open(workdir / f"memwire-{history}-{capture}.log", "wb") as log:  # the child keeps its own copy of the fd
         return subprocess.Popen(
             [sys.executable, "-m", "memwire.cli", "proxy", "--port", str(port), "--openai-upstream", upstream,
              "--dir", str(memory), "--mode", "contextPerTurn"],
@@ -310,12 +315,17 @@ def main() -> int:
     parser.add_argument("--per-client", type=int, default=20, help="requests per client with 32 clients")
     parser.add_argument("--rounds", type=int, default=4, help="turns the targets take per scenario")
     parser.add_argument("--litellm", help="path of a litellm executable ('off' to skip)")
+    parser.add_argument("--capture", action="store_true",
+                        help="compare capture on (auto) and off, with replay (instead of replay and drop)")
     parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)  # child process mode
     args = parser.parse_args()
     if args.serve_upstream:
         serve_upstream(args.serve_upstream)
         return 0
 
+    from memwire import MemoryStore
+
+    variants = [("replay", "auto"), ("replay", "off")] if args.capture else [("replay", "auto"), ("drop", "auto")]
     with tempfile.TemporaryDirectory(prefix="memwire-bench-") as tmp:
         workdir = Path(tmp)
         upstream_url = f"http://127.0.0.1:{free_port()}"
@@ -325,11 +335,12 @@ def main() -> int:
         try:
             procs.append(subprocess.Popen([sys.executable, __file__, "--serve-upstream", upstream_url.rsplit(":", 1)[1]]))
             wait_ready(upstream_url + "/health", procs[-1], 30)
-            for history in ("replay", "drop"):
+            for history, capture in variants:
                 url = f"http://127.0.0.1:{free_port()}"
-                procs.append(start_memwire(workdir, upstream_url, int(url.rsplit(":", 1)[1]), history))
+                procs.append(start_memwire(workdir, upstream_url, int(url.rsplit(":", 1)[1]), history, capture))
                 wait_ready(url + "/health", procs[-1], 60)
-                targets.append(Target(f"memwire {history}", url, "sk-upstream-fake"))
+                targets.append(Target(f"memwire {history}" + ("" if capture == "auto" else f" capture={capture}"),
+                                      url, "sk-upstream-fake"))
             exe = find_litellm(args.litellm)
             if exe is None:
                 notes.append("LiteLLM proxy: not measured (no litellm executable found; pass --litellm PATH)")
@@ -351,12 +362,13 @@ def main() -> int:
             for proc in reversed(procs):
                 stop(proc)
         report(results)
-        for history in ("replay", "drop"):
-            lines = (workdir / f"memwire-{history}.log").read_text().splitlines()
+        for history, capture in variants:
+            lines = (workdir / f"memwire-{history}-{capture}.log").read_text().splitlines()
             calls = [line for line in lines if "POST /v1/chat/completions" in line]
             injected = sum(1 for line in calls if "injected=0" not in line)
-            print(f"\nmemwire {history}: memory injected into {injected} of {len(calls)} requests "
-                  "(each request a new turn of a 20-turn conversation)", end="")
+            captured = len(MemoryStore(workdir / f"memory-{history}-{capture}")) - len(memories())
+            print(f"\nmemwire {history} capture={capture}: memory injected into {injected} of {len(calls)} requests "
+                  f"(each request a new turn of a 20-turn conversation); {captured} memories captured", end="")
         print()
         for note in notes:
             print(note)

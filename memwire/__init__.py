@@ -11,20 +11,39 @@ objects: ``memwire.policies.modes``.
 
 from __future__ import annotations
 
-from ._config import Config
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._errors import (
     ConfigError,
     InvalidMemoryError,
     MemoryFileError,
     MemoryNotFoundError,
     MemwireError,
+    MissingDependencyError,
     NamespaceError,
     RequestFormatError,
+    StoreBusyError,
     UsageError,
 )
-from .memory._model import Hit, Memory
-from .memory._store import MemoryStore
-from .middleware._core import Injection, Middleware, Prepared
+
+if TYPE_CHECKING:
+    from ._config_model import Config
+    from .memory._model import Hit, Memory
+    from .memory._store import MemoryStore
+    from .middleware._core import Injection, Middleware, Prepared
+
+# Loaded on first use (PEP 562), so that `import memwire` and `memwire --help` stay light: the
+# middleware, the store and the pydantic Config model load only for the program that uses them.
+_LAZY = {
+    "Middleware": "middleware._core",
+    "Injection": "middleware._core",
+    "Prepared": "middleware._core",
+    "MemoryStore": "memory._store",
+    "Memory": "memory._model",
+    "Hit": "memory._model",
+    "Config": "_config_model",
+}
 
 __version__ = "0.1.0"
 
@@ -44,5 +63,15 @@ __all__ = [
     "MemoryNotFoundError",
     "NamespaceError",
     "InvalidMemoryError",
+    "StoreBusyError",
+    "MissingDependencyError",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value  # once loaded, a plain attribute
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

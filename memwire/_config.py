@@ -1,5 +1,8 @@
 """Configuration: one pydantic model, loadable from ``memwire.toml`` and ``MEMWIRE_*`` variables.
 
+The model itself is in ``_config_model`` and imported on first use: pydantic takes ~0.1 s to import
+and build it, and ``import memwire`` or ``memwire --help`` need neither.
+
 Precedence, lowest first: defaults, ``memwire.toml`` (``[memwire]`` table or top level), environment
 variables, keyword overrides. Every bad key or value raises :class:`ConfigError` naming it.
 
@@ -15,12 +18,13 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, Literal, Mapping
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ._errors import ConfigError
 from .policies.modes import MODES as _REGISTRY
+
+if TYPE_CHECKING:
+    from ._config_model import Config
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -44,83 +48,9 @@ def normalize_mode(value: str) -> str:
     raise ConfigError(f"unknown mode {value!r}; valid modes: {', '.join(_REGISTRY)}")
 
 
-class Config(BaseModel):
-    """Every setting memwire reads. Environment: ``MEMWIRE_<FIELD>`` (upper case)."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
-
-    mode: str = Field("contextPerTurn", description="startup | systemPromptPerTurn | contextPerTurn")
-    history: Literal["drop", "replay"] = Field(
-        "replay", description="contextPerTurn: drop earlier turns' blocks, or replay them in place"
-    )
-    replay_max_tokens: int = Field(
-        4000, ge=0, le=1_000_000, description="history=replay: replayed memory tokens per session before a compaction"
-    )
-    max_tokens: int = Field(600, ge=16, le=100_000, description="token budget of one memory block")
-    startup_max_tokens: int = Field(1200, ge=16, le=100_000, description="token budget of the startup block")
-    top_k: int = Field(6, ge=1, le=100, description="memories retrieved per turn at most")
-    min_score: float | None = Field(
-        None, ge=0, le=1, description="minimum retrieval score, 0..1 (a share of the query's weight); None = the index default"
-    )
-    memory_role: Literal["user", "system", "developer"] = Field(
-        "user", description="OpenAI chat role of the hidden memory message"
-    )
-    placement: Literal["message", "merge"] = Field(
-        "message", description="'message': own message; 'merge': leading content part of the user message"
-    )
-    side_requests: Literal["skip", "inject"] = Field(
-        "skip", description="'skip': no memory for an agent's own requests (titles, summaries: no tools)"
-    )
-    timeout_ms: float = Field(1000.0, gt=0, description="retrieval time budget; past it the call goes unchanged")
-    memo_size: int = Field(1024, ge=1, description="turns remembered for turn-stable bytes (LRU)")
-    dir: Path = Field(Path(".memwire"), description="project memory directory (MEMWIRE_DIR)")
-    home: Path | None = Field(None, description="global memory directory (MEMWIRE_HOME; default ~/.memwire)")
-    use_global: bool = Field(True, description="also search the global directory")
-    proxy_key: str | None = Field(
-        None, repr=False, description="proxy: clients must send it in x-memwire-key (MEMWIRE_PROXY_KEY)"
-    )
-    anthropic_cache_breakpoint: bool = Field(
-        True, description="proxy: add a cache_control breakpoint before the memory message"
-    )
-    proxy_header_timeout: float = Field(
-        10.0, gt=0, le=3600, description="proxy: seconds a connection may take to send a request's headers"
-    )
-    proxy_body_timeout: float = Field(
-        120.0, gt=0, le=3600, description="proxy: seconds a client may take to send a request body (408 after)"
-    )
-    proxy_max_connections: int = Field(
-        1000, ge=1, le=1_000_000, description="proxy: open connections at most; past it requests get 503"
-    )
-    proxy_new_namespaces_per_minute: int = Field(
-        60, ge=0, le=1_000_000, description="proxy: new namespaces one client may start per minute (429 after)"
-    )
-    proxy_max_namespaces: int = Field(
-        10_000, ge=0, le=10_000_000, description="proxy: namespaces in the memory directory at most (429 after)"
-    )
-
-    @field_validator("mode", mode="before")
-    @classmethod
-    def _mode(cls, v: Any) -> str:
-        return normalize_mode(v)
-
-    @property
-    def global_dir(self) -> Path:
-        return self.home if self.home is not None else Path.home() / ".memwire"
-
-
-def _raise_config_error(exc: ValidationError, source: str) -> None:
-    problems = []
-    for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "(config)"
-        if err["type"] == "extra_forbidden":
-            problems.append(f"unknown key {key!r}; valid keys: {', '.join(Config.model_fields)}")
-        else:
-            msg = err["msg"].removeprefix("Value error, ")
-            problems.append(f"{key}: {msg} (got {err.get('input')!r})")
-    raise ConfigError(f"{source}: " + "; ".join(problems)) from None
-
-
 def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    from ._config_model import Config
+
     out: dict[str, Any] = {}
     for name, value in env.items():
         if not name.startswith("MEMWIRE_") or name in ("MEMWIRE_CONFIG",):
@@ -151,6 +81,10 @@ PROJECT_REFUSED: dict[str, str] = {
     "home": "a project config cannot choose where memory is read or written; use MEMWIRE_HOME",
     "use_global": "a project config cannot choose where memory is read or written; use MEMWIRE_USE_GLOBAL",
     "proxy_key": "a project config cannot set the proxy key; use --proxy-key or MEMWIRE_PROXY_KEY",
+    # the conversation would go to a model and a server the repository chose
+    "distill_model": "a project config cannot send conversations to a model; use MEMWIRE_DISTILL_MODEL",
+    "distill_api_base": "a project config cannot send conversations to a server; use MEMWIRE_DISTILL_API_BASE",
+    "distill_via_upstream": "a project config cannot spend the caller's credentials; use MEMWIRE_DISTILL_VIA_UPSTREAM",
 }
 
 
@@ -210,8 +144,14 @@ def load_config(
 
 def make_config(values: Mapping[str, Any], source: str = "config") -> Config:
     """Validate settings; a bad key or value raises ConfigError naming it."""
-    try:
-        return Config(**values)
-    except ValidationError as exc:
-        _raise_config_error(exc, source)
-    raise AssertionError("unreachable")
+    from ._config_model import make_config as make
+
+    return make(values, source)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Config":  # `from memwire._config import Config` keeps working, loading pydantic then
+        from ._config_model import Config
+
+        return Config
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

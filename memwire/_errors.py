@@ -12,6 +12,7 @@ __all__ = [
     "NamespaceError",
     "InvalidMemoryError",
     "StoreBusyError",
+    "MissingDependencyError",
 ]
 
 
@@ -33,7 +34,10 @@ class RequestFormatError(MemwireError, ValueError):
 
 
 class MemoryFileError(MemwireError):
-    """A memory file could not be read or parsed; carries the path and line."""
+    """A memory file or directory cannot be used as it is on disk; carries the path and, where known,
+    the line. Raised when memwire cannot go on (the memory directory is a file, a write would go
+    through a symlink); collected, not raised, for problems it can read past (``MemoryStore.problems``:
+    bad UTF-8, an empty bullet), so one bad line never hides the rest of the memory."""
 
     def __init__(self, path: str, line: int | None, problem: str) -> None:
         self.path = path
@@ -60,3 +64,8 @@ class InvalidMemoryError(MemwireError, ValueError):
 
 class StoreBusyError(MemwireError):
     """The store is being re-read or written by another thread and the caller asked not to wait."""
+
+
+class MissingDependencyError(MemwireError, ModuleNotFoundError):
+    """A part of memwire needs a package that is not installed (an optional extra); the message
+    says what to install."""

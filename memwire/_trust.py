@@ -33,14 +33,13 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from ._config import Config, load_config
+from ._config import load_config
+from ._locks import write_lock
 
-try:  # POSIX advisory locks; elsewhere two writers at the same instant may lose one record
-    import fcntl
-except ImportError:  # pragma: no cover
-    fcntl = None  # type: ignore[assignment]
+if TYPE_CHECKING:
+    from ._config_model import Config
 
 __all__ = [
     "PROJECT_CONFIG",
@@ -166,11 +165,7 @@ class TrustFile:
     def _update(self) -> Iterator[dict[str, Any]]:
         """Read, change and write the file under a lock (other memwire processes may write too)."""
         self.home.mkdir(parents=True, exist_ok=True)
-        lock_fd = None
-        if fcntl is not None:
-            lock_fd = os.open(self.home / (TRUST_FILE + ".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-            fcntl.flock(lock_fd, fcntl.LOCK_EX)
-        try:
+        with write_lock(self.home / (TRUST_FILE + ".lock")):
             self._data, self.problem = None, None
             data = self.read()
             yield data
@@ -179,9 +174,6 @@ class TrustFile:
                     os.replace(self.path, self.path.with_name(TRUST_FILE + ".bad"))
                 self.problem = None
             self._write(data)
-        finally:
-            if lock_fd is not None:
-                os.close(lock_fd)  # closing releases the lock
 
     def _write(self, data: dict[str, Any]) -> None:
         try:  # keep the file's permissions; a new one is private (it lists your projects)

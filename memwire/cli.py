@@ -9,12 +9,15 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._config import MODES, Config, load_config
+from ._config import MODES, load_config
 from ._errors import MemwireError
-from .memory._model import Memory
-from .memory._store import MemoryStore
+
+if TYPE_CHECKING:  # each command imports what it needs when it runs: `memwire --help` stays fast
+    from ._config_model import Config
+    from .memory._model import Memory
+    from .memory._store import MemoryStore
 
 __all__ = ["main"]
 
@@ -34,6 +37,8 @@ def check_dir(path: str | os.PathLike[str], *, readable: bool = True) -> None:
 
 
 def _store(args: argparse.Namespace, cfg: Config) -> MemoryStore:
+    from .memory._store import MemoryStore
+
     root = args.dir or cfg.dir
     check_dir(root)
     if args.namespace:
@@ -116,6 +121,28 @@ def cmd_pin(args: argparse.Namespace, cfg: Config) -> int:
     store = _store(args, cfg)
     mem = store.pin(args.id, not args.unpin)
     _out(args, _mem_json(mem), [f"{'unpinned' if args.unpin else 'pinned'} {mem.id}: {mem.text}"])
+    return 0
+
+
+def cmd_inbox(args: argparse.Namespace, cfg: Config) -> int:
+    """Captured memories waiting for review (capture = "review"): list, approve, reject."""
+    from .memory._inbox import approve, inbox_of, reject
+
+    store = _store(args, cfg)
+    inbox = inbox_of(store)
+    if args.action is None:
+        if args.ids or args.all:
+            raise MemwireError("inbox: IDs and --all go with 'approve' or 'reject'")
+        waiting = inbox.memories()
+        lines = [_mem_line(m) for m in waiting] or [f"the inbox of {store.path} is empty"]
+        _out(args, [_mem_json(m) for m in waiting], lines)
+        return 0
+    if bool(args.ids) == args.all:
+        raise MemwireError(f"inbox {args.action}: give the IDs to {args.action}, or --all (not both)")
+    ids = [m.id for m in inbox.memories()] if args.all else args.ids
+    done = (approve if args.action == "approve" else reject)(store, ids)
+    verb = "approved (injected from now on)" if args.action == "approve" else "rejected (archived, not proposed again)"
+    _out(args, [_mem_json(m) for m in done], [f"{verb}: {m.id}  {m.text}" for m in done] or ["the inbox is empty"])
     return 0
 
 
@@ -222,11 +249,13 @@ def build_parser() -> argparse.ArgumentParser:
                                          "once the directory is trusted: see `memwire trust`)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    def common(p: argparse.ArgumentParser, json_flag: bool = True) -> argparse.ArgumentParser:
-        p.add_argument("--dir", help="memory directory (default: $MEMWIRE_DIR or ./.memwire)")
-        p.add_argument("--namespace", help="namespace (its own directory: DIR/namespaces/NAME)")
+    def common(p: argparse.ArgumentParser, json_flag: bool = True, keep_parent: bool = False) -> argparse.ArgumentParser:
+        # keep_parent: a sub-subcommand's unset options must not overwrite its parent's (argparse would)
+        unset: dict[str, Any] = {"default": argparse.SUPPRESS} if keep_parent else {}
+        p.add_argument("--dir", help="memory directory (default: $MEMWIRE_DIR or ./.memwire)", **unset)
+        p.add_argument("--namespace", help="namespace (its own directory: DIR/namespaces/NAME)", **unset)
         if json_flag:
-            p.add_argument("--json", action="store_true", help="machine-readable output")
+            p.add_argument("--json", action="store_true", help="machine-readable output", **unset)
         return p
 
     p = common(sub.add_parser("add", help="add a memory"))
@@ -255,6 +284,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unpin", action="store_true")
     p.set_defaults(fn=cmd_pin)
 
+    p = common(sub.add_parser("inbox", help="captured memories waiting for review: list, approve, reject",
+                              description="With capture = \"review\", what memwire captures from the traffic "
+                                          "waits here and is never injected until approved. "
+                                          "`memwire inbox` lists it."))
+    p.set_defaults(fn=cmd_inbox, action=None, ids=[], all=False)
+    review = p.add_subparsers(dest="action", metavar="approve|reject")
+    for name, what in (("approve", "move to memory: injected from now on"),
+                       ("reject", "move to the archive: not proposed again")):
+        q = common(review.add_parser(name, help=what), keep_parent=True)
+        q.add_argument("ids", nargs="*", metavar="ID", help="memory ids (or unique prefixes)")
+        q.add_argument("--all", action="store_true", help="every memory in the inbox")
+
     p = common(sub.add_parser("preview", help="show the request as it would reach the provider"))
     p.add_argument("prompt", nargs="*", help="a user prompt")
     p.add_argument("--messages", help="a JSON file: a message list or a whole request body")
@@ -275,15 +316,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(fn=cmd_trust)
 
-    from .adapters import _proxy_cli as proxy_cli  # each registers its own subcommand; heavy imports wait for the run
+    from .adapters import _mcp_cli as mcp_cli  # each registers its own subcommand; heavy imports wait for the run
+    from .adapters import _proxy_cli as proxy_cli
     from ._sim import demo_cli
 
     proxy_cli.register(sub)
+    mcp_cli.register(sub)
     demo_cli.register(sub)
     return parser
 
 
-_CREATES_DIR = ("add", "proxy")  # commands that write to the project directory, creating it when missing
+_CREATES_DIR = ("add", "proxy", "mcp")  # commands that write to the project directory, creating it when missing
 
 
 def _trusted_config(args: argparse.Namespace, overrides: dict[str, Any]) -> Config:
@@ -310,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         overrides: dict[str, Any] = {}
-        for key in ("mode", "history"):
+        for key in ("mode", "history", "capture"):
             if getattr(args, key, None):
                 overrides[key] = getattr(args, key)
         if getattr(args, "dir", None):

@@ -139,3 +139,41 @@ def test_the_proxy_serves_without_memory_when_its_dir_is_unusable(tmp_path: Path
 def test_proxy_limits_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str) -> None:
     code, _, err = run(capsys, "proxy", "--dir", str(tmp_path), flag, value)
     assert code == 2 and flag in err and "Traceback" not in err
+
+
+def test_inbox_list_approve_reject(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from memwire import MemoryStore
+    from memwire.memory._inbox import archive_of, inbox_of
+
+    d = tmp_path / "mem"
+    store = MemoryStore(d)
+    inbox = inbox_of(store)
+    ci = inbox.add("CI runs on Node 20", tags=["fact", "captured"], topic="Facts")
+    short = inbox.add("User prefers short answers", tags=["preference", "captured"], topic="Preferences")
+    java = inbox.add("The build needs Java 21", tags=["fact", "captured"], topic="Facts")
+    code, out, _ = run(capsys, "inbox", "--dir", str(d), "--json")
+    assert code == 0 and [m["id"] for m in json.loads(out)] == [ci.id, java.id, short.id]
+    assert len(store) == 0  # waiting memories are not memory
+    code, out, _ = run(capsys, "inbox", "--dir", str(d), "approve", ci.id[:6])  # options before the action
+    assert code == 0 and f"approved (injected from now on): {ci.id}  CI runs on Node 20" in out
+    code, out, _ = run(capsys, "inbox", "reject", "--dir", str(d), short.id)  # ... or after it
+    assert code == 0 and "rejected" in out
+    assert [m.text for m in store] == ["CI runs on Node 20"] and store.get(ci.id).topic == "Facts"
+    assert "rejected" in archive_of(store).get(short.id).tags
+    for bad in (["approve"], ["approve", java.id, "--all"], ["reject", "zzzz"]):
+        code, _, err = run(capsys, "inbox", "--dir", str(d), *bad)
+        assert code == 2 and err.startswith("memwire: error: ") and "Traceback" not in err
+    assert [m.id for m in inbox_of(store)] == [java.id]  # a failed command moved nothing
+    code, out, _ = run(capsys, "inbox", "approve", "--all", "--dir", str(d))
+    assert code == 0 and java.id in out and len(inbox_of(store)) == 0
+    _, out, _ = run(capsys, "inbox", "--dir", str(d))
+    assert "is empty" in out
+
+
+def test_proxy_takes_a_capture_setting(capsys: pytest.CaptureFixture[str]) -> None:
+    from memwire.cli import build_parser
+
+    assert build_parser().parse_args(["proxy", "--capture", "review"]).capture == "review"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["proxy", "--capture", "sometimes"])
+    assert "invalid choice: 'sometimes'" in capsys.readouterr().err

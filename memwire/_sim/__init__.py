@@ -5,31 +5,38 @@ reports the usage fields they would; ``FakeProvider`` is an ASGI app speaking th
 completions, Responses) and Anthropic (messages) wire formats with usage from the simulator;
 ``serve_in_thread`` runs any ASGI app on 127.0.0.1 for clients that need a real socket.
 
-Not imported by ``import memwire``: only tests, demos and benchmarks need it.
+Not imported by ``import memwire``: only tests, demos and benchmarks need it. Each name is loaded on
+first use (the fake provider needs Starlette), so ``memwire demo``'s registration in the CLI and
+the light ``cache`` / ``serialize`` modules do not pull in the server stack.
 """
 
-from memwire._sim.cache import (
-    ANTHROPIC_COSTS,
-    OPENAI_COSTS,
-    CacheRuleError,
-    CacheSimulator,
-    CostModel,
-    Provider,
-    Usage,
-    anthropic_min_tokens,
-)
-from memwire._sim.fake_provider import (
-    ErrorReply,
-    FakeProvider,
-    RecordedRequest,
-    Reply,
-    ServerThread,
-    ToolCall,
-    default_reply,
-    last_user_text,
-    serve_in_thread,
-)
-from memwire._sim.serialize import Block, request_blocks
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# name -> the module of this package that defines it
+_WHERE = {
+    "ANTHROPIC_COSTS": "cache",
+    "OPENAI_COSTS": "cache",
+    "CacheRuleError": "cache",
+    "CacheSimulator": "cache",
+    "CostModel": "cache",
+    "Provider": "cache",
+    "Usage": "cache",
+    "anthropic_min_tokens": "cache",
+    "ErrorReply": "fake_provider",
+    "FakeProvider": "fake_provider",
+    "RecordedRequest": "fake_provider",
+    "Reply": "fake_provider",
+    "ServerThread": "fake_provider",
+    "ToolCall": "fake_provider",
+    "default_reply": "fake_provider",
+    "last_user_text": "fake_provider",
+    "serve_in_thread": "fake_provider",
+    "Block": "serialize",
+    "request_blocks": "serialize",
+}
 
 __all__ = [
     "ANTHROPIC_COSTS",
@@ -52,3 +59,9 @@ __all__ = [
     "request_blocks",
     "serve_in_thread",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,12 +17,13 @@ from typing import Any
 
 import httpx
 
-from .._config import Config
+from .._config_model import Config
 from .._errors import ConfigError
 from ..memory._model import Memory
 from ..memory._store import MemoryStore
 from ..middleware._core import Middleware
 from ..middleware._render import escape
+from ..policies._tokens import get_encoder
 from .cache import Usage
 from .demo_data import LEARNED, MEMORIES, SESSIONS, SYSTEM_PROMPT, TOOLS, Turn, tool_output
 from .fake_provider import FakeProvider, serve_in_thread
@@ -329,4 +330,7 @@ def render(report: DemoReport) -> str:
              "needed memory the model saw;\ncached: share of prompt tokens read from the provider's cache; "
              "cost units: uncached input 1.0, cached "
              + ("0.5" if report.provider == "openai" else "read 0.1 / write 1.25") + "; vs none: against no memory at all.\n")
+    if get_encoder(report.model).name == "estimate":  # the one warning is silenced here: say it in the output
+        notes += ("tokens: estimated at 4 characters each (no tiktoken file on this machine; "
+                  "pip install 'memwire[litellm]', or put tiktoken's files in TIKTOKEN_CACHE_DIR, for exact counts).\n")
     return head + "\n" + format_table(report) + "\n" + notes + "\n" + summary(report)

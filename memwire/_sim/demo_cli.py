@@ -6,9 +6,10 @@ import argparse
 import json
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._config import Config
+if TYPE_CHECKING:
+    from .._config_model import Config
 
 
 def register(sub: Any) -> None:

@@ -6,15 +6,21 @@ import argparse
 import ipaddress
 import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from .._config import MODES, Config, _raise_config_error
+from .._config import MODES
 from .._errors import ConfigError, MemwireError
-from .proxy import DEFAULT_ANTHROPIC_UPSTREAM, DEFAULT_MAX_BODY_BYTES, DEFAULT_OPENAI_UPSTREAM
+
+if TYPE_CHECKING:
+    from .._config_model import Config
 
 __all__ = ["check_bind", "cmd_proxy", "register"]
+
+# The proxy's defaults (proxy.DEFAULT_*), repeated so that the help of `memwire` needs neither the
+# proxy nor its server stack; tests/test_startup.py checks they are the same.
+DEFAULT_OPENAI_UPSTREAM = "https://api.openai.com"
+DEFAULT_ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
 def register(sub: Any) -> None:
@@ -30,6 +36,9 @@ def register(sub: Any) -> None:
     p.add_argument("--mode", help=f"one of {', '.join(MODES)}")
     p.add_argument("--history", choices=["replay", "drop"],
                    help="contextPerTurn: replay earlier turns' blocks in place (default) or drop them")
+    p.add_argument("--capture", choices=["auto", "review", "off"],
+                   help="explicit statements ('remember that ...'): store them (auto, default), hold them for "
+                        "`memwire inbox` (review), or off")
     p.add_argument("--dir", help="memory directory; namespace NAME uses DIR/namespaces/NAME")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow a non-loopback --host (requires --proxy-key)")
@@ -80,7 +89,9 @@ def _is_loopback(host: str) -> bool:
 
 def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
     import uvicorn  # only the proxy command needs a server
+    from pydantic import ValidationError
 
+    from .._config_model import raise_config_error
     from ..middleware._core import Middleware
     from .proxy import create_app
     from ._server import protocol_with_header_timeout
@@ -98,7 +109,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
             try:
                 setattr(cfg, key, value)  # validated by the config model
             except ValidationError as exc:
-                _raise_config_error(exc, "--" + key.removeprefix("proxy_").replace("_", "-"))
+                raise_config_error(exc, "--" + key.removeprefix("proxy_").replace("_", "-"))
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))  # one line per request is ours
     logging.getLogger("httpcore").setLevel(logging.INFO)  # its debug lines carry response headers (cookies, keys)

@@ -19,7 +19,8 @@ The request reaches litellm in OpenAI chat format whatever provider it routes to
 so the memory message always has the ``user`` role here, whatever ``memory_role`` says: the
 provider's system prompt stays byte-identical (DESIGN rule 2).
 
-Importing this module does not import litellm (that takes seconds). ``MemwireCallback`` must
+Importing this module does not import litellm (that takes seconds), but needs it installed
+(``pip install 'memwire[litellm]'``; a :class:`MissingDependencyError` says so otherwise). ``MemwireCallback`` must
 subclass litellm's ``CustomLogger``, so the class is built on first access through the module's
 ``__getattr__`` (PEP 562); ``from memwire.adapters.litellm import MemwireCallback`` works as usual.
 """
@@ -28,11 +29,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import inspect
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from .._errors import NamespaceError, UsageError
+from .._errors import MissingDependencyError, NamespaceError, UsageError
 from ..memory._store import validate_namespace
 from ..middleware._core import Middleware, Prepared
 from ._common import as_list, fail_open, readable, restore, split_kwargs
@@ -53,6 +55,19 @@ if TYPE_CHECKING:
         ) -> dict[str, Any]: ...
 
 __all__ = ["wrap", "MemwireCallback"]
+
+
+def _litellm_installed() -> bool:
+    try:
+        return importlib.util.find_spec("litellm") is not None
+    except (ImportError, ValueError):  # a broken or half-removed install
+        return False
+
+
+if not _litellm_installed():  # litellm is an extra: say how to get it, before any use fails obscurely
+    raise MissingDependencyError(
+        "memwire.adapters.litellm needs litellm, which is not installed: pip install 'memwire[litellm]'",
+        name="litellm")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -103,7 +118,7 @@ def wrap(fn: F, middleware: Middleware) -> F:
 
     def split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[dict[str, Any], str | None, str | None]:
         if len(args) > len(names):
-            raise TypeError(f"{getattr(fn, '__name__', 'fn')}() got {len(args)} positional arguments")
+            raise UsageError(f"{getattr(fn, '__name__', 'fn')}() got {len(args)} positional arguments")
         # positional arguments become keywords so the body sees ``model`` and ``messages``
         call, session, namespace = split_kwargs({**dict(zip(names, args)), **kwargs})
         as_list(call, "messages")

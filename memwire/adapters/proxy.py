@@ -38,14 +38,16 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware as AsgiMiddleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route, request_response
+from starlette.routing import BaseRoute, Route, request_response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._errors import ConfigError, NamespaceError, RequestFormatError
 from ..memory._store import validate_namespace
 from ..middleware._core import Injection, Middleware, Prepared
+from ..middleware._distill import Complete, upstream_complete
 from ._common import dump_json
 from ._limits import NamespaceQuota, Refusal, read_body
+from ._memory_api import memory_api
 
 __all__ = ["create_app", "default_client"]
 
@@ -158,8 +160,9 @@ def create_app(
             if own_client:
                 await upstream_client.aclose()
 
-    routes = [Route(path, partial(proxy.with_memory, api=api), methods=["POST"]) for path, (api, _) in _ROUTES.items()]
-    routes.append(Route("/{path:path}", proxy))  # any other method or path
+    routes: list[BaseRoute] = [memory_api(middleware, proxy_key=proxy_key)]  # /memwire/v1/...
+    routes += [Route(path, partial(proxy.with_memory, api=api), methods=["POST"]) for path, (api, _) in _ROUTES.items()]
+    routes.append(Route("/{path:path}", proxy))  # any other method or path: the provider's
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[AsgiMiddleware(_AccessLog)],
                     exception_handlers={HTTPException: _error_response})
     app.state.proxy = proxy
@@ -247,17 +250,26 @@ class _Proxy:
                 raise Refusal(429, refused, "memwire_namespace_limit")
         big = len(raw) > OFFLOAD_BYTES  # parsing and searching a huge body must not hold the event loop
         data = await _run(big, _parse, raw, api)
+        kw: dict[str, Any] = {"namespace": namespace, "headers": request.headers, "distill_with": self._distill_with(request, api)}
         try:
             if big:
-                prepared = await run_in_threadpool(self.middleware.prepare_request, data, api, namespace=namespace,
-                                                   headers=request.headers)
+                prepared = await run_in_threadpool(partial(self.middleware.prepare_request, data, api, **kw))
             else:
-                prepared = await self.middleware.aprepare_request(data, api, namespace=namespace, headers=request.headers)
+                prepared = await self.middleware.aprepare_request(data, api, **kw)
             return await _run(big, self._encode, prepared, data, raw, api), prepared.injection
         except (RequestFormatError, NamespaceError) as exc:
             raise Refusal(400, str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - fail open: memory never fails the user's call
             return _unchanged(raw, exc)
+
+    def _distill_with(self, request: Request, api: str) -> Complete | None:
+        """With ``distill_via_upstream`` (the operator's opt-in), distillation goes to this
+        request's upstream with the caller's own credentials."""
+        cfg = self.middleware.config
+        if not (cfg.distill_model and cfg.distill_via_upstream):
+            return None
+        base = self.upstreams[upstream_family(request.scope["path"], request.headers)]
+        return upstream_complete(base, api, request.headers, cfg.distill_model, timeout=cfg.distill_timeout)
 
     def _quota_client(self, request: Request) -> str:
         """Whose budget of new namespaces a request spends: the proxy key's (every client that

@@ -13,10 +13,12 @@ Recognized on a bullet line:
 - ``- [category] text``: the category becomes a tag (the format other memory tools write);
 - ``<!-- date: ... -->`` keeps a date with the memory, invisible when the markdown is rendered.
 
-Files may start with YAML front matter (``description``, ``tags``, ``date``); its tags apply to
-every memory of the file, and in such a file a body without bullets counts one memory per
-paragraph. Problems (bad UTF-8, empty bullets, unterminated front matter) are reported with the
-path and line, and the rest of the file still loads.
+Files may start with YAML front matter (``description``, ``tags``, ``date``), read with PyYAML's
+``BaseLoader``: every value stays the string written (a date is not turned into a date, ``no`` not
+into False); ``tags`` is a list or a comma-separated string. Its tags apply to every memory of the
+file, and in such a file a body without bullets counts one memory per paragraph. Problems (bad
+UTF-8, empty bullets, unterminated or invalid front matter) are reported with the path and line,
+and the rest of the file still loads.
 """
 
 from __future__ import annotations
@@ -72,29 +74,38 @@ def _parse_list(value: str) -> list[str]:
     return [v.strip().strip("'\"") for v in value.split(",") if v.strip().strip("'\"")]
 
 
-def _front_matter(lines: list[str], path: str, out: ParsedFile) -> tuple[int, dict[str, object]]:
-    """Parse a leading ``---`` block; return the index of the first body line and the fields."""
+def _front_matter(lines: list[str], path: str, out: ParsedFile) -> tuple[int, dict[str, object], bool]:
+    """Parse a leading ``---`` block; return the index of the first body line, the fields, and
+    whether the body's paragraphs are memories (there are fields, or fields that could not be read:
+    a typo in the front matter must not make the file's memories disappear)."""
     if not lines or lines[0].strip() != "---":
-        return 0, {}
+        return 0, {}, False
+    end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
+    if end is None:
+        out.problems.append(MemoryFileError(path, 1, "front matter is not closed with '---'; read as body"))
+        return 0, {}, False
+    import yaml  # only files with front matter need it
+
+    try:  # BaseLoader: every scalar stays the string written, nothing is constructed
+        data = yaml.load("\n".join(lines[1:end]), Loader=yaml.BaseLoader)  # noqa: S506 - BaseLoader is safe
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = 2 + mark.line if mark is not None else 1
+        problem = getattr(exc, "problem", None) or "cannot be parsed"
+        out.problems.append(MemoryFileError(path, line, f"front matter is not valid YAML ({problem}); its fields are ignored"))
+        return end + 1, {}, True
+    if data is None:  # an empty block
+        return end + 1, {}, False
+    if not isinstance(data, dict):
+        out.problems.append(MemoryFileError(path, 2, "front matter is not a list of 'key: value' fields; ignored"))
+        return end + 1, {}, True
     meta: dict[str, object] = {}
-    key: str | None = None
-    for i in range(1, len(lines)):
-        line = lines[i]
-        if line.strip() == "---":
-            return i + 1, meta
-        item = re.match(r"^\s+-\s+(.*)$", line)
-        if item and key is not None:  # a YAML block list under the last key
-            current = meta.get(key)
-            lst = current if isinstance(current, list) else []
-            lst.append(item.group(1).strip().strip("'\""))
-            meta[key] = lst
-            continue
-        kv = re.match(r"^([A-Za-z_][\w-]*)\s*:\s*(.*)$", line)
-        if kv:
-            key, value = kv.group(1).lower(), kv.group(2).strip()
-            meta[key] = _parse_list(value) if key == "tags" else value.strip("'\"")
-    out.problems.append(MemoryFileError(path, 1, "front matter is not closed with '---'; read as body"))
-    return 0, {}
+    for key, value in data.items():
+        key = str(key).lower()
+        if isinstance(value, str):  # a folded or literal block ends with a newline
+            value = _parse_list(value) if key == "tags" else value.strip()  # tags: "a, b" or [a, b]
+        meta[key] = value
+    return end + 1, meta, bool(meta)
 
 
 def parse_text(text: str, path: str = "<memory>") -> ParsedFile:
@@ -121,7 +132,7 @@ def _str_or_none(value: object) -> str | None:
 
 
 def _parse_lines(lines: list[str], path: str, out: ParsedFile) -> ParsedFile:
-    start, meta = _front_matter(lines, path, out)
+    start, meta, paragraphs = _front_matter(lines, path, out)
     tags_value = meta.get("tags")
     file_tags = [_slug_tag(t) for t in tags_value if isinstance(t, str)] if isinstance(tags_value, list) else []
     file_date = _str_or_none(meta.get("date"))
@@ -184,7 +195,7 @@ def _parse_lines(lines: list[str], path: str, out: ParsedFile) -> ParsedFile:
                 current.memory, current.last_line = merged, lineno
             continue
         current = None
-        if meta and not has_bullets:
+        if paragraphs and not has_bullets:
             paragraph.append((lineno, line.strip()))
     flush_paragraph()
     return out

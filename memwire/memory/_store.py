@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 import unicodedata
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,18 +36,13 @@ from .._errors import (
     InvalidMemoryError,
     MemoryFileError,
     MemoryNotFoundError,
-    MemwireError,
     NamespaceError,
     StoreBusyError,
 )
+from .._locks import write_lock
 from ._index import BM25Index
 from ._markdown import MAX_TAG_CHARS, PINNED_TAG, TAG_PATTERN, ParsedFile, format_line, parse, parse_text
 from ._model import Hit, Memory, memory_id, normalized
-
-try:  # POSIX advisory locks; elsewhere only threads are serialized
-    import fcntl
-except ImportError:  # pragma: no cover
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["MemoryStore", "validate_namespace", "MAIN_FILE"]
 
@@ -101,7 +96,7 @@ class _Dir:
         except FileNotFoundError:
             return {}  # created on first write
         if not stat.S_ISDIR(dst.st_mode):
-            raise NotADirectoryError(f"memory directory {self.path} is not a directory")
+            raise MemoryFileError(str(self.path), None, "the memory directory is not a directory")
         dir_sig = (dst.st_mtime_ns, dst.st_ino)
         if dir_sig == self._dir_sig:
             found: dict[str, _Sig] = {}
@@ -191,20 +186,15 @@ class _Dir:
     @contextlib.contextmanager
     def write_lock(self) -> Iterator[None]:
         self.path.mkdir(parents=True, exist_ok=True)  # directories appear on first write only
-        if fcntl is None:  # pragma: no cover
+        lock = self.path / ".lock"
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(write_lock(lock))
+            except OSError as exc:
+                if exc.errno == errno.ELOOP or lock.is_symlink():  # ELOOP: O_NOFOLLOW; Windows: a reparse point
+                    raise MemoryFileError(str(lock), None, "a symlink; memwire does not write through symlinks") from None
+                raise
             yield
-            return
-        try:
-            fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise MemwireError(f"{self.path / '.lock'} is a symlink; memwire does not write through symlinks") from None
-            raise
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing releases the lock
 
     def stage(self, name: str, content: str | bytes, mode: int = _NEW_FILE_MODE) -> str:
         """Write the new content of ``name`` to a temp file beside it (fsync'ed, with the file's
@@ -242,8 +232,8 @@ class _Dir:
             return os.open(self.path / name, flags, _NEW_FILE_MODE)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise MemwireError(f"{self.path / name} is a symlink; memwire does not write through symlinks "
-                                   "(edit the file it points to by hand, or replace the link with the file)") from None
+                raise MemoryFileError(str(self.path / name), None, "a symlink; memwire does not write through symlinks "
+                                      "(edit the file it points to by hand, or replace the link with the file)") from None
             raise
 
     def current_sig(self, name: str) -> _Sig | None:
@@ -698,5 +688,56 @@ class MemoryStore:
             log.info("memwire: %s forgotten in %s but still present in another scope", full, d.path)
         return entry.memory  # type: ignore[no-any-return]
 
+    # ---------------------------------------------------------------- whole files
+
+    def edit_file(self, name: str, edit: Callable[[str | None], str | None]) -> None:
+        """Change one memory file of this directory as a whole (the Anthropic memory tool edits
+        files, not memories). Under the directory's write lock ``edit`` gets the file's text (None
+        when there is no such file) and returns the new text, or None to remove the file; an
+        exception from ``edit`` changes nothing. The file is replaced atomically, its permissions
+        kept and late hand appends carried over; never read, written or removed through a symlink."""
+        d = self._dirs[-1]
+        path = d.path / _file_name(name)
+        with d.write_lock():
+            try:
+                fd = d.open_for_write(name, create=False)
+            except FileNotFoundError:
+                new = edit(None)
+                if new is not None:
+                    d.commit(d.stage(name, new), name)
+                return
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise MemoryFileError(str(path), None, "not a regular file")
+                data = _read_all(fd)
+                new = edit(data.decode("utf-8", errors="surrogateescape"))
+                if new is None:
+                    os.unlink(path)
+                else:
+                    d.commit(d.stage(name, new, os.fstat(fd).st_mode), name)
+                    _carry_over(fd, len(data), path)
+            finally:
+                os.close(fd)
+
+    def rename_file(self, old: str, new: str) -> None:
+        """Rename a memory file of this directory, under its write lock. Raises FileNotFoundError
+        when ``old`` is missing, FileExistsError when ``new`` exists (never overwritten), and
+        ``MemoryFileError`` when ``old`` is a symlink or not a regular file."""
+        d = self._dirs[-1]
+        src, dst = d.path / _file_name(old), d.path / _file_name(new)
+        with d.write_lock():
+            if not stat.S_ISREG(os.lstat(src).st_mode):
+                raise MemoryFileError(str(src), None, "a symlink or not a regular file; memwire does not rename it")
+            if os.path.lexists(dst):
+                raise FileExistsError(errno.EEXIST, "a file of that name exists", str(dst))
+            os.rename(src, dst)
+
     def __repr__(self) -> str:
         return f"MemoryStore({str(self.path)!r})"
+
+
+def _file_name(name: str) -> str:
+    """``name`` if it names a top-level memory file (``NAME.md``, not hidden), else an error."""
+    if "/" in name or os.sep in name or "\0" in name or name.startswith(".") or not name.endswith(".md"):
+        raise InvalidMemoryError(f"not a memory file name: {name[:80]!r} (a top-level NAME.md of the directory)")
+    return name

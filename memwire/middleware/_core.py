@@ -10,7 +10,6 @@ in memory leaves the request unchanged and is logged (fail open); only a malform
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import logging
@@ -18,9 +17,9 @@ import threading
 import time
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from .._config import Config, load_config, make_config, normalize_mode
+from .._config import load_config, make_config, normalize_mode
 from .._errors import NamespaceError, RequestFormatError, StoreBusyError
 from ..memory._store import MemoryStore
 from ..policies._gate import gate
@@ -28,9 +27,14 @@ from ..policies._query import query_from_messages
 from ..policies._side_requests import is_side_request
 from ..policies._tokens import get_encoder
 from ..policies.modes import Mode, Plan, Skip, Turn, mode_from_config
+from ._capture import Capture
+from ._distill import Complete, Distiller, litellm_complete
 from ._formats import get_format
 from ._render import Block, failed
 from ._session import LRU, resolve_session
+
+if TYPE_CHECKING:
+    from .._config_model import Config
 
 __all__ = ["Middleware", "Prepared", "Injection"]
 
@@ -117,6 +121,7 @@ class Middleware:
         given = mode if isinstance(mode, Mode) else None
         self._modes: dict[str, Mode] = {self.config.mode: given or mode_from_config(self.config.mode, self.config)}
         self._modes_lock = threading.Lock()
+        self.capture = Capture(self.config.capture, memo_size=self.config.memo_size, distiller=_distiller(self.config))
 
     @classmethod
     def from_config(cls, path: str | None = None, **overrides: Any) -> "Middleware":
@@ -188,15 +193,17 @@ class Middleware:
     def prepare_request(
         self, body: Mapping[str, Any], api: str = "openai.chat", *, session_id: str | None = None,
         namespace: str | None = None, mode: str | None = None, memory_role: str | None = None,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None, distill_with: Complete | None = None,
     ) -> Prepared:
         """Prepare a whole request body of ``api`` ("openai.chat", "anthropic.messages", "openai.responses").
 
         ``memory_role`` overrides the configured role of the memory message for this call (the
         litellm adapter forces ``user``: litellm hoists system messages into the system field).
         ``headers`` are the HTTP request's headers, where the client names its session
-        (``x-memwire-session``, Claude Code's and Codex's session headers)."""
-        flow = self._flow(body, api, session_id, namespace, mode, memory_role, headers)
+        (``x-memwire-session``, Claude Code's and Codex's session headers). ``distill_with``
+        is the model call that distills the exchange this request finishes, instead of the
+        configured one (the proxy's upstream with the caller's credentials)."""
+        flow = self._flow(body, api, session_id, namespace, mode, memory_role, headers, distill_with)
         try:
             job = next(flow)
             while True:
@@ -207,9 +214,9 @@ class Middleware:
     async def aprepare_request(
         self, body: Mapping[str, Any], api: str = "openai.chat", *, session_id: str | None = None,
         namespace: str | None = None, mode: str | None = None, memory_role: str | None = None,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None, distill_with: Complete | None = None,
     ) -> Prepared:
-        flow = self._flow(body, api, session_id, namespace, mode, memory_role, headers)
+        flow = self._flow(body, api, session_id, namespace, mode, memory_role, headers, distill_with)
         try:
             job = next(flow)
             while True:
@@ -220,6 +227,7 @@ class Middleware:
     def _flow(
         self, body: Mapping[str, Any], api: str, session_id: str | None, namespace: str | None,
         mode: str | None, memory_role: str | None, headers: Mapping[str, str] | None = None,
+        distill_with: Complete | None = None,
     ) -> Generator[tuple[MemoryStore, Callable[[bool], Block]], Block, Prepared]:
         """The whole transform, I/O-free (httpx ``auth_flow`` style): it yields the retrieval it
         needs and is sent the result; the sync and async faces only differ in how they run it."""
@@ -231,16 +239,31 @@ class Middleware:
                 return turn
             plan = m.plan(turn)
             if isinstance(plan, Skip):
+                self._offer(turn, distill_with)
                 return Prepared(dict(body), Injection(m.name, skipped=plan.reason, session=turn.session), api)
             block = plan.memo.get()
             reused = block is not None
             if block is None:
                 block = plan.memo.settle((yield turn.store, plan.compute))
+            self._offer(turn, distill_with)  # after retrieval: what this turn says is memory from the next turn on
             return self._finish(m, turn, plan, block, reused, start)
         except (RequestFormatError, NamespaceError):
             raise
         except Exception as exc:  # noqa: BLE001 - a bug in memwire must not fail the user's call
             return _unchanged(body, api, exc, mode or self.config.mode)
+
+    def _offer(self, turn: Turn, distill_with: Complete | None) -> None:
+        try:
+            self.capture.offer(turn, distill_with)
+        except Exception as exc:  # noqa: BLE001 - capture failing must not cost the turn its memory
+            log.warning("memwire: capture failed (%s: %s)", type(exc).__name__, exc)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait for what runs in the background: captures offered so far and replay ledgers."""
+        from ._replay import flush as flush_ledgers
+
+        self.capture.flush(timeout)
+        flush_ledgers()
 
     # ------------------------------------------------------------------ retrieval, two faces
 
@@ -266,6 +289,8 @@ class Middleware:
         if store.ready():
             with contextlib.suppress(StoreBusyError):
                 return self._inline(compute)
+        import asyncio  # already loaded by whoever runs the loop: costs nothing here, ~20 ms at import
+
         loop = asyncio.get_running_loop()
         try:
             return await asyncio.wait_for(loop.run_in_executor(_executor(), compute, True), self.config.timeout_ms / 1000)
@@ -330,6 +355,14 @@ class Middleware:
             injection = replace(injection, memory_ids=block.ids, text=block.text, tokens=block.tokens,
                                 position=placed.position, placement=placed.placement)
         return Prepared(placed.body, injection, turn.fmt.api)
+
+
+def _distiller(config: "Config") -> Distiller | None:
+    if not config.distill_model:
+        return None
+    complete = litellm_complete(config.distill_model, api_base=config.distill_api_base, timeout=config.distill_timeout)
+    return Distiller(complete, min_confidence=config.distill_min_confidence,
+                     session_tokens=config.distill_session_tokens, memo_size=config.memo_size)
 
 
 def _unchanged(body: Mapping[str, Any], api: str, exc: BaseException, mode: str) -> Prepared:

@@ -19,7 +19,7 @@ import pytest
 import respx
 from litellm.proxy._types import LitellmUserRoles, UserAPIKeyAuth
 
-from memwire import MemoryStore, Middleware
+from memwire import MemoryStore, Middleware, UsageError
 from memwire.adapters.litellm import (
     ADMIN_USER_ID,
     MASTER_KEY_ALIAS,
@@ -131,6 +131,12 @@ def test_completion_openai(mw: Middleware, api: Any) -> None:
 def test_completion_positional_model_and_messages(mw: Middleware, api: Any) -> None:
     wrap(litellm.completion, mw)("gpt-4o-mini", conversation(), api_key="test")
     assert_user_memory_before_latest_user(sent(api, "openai")["messages"])
+
+
+def test_too_many_positional_arguments_is_a_usage_error_before_any_call(mw: Middleware, api: Any) -> None:
+    with pytest.raises(UsageError, match=r"completion\(\) got \d+ positional arguments"):
+        wrap(litellm.completion, mw)(*(["gpt-4o-mini", conversation()] + [None] * 200))
+    assert not api["openai"].called
 
 
 async def test_acompletion_openai(mw: Middleware, api: Any) -> None:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memwire import InvalidMemoryError, Memory, MemoryNotFoundError, MemoryStore, MemwireError, Middleware
+from memwire import InvalidMemoryError, Memory, MemoryFileError, MemoryNotFoundError, MemoryStore, MemwireError, Middleware
 from memwire.memory import _model as model
 from memwire.memory._store import _Dir
 
@@ -235,6 +235,32 @@ def test_memwire_never_writes_through_a_symlinked_memory_file(tmp_path: Path) ->
     with pytest.raises(MemwireError, match="symlink"):
         MemoryStore(mem).add("new fact")
     assert (mem / "MEMORY.md").is_symlink() and target.read_text() == "- mine\n"
+
+
+def test_a_symlink_memwire_will_not_write_through_is_a_memory_file_error_naming_it(tmp_path: Path) -> None:
+    mem = tmp_path / "mem"
+    mem.mkdir()
+    (tmp_path / "elsewhere.md").write_text("- mine\n")
+    (mem / "MEMORY.md").symlink_to(tmp_path / "elsewhere.md")
+    with pytest.raises(MemoryFileError) as caught:
+        MemoryStore(mem).add("new fact")
+    assert caught.value.path == str(mem / "MEMORY.md") and "symlink" in caught.value.problem
+    (mem / "MEMORY.md").unlink()
+    (mem / ".lock").unlink()  # the refused write had taken the lock
+    (tmp_path / "lock-target").write_text("")
+    (mem / ".lock").symlink_to(tmp_path / "lock-target")
+    with pytest.raises(MemoryFileError) as caught:
+        MemoryStore(mem).add("new fact")
+    assert caught.value.path == str(mem / ".lock") and "symlink" in caught.value.problem
+    assert not (mem / "MEMORY.md").exists()
+
+
+def test_a_memory_directory_that_is_a_file_is_a_memory_file_error(tmp_path: Path) -> None:
+    (tmp_path / "memory").write_text("a file, not a directory")
+    with pytest.raises(MemoryFileError, match="not a directory") as caught:
+        MemoryStore(tmp_path / "memory").search("anything")
+    assert caught.value.path == str(tmp_path / "memory") and caught.value.line is None
+    assert (tmp_path / "memory").read_text() == "a file, not a directory"
 
 
 def test_rewrites_keep_the_files_permissions(tmp_path: Path) -> None:

@@ -172,3 +172,16 @@ def test_a_corrupted_ledger_of_any_shape_is_rebuilt_not_trusted(tmp_path: Path, 
     again = Middleware(store=store, mode="contextPerTurn", history="replay")  # a restart reads the rebuilt file
     second = again.prepare(chat("How do I run the test suite?", "Use make test.", "And the staging port?"), session_id="s")
     assert second.injection.replayed == 1 and second.messages[1] == first.messages[1]
+
+
+def test_a_stateful_responses_call_keeps_no_ledger(tmp_path: Path) -> None:
+    # the provider keeps the history and the blocks sent with it: there is nothing to replay
+    mw = Middleware(store=make_store(tmp_path / "mem"), mode="contextPerTurn", history="replay")
+    mw.warm_up()
+    for i, text in enumerate(["How do I run the tests?", "And the deploys?"]):
+        body = {"model": "gpt-4o", "previous_response_id": f"resp_{i}", "input": text}
+        p = mw.prepare_request(body, api="openai.responses", session_id="stateful")
+        assert p.injection.injected and p.injection.replayed == 0
+    mw.flush()
+    assert mw.mode_for().replay.ledgers.get(("", "stateful")) is None
+    assert not (tmp_path / "mem" / ".ledger").exists()

@@ -52,3 +52,16 @@ def test_replay_is_cheapest_and_recalls_what_drop_recalls(demo_json: dict) -> No
     replay, drop = by["contextPerTurn (replay)"], by["contextPerTurn (drop)"]
     assert replay["recalled"] >= drop["recalled"]
     assert replay["cost"] == min(m["cost"] for label, m in by.items() if label != "no memory")
+
+
+def test_the_table_says_when_tokens_are_estimated(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memwire._sim import demo
+    from memwire.policies._tokens import EstimateEncoder
+
+    monkeypatch.setattr(demo, "format_table", lambda report: "")
+    monkeypatch.setattr(demo, "summary", lambda report: "")
+    report = demo.DemoReport("openai", "gpt-4.1", turns=1, sessions=1, memories=1, results=[])
+    monkeypatch.setattr(demo, "get_encoder", lambda model: type("Tiktoken", (), {"name": "o200k_base"})())
+    assert "estimated" not in demo.render(report)
+    monkeypatch.setattr(demo, "get_encoder", lambda model: EstimateEncoder())
+    assert "tokens: estimated at 4 characters each" in demo.render(report)

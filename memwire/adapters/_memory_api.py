@@ -1,0 +1,224 @@
+"""The HTTP memory API the proxy serves under ``/memwire/v1``: list, search, add, get and forget
+memories, and review the capture inbox, per namespace (``x-memwire-namespace``), under the proxy's
+key (``x-memwire-key``) when it has one.
+
+Every error has one shape, ``{"error": {"code": ..., "message": ...}}``, with a 4xx status; the
+OpenAPI document is at ``/memwire/v1/openapi.json``. Store calls are blocking file work, so the
+endpoints are plain functions Starlette runs in its thread pool. A forgotten memory goes to the
+archive, never away. A text that looks like it holds a secret is refused, as capture refuses it:
+agents write here too.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route
+
+from .._errors import InvalidMemoryError, MemoryNotFoundError, MemwireError, NamespaceError
+from ..memory._inbox import approve, archive, inbox_of, reject
+from ..memory._model import Memory
+from ..memory._store import MemoryStore
+from ..middleware._core import Middleware
+from ..policies._secrets import find_secret
+
+__all__ = ["memory_api", "PREFIX"]
+
+PREFIX = "/memwire/v1"
+MAX_LIMIT = 1000
+MAX_BODY_BYTES = 64 * 1024
+
+log = logging.getLogger("memwire")
+
+
+class MemoryOut(BaseModel):
+    id: str
+    text: str
+    tags: list[str]
+    pinned: bool
+    topic: str | None
+    date: str | None
+    score: float | None = Field(None, description="with ?q=: the share of the query's weight the memory matches (related words can take it past 1)")
+
+
+class MemoryIn(BaseModel, extra="forbid"):
+    text: str = Field(min_length=1, description="the memory, one statement")
+    tags: list[str] = Field(default_factory=list)
+    pinned: bool = False
+    topic: str | None = None
+
+
+class ErrorOut(BaseModel):
+    class Detail(BaseModel):
+        code: str
+        message: str
+
+    error: Detail
+
+
+class _Fail(HTTPException):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(status, message)
+        self.code = code
+
+
+def _out(mem: Memory, score: float | None = None) -> dict[str, Any]:
+    return MemoryOut(id=mem.id, text=mem.text, tags=list(mem.tags), pinned=mem.pinned, topic=mem.topic,
+                     date=mem.date, score=score).model_dump()
+
+
+def memory_api(middleware: Middleware, *, proxy_key: str | None = None) -> Mount:
+    """The memory API's routes, mounted at ``PREFIX``, with their own error shape."""
+    key = proxy_key.encode() if proxy_key else None
+
+    def store(request: Request) -> MemoryStore:
+        if key is not None and not hmac.compare_digest(request.headers.get("x-memwire-key", "").encode("latin-1"), key):
+            raise _Fail(401, "invalid_memwire_key", "missing or wrong x-memwire-key header")
+        try:
+            return middleware.store_for(request.headers.get("x-memwire-namespace") or None)
+        except NamespaceError as exc:
+            raise _Fail(400, "invalid_namespace", f"x-memwire-namespace: {exc}") from None
+
+    def limit(request: Request) -> int:
+        raw = request.query_params.get("limit", "100")
+        if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+            raise _Fail(400, "invalid_limit", f"limit must be an integer from 1 to {MAX_LIMIT}, got {raw!r}")
+        return int(raw)
+
+    def list_or_search(request: Request) -> JSONResponse:
+        s, n, q = store(request), limit(request), request.query_params.get("q")
+        if q:
+            items = [_out(h.memory, h.score) for h in s.search(q, n, min_score=0.0)]
+        else:
+            items = [_out(m) for m in s.memories()[:n]]
+        return JSONResponse({"data": items, "count": len(items)})
+
+    async def add(request: Request) -> JSONResponse:
+        s = store(request)
+        raw = b""
+        async for chunk in request.stream():  # a memory is at most a few KiB: never buffer more
+            raw += chunk
+            if len(raw) > MAX_BODY_BYTES:
+                raise _Fail(413, "body_too_large", f"a memory API body is at most {MAX_BODY_BYTES:,} bytes")
+        try:
+            body = MemoryIn.model_validate_json(raw)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
+            raise _Fail(400, "invalid_body", problems) from None
+        secret = find_secret(body.text)
+        if secret is not None:
+            raise _Fail(400, "secret_refused", f"the text looks like it holds a secret ({secret}); not stored")
+        try:
+            mem = await run_in_threadpool(s.add, body.text, body.tags, body.pinned, topic=body.topic)
+        except InvalidMemoryError as exc:
+            raise _Fail(400, "invalid_memory", str(exc)) from None
+        return JSONResponse(_out(mem), status_code=201)
+
+    def get_one(request: Request) -> JSONResponse:
+        return JSONResponse(_out(_found(store(request), request.path_params["id"])))
+
+    def forget(request: Request) -> JSONResponse:
+        s = store(request)
+        return JSONResponse(_out(archive(s, _found(s, request.path_params["id"]), "forgotten")))
+
+    def inbox(request: Request) -> JSONResponse:
+        items = [_out(m) for m in inbox_of(store(request)).memories()[: limit(request)]]
+        return JSONResponse({"data": items, "count": len(items)})
+
+    def review(move: Any) -> Any:
+        def endpoint(request: Request) -> JSONResponse:
+            try:
+                done = move(store(request), [request.path_params["id"]])
+            except MemoryNotFoundError as exc:
+                raise _Fail(404, "not_found", str(exc)) from None
+            return JSONResponse(_out(done[0]))
+        return endpoint
+
+    def openapi(request: Request) -> JSONResponse:
+        return JSONResponse(_openapi())
+
+    async def failed(request: Request, exc: Exception) -> JSONResponse:
+        if not isinstance(exc, HTTPException):  # the memory directory cannot be read or written
+            log.warning("memwire: memory API: %s: %s", type(exc).__name__, exc)
+            exc = _Fail(503, "memory_unavailable", f"the memory store cannot be used: {exc}")
+        code = exc.code if isinstance(exc, _Fail) else {404: "not_found", 405: "method_not_allowed"}.get(
+            exc.status_code, "error")
+        return JSONResponse({"error": {"code": code, "message": exc.detail}}, status_code=exc.status_code)
+
+    app = Starlette(routes=[
+        Route("/memories", list_or_search, methods=["GET"]),
+        Route("/memories", add, methods=["POST"]),
+        Route("/memories/{id}", get_one, methods=["GET"]),
+        Route("/memories/{id}", forget, methods=["DELETE"]),
+        Route("/inbox", inbox, methods=["GET"]),
+        Route("/inbox/{id}/approve", review(approve), methods=["POST"]),
+        Route("/inbox/{id}/reject", review(reject), methods=["POST"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+    ], exception_handlers={HTTPException: failed, MemwireError: failed, OSError: failed})
+    return Mount(PREFIX, app=app)
+
+
+def _found(s: MemoryStore, mid: str) -> Memory:
+    try:
+        return s.get(mid)
+    except MemoryNotFoundError as exc:
+        raise _Fail(404, "not_found", str(exc)) from None
+
+
+def _openapi() -> dict[str, Any]:
+    """The OpenAPI 3.1 document, its schemas from the pydantic models the endpoints use."""
+    ref = {name: {"$ref": f"#/components/schemas/{name}"} for name in ("MemoryOut", "MemoryIn", "ErrorOut")}
+    page = {"type": "object", "properties": {"data": {"type": "array", "items": ref["MemoryOut"]},
+                                             "count": {"type": "integer"}}}
+    headers = [
+        {"name": "x-memwire-namespace", "in": "header", "required": False, "schema": {"type": "string"},
+         "description": "the namespace (default: the proxy's memory directory itself)"},
+        {"name": "x-memwire-key", "in": "header", "required": False, "schema": {"type": "string"},
+         "description": "the proxy key, when the proxy has one"},
+    ]
+    lim = {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 100}}
+    idp = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"},
+           "description": "a memory id or a unique prefix of 4 or more characters"}
+
+    def ok(schema: dict[str, Any], status: str = "200") -> dict[str, Any]:
+        return {status: {"description": "OK", "content": {"application/json": {"schema": schema}}},
+                "4XX": {"description": "error", "content": {"application/json": {"schema": ref["ErrorOut"]}}}}
+
+    schemas: dict[str, Any] = {}
+    for model in (MemoryOut, MemoryIn, ErrorOut):
+        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(schema.pop("$defs", {}))
+        schemas[model.__name__] = schema
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "memwire memory API", "version": "1"},
+        "paths": {
+            f"{PREFIX}/memories": {
+                "get": {"summary": "List memories, or search them with q", "parameters": [
+                    *headers, lim, {"name": "q", "in": "query", "schema": {"type": "string"}}], "responses": ok(page)},
+                "post": {"summary": "Add a memory", "parameters": headers, "requestBody": {
+                    "required": True, "content": {"application/json": {"schema": ref["MemoryIn"]}}},
+                    "responses": ok(ref["MemoryOut"], "201")},
+            },
+            f"{PREFIX}/memories/{{id}}": {
+                "get": {"summary": "One memory", "parameters": [*headers, idp], "responses": ok(ref["MemoryOut"])},
+                "delete": {"summary": "Forget a memory (it moves to the archive)", "parameters": [*headers, idp],
+                           "responses": ok(ref["MemoryOut"])},
+            },
+            f"{PREFIX}/inbox": {"get": {"summary": "Captured memories waiting for review",
+                                        "parameters": [*headers, lim], "responses": ok(page)}},
+            f"{PREFIX}/inbox/{{id}}/approve": {"post": {"summary": "Approve: the memory is injected from now on",
+                                                       "parameters": [*headers, idp], "responses": ok(ref["MemoryOut"])}},
+            f"{PREFIX}/inbox/{{id}}/reject": {"post": {"summary": "Reject: archived, not proposed again",
+                                                      "parameters": [*headers, idp], "responses": ok(ref["MemoryOut"])}},
+        },
+        "components": {"schemas": schemas},
+    }

@@ -1,0 +1,124 @@
+"""Where captured memories wait for review, where removed ones go, and the capture log.
+
+All beside the memory files, as plain markdown a person can read and edit:
+
+- ``DIR/inbox/MEMORY.md``: captures waiting for approval (``capture = "review"``). The store of
+  ``DIR`` reads only the files of ``DIR`` itself, so nothing here is ever injected.
+- ``DIR/archive/MEMORY.md``: what capture took back ("forget that …", a superseded fact) and what
+  a person rejected, tagged ``#forgotten``, ``#superseded`` or ``#rejected``. Never injected;
+  nothing captured is deleted silently.
+- ``DIR/.captured.jsonl``: one JSON line per capture event (captured, reinforced, forgotten,
+  superseded, approved, rejected) with the memory id, its kind and its source (session, turn);
+  bounded (``LOG_MAX_BYTES``, then one older file ``.captured.jsonl.1``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .._errors import MemoryNotFoundError
+from ._model import Memory
+from ._store import MemoryStore
+
+__all__ = ["inbox_of", "archive_of", "archive", "approve", "reject", "was_rejected", "log_event", "read_log",
+           "CAPTURED_TAG", "LOG_NAME", "LOG_MAX_BYTES"]
+
+CAPTURED_TAG = "captured"
+LOG_NAME = ".captured.jsonl"
+LOG_MAX_BYTES = 1 << 20
+_REASONS = ("forgotten", "superseded", "rejected")
+
+
+def inbox_of(store: MemoryStore) -> MemoryStore:
+    """The review inbox of ``store``'s directory (its own store: never searched with it)."""
+    return MemoryStore(store.path / "inbox", min_score=store.min_score)
+
+
+def archive_of(store: MemoryStore) -> MemoryStore:
+    return MemoryStore(store.path / "archive", min_score=store.min_score)
+
+
+def archive(store: MemoryStore, mem: Memory, reason: str) -> Memory:
+    """Move ``mem`` out of ``store`` into the archive, tagged with why (written there first: a
+    crash in between leaves a copy, never a loss)."""
+    assert reason in _REASONS
+    archive_of(store).add(mem.text, tags=[t for t in mem.tags if t not in _REASONS] + [reason],
+                          topic=mem.topic, date=time.strftime("%Y-%m-%d"))
+    return store.forget(mem.id)
+
+
+def approve(store: MemoryStore, ids: Iterable[str]) -> list[Memory]:
+    """Move inbox memories (ids or unique prefixes) into ``store``, where they are injected."""
+    inbox, moved = inbox_of(store), []
+    for mid in _resolved(inbox, ids):
+        mem = inbox.get(mid)
+        moved.append(store.add(mem.text, mem.tags, mem.pinned, topic=mem.topic, date=mem.date))
+        inbox.forget(mid)
+        log_event(store, "approved", moved[-1])
+    return moved
+
+
+def reject(store: MemoryStore, ids: Iterable[str]) -> list[Memory]:
+    """Move inbox memories to the archive as ``#rejected``: capture does not propose them again."""
+    inbox, gone = inbox_of(store), []
+    for mid in _resolved(inbox, ids):
+        mem = inbox.get(mid)
+        archive_of(store).add(mem.text, tags=[*mem.tags, "rejected"], topic=mem.topic, date=time.strftime("%Y-%m-%d"))
+        gone.append(inbox.forget(mid))
+        log_event(store, "rejected", mem)
+    return gone
+
+
+def _resolved(inbox: MemoryStore, ids: Iterable[str]) -> list[str]:
+    """Every id resolved before anything moves: one unknown id changes nothing."""
+    return list(dict.fromkeys(inbox.get(mid).id for mid in ids))  # raises MemoryNotFoundError
+
+
+def was_rejected(store: MemoryStore, mem_id: str) -> bool:
+    arch = archive_of(store)
+    if not arch.path.is_dir():
+        return False
+    try:
+        return "rejected" in arch.get(mem_id).tags
+    except MemoryNotFoundError:
+        return False
+
+
+def log_event(store: MemoryStore, event: str, mem: Memory, source: Mapping[str, Any] | None = None) -> None:
+    """Append one event to the capture log (never through a symlink; rotated at ``LOG_MAX_BYTES``)."""
+    path = store.path / LOG_NAME
+    line = json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "event": event, "id": mem.id,
+                       "text": mem.text, "tags": list(mem.tags), **(source or {})}, ensure_ascii=False) + "\n"
+    store.path.mkdir(parents=True, exist_ok=True)
+    try:
+        if path.stat().st_size > LOG_MAX_BYTES:
+            os.replace(path, path.with_name(LOG_NAME + ".1"))
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, line.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def read_log(store: MemoryStore) -> list[dict[str, Any]]:
+    """The capture log's events, oldest first (unreadable lines skipped)."""
+    events = []
+    for name in (LOG_NAME + ".1", LOG_NAME):
+        try:
+            lines = (store.path / name).read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            continue
+        for ln in lines:
+            try:
+                events.append(json.loads(ln))
+            except ValueError:
+                continue
+    return events
+

@@ -1,0 +1,281 @@
+"""Explicit capture through the middleware: once per turn, off the request path, deduplicated,
+reinforced, cooled down, taken back on "forget that", secrets refused, review inbox."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memwire import MemoryStore, Middleware
+from memwire.memory._inbox import approve, archive_of, inbox_of, read_log, reject
+from memwire.middleware._capture import Capture
+
+PORT = "Remember that the staging database listens on port 5433."
+QUESTION = "Which port does the staging database use?"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MemoryStore:
+    s = MemoryStore(tmp_path / "mem")
+    s.add("Deploys go out on Tuesdays only", tags=["process"])
+    return s
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def middleware(store: MemoryStore, clock: Clock, capture: str = "auto", **kw: Any) -> Middleware:
+    mw = Middleware(store=store, mode="contextPerTurn", capture=capture, **kw)
+    mw.capture = Capture(capture, clock=clock)
+    mw.warm_up()  # a cold token encoding must not be what decides a test (the retrieval budget)
+    return mw
+
+
+def chat(*user: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": "You are a helpful assistant."}]
+    for i, text in enumerate(user):
+        if i:
+            out.append({"role": "assistant", "content": "Noted."})
+        out.append({"role": "user", "content": text})
+    return out
+
+
+def say(mw: Middleware, text: str, session: str = "s1", *earlier: str) -> Any:
+    p = mw.prepare(chat(*earlier, text), session_id=session)
+    mw.flush()
+    return p
+
+
+def captured(store: MemoryStore) -> list[str]:
+    return [m.text for m in store.memories() if "captured" in m.tags]
+
+
+BODIES = {
+    "openai.chat": lambda text: {"model": "gpt-4o", "messages": [{"role": "user", "content": text}]},
+    "anthropic.messages": lambda text: {"model": "claude-sonnet-4-5", "max_tokens": 100, "system": "Be brief.",
+                                        "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}]},
+    "openai.responses": lambda text: {"model": "gpt-4o", "instructions": "Be brief.",
+                                      "input": [{"role": "user", "content": [{"type": "input_text", "text": text}]}]},
+}
+
+
+@pytest.mark.parametrize("api", list(BODIES))
+def test_a_remembered_fact_is_stored_and_found_in_a_new_session(store: MemoryStore, clock: Clock, api: str) -> None:
+    mw = middleware(store, clock)
+    mw.prepare_request(BODIES[api](PORT), api=api, session_id="monday")
+    mw.flush()
+    [mem] = [m for m in store.memories() if "captured" in m.tags]
+    assert mem.text == "The staging database listens on port 5433."
+    assert set(mem.tags) == {"fact", "captured"} and mem.topic == "Facts" and mem.date
+    assert "The staging database listens on port 5433. #fact #captured" in (store.path / "MEMORY.md").read_text()
+    later = mw.prepare_request(BODIES[api](QUESTION), api=api, session_id="tuesday")
+    assert mem.id in later.injection.memory_ids
+    [event] = [e for e in read_log(store) if e["event"] == "captured"]
+    assert (event["id"], event["kind"], event["session"]) == (mem.id, "fact", "monday") and event["turn"]
+
+
+def test_kinds_go_under_their_topics(store: MemoryStore, clock: Clock) -> None:
+    mw = middleware(store, clock)
+    say(mw, "I prefer tabs over spaces. From now on, write commit messages in imperative mood. My timezone is Europe/Lisbon.")
+    by_text = {m.text: (m.tags, m.topic) for m in store.memories() if "captured" in m.tags}
+    assert by_text == {
+        "User prefers tabs over spaces.": (("preference", "captured"), "Preferences"),
+        "Write commit messages in imperative mood.": (("instruction", "captured"), "Instructions"),
+        "User's timezone is Europe/Lisbon.": (("fact", "captured"), "Facts"),
+    }
+
+
+def test_a_turn_is_read_once_not_per_tool_loop_request(store: MemoryStore, clock: Clock,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    mw = middleware(store, clock)
+    runs: list[str] = []
+    real = mw.capture._run
+    monkeypatch.setattr(mw.capture, "_run", lambda *a: (runs.append(a[3]), real(*a)))
+    loop = chat(PORT)
+    mw.prepare(loop, session_id="s")
+    loop += [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "README.md"}]
+    mw.prepare(loop, session_id="s")
+    mw.prepare(loop, session_id="s")
+    mw.flush()
+    assert runs == [PORT]
+    assert captured(store) == ["The staging database listens on port 5433."]
+
+
+def test_capture_never_runs_on_the_request_path(store: MemoryStore, clock: Clock) -> None:
+    mw = middleware(store, clock)
+    entered, release = threading.Event(), threading.Event()
+    real = mw.capture._run
+
+    def slow(*a: Any) -> None:
+        entered.set()
+        release.wait(10)
+        real(*a)
+
+    mw.capture._run = slow  # type: ignore[method-assign]
+    p = mw.prepare(chat(PORT), session_id="s")  # returns while the capture waits
+    assert entered.wait(5) and p.messages[-1]["content"] == PORT
+    assert captured(store) == []
+    release.set()
+    mw.flush()
+    assert captured(store) == ["The staging database listens on port 5433."]
+
+
+def test_a_stored_statement_is_reinforced_not_duplicated(store: MemoryStore, clock: Clock) -> None:
+    store.add("The staging database listens on port 5433", tags=["infra"])
+    mw = middleware(store, clock)
+    say(mw, PORT, "a")
+    say(mw, "Remember: staging database listens on port 5433!", "b")
+    assert len(store) == 2 and captured(store) == []
+    assert [(e["event"], e["session"]) for e in read_log(store)] == [("reinforced", "a"), ("reinforced", "b")]
+
+
+def test_a_changed_number_is_a_new_statement_not_a_reinforcement(store: MemoryStore, clock: Clock) -> None:
+    mw = middleware(store, clock)
+    say(mw, "Remember that the build needs Java 17.", "a")
+    say(mw, "Remember that the build needs Java 21.", "b")
+    assert captured(store) == ["The build needs Java 17.", "The build needs Java 21."]
+    say(mw, "Remember that the build needs java 21!", "c")  # the same statement: reinforced
+    assert [e["event"] for e in read_log(store)] == ["captured", "captured", "reinforced"]
+
+
+def test_cooldown_stops_recapture_then_lets_it_reinforce(store: MemoryStore, clock: Clock) -> None:
+    mw = middleware(store, clock)
+    say(mw, PORT, "a")
+    say(mw, PORT, "b")  # the same statement again, another session, within the cooldown
+    assert [e["event"] for e in read_log(store)] == ["captured"]
+    clock.now += 601
+    say(mw, PORT, "c")
+    assert [e["event"] for e in read_log(store)] == ["captured", "reinforced"]
+    assert captured(store) == ["The staging database listens on port 5433."]
+
+
+def test_forget_that_archives_the_captured_memory(store: MemoryStore, clock: Clock) -> None:
+    mw = middleware(store, clock)
+    say(mw, PORT)
+    say(mw, "Forget that the staging database listens on port 5433.", "s1", PORT)
+    assert captured(store) == []
+    assert [m.text for m in archive_of(store).memories()] == ["The staging database listens on port 5433."]
+    assert "forgotten" in archive_of(store).memories()[0].tags
+    assert mw.prepare(chat(QUESTION), session_id="s2").injection.memory_ids == ()
+
+
+def test_forget_never_takes_a_memory_a_person_wrote(store: MemoryStore, clock: Clock) -> None:
+    mw = middleware(store, clock)
+    say(mw, "Forget that deploys go out on Tuesdays.")
+    assert [m.text for m in store.memories()] == ["Deploys go out on Tuesdays only"]
+
+
+def test_never_mind_takes_back_what_this_session_just_captured(store: MemoryStore, clock: Clock) -> None:
+    mw = middleware(store, clock)
+    say(mw, "Remember that the build needs Java 21.", "other")
+    say(mw, PORT, "s1")
+    say(mw, "never mind", "s1", PORT)
+    assert captured(store) == ["The build needs Java 21."]
+    clock.now += 10_000
+    say(mw, "never mind", "other", "Remember that the build needs Java 21.")  # too long ago: kept
+    assert captured(store) == ["The build needs Java 21."]
+
+
+@pytest.mark.parametrize("said", [
+    "Remember that the deploy token is ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    "Remember that my password is hunter2",
+    "From now on use the key sk-proj-abcdefghijklmnopqrstuvwxyz123 for the API",
+])
+def test_a_secret_is_never_stored(store: MemoryStore, clock: Clock, said: str, caplog: pytest.LogCaptureFixture) -> None:
+    mw = middleware(store, clock)
+    with caplog.at_level(logging.WARNING, logger="memwire"):
+        say(mw, said)
+    assert captured(store) == [] and read_log(store) == []
+    assert any("looks like it holds a secret" in r.getMessage() for r in caplog.records)
+    secret = said.split()[-1] if "sk-" not in said else "sk-proj"
+    assert not any(secret in r.getMessage() for r in caplog.records)  # the log names the kind, not the value
+    assert all(secret not in p.read_text() for p in store.path.rglob("*") if p.is_file())
+
+
+def test_a_new_profile_value_supersedes_the_old_one(store: MemoryStore, clock: Clock) -> None:
+    mw = middleware(store, clock)
+    say(mw, "My timezone is Europe/Lisbon.")
+    say(mw, "My timezone is America/New_York now", "s2")
+    assert captured(store) == ["User's timezone is America/New_York now."]
+    assert [(m.text, "superseded" in m.tags) for m in archive_of(store).memories()] == [
+        ("User's timezone is Europe/Lisbon.", True)]
+
+
+def test_review_mode_holds_captures_in_the_inbox_until_approved(store: MemoryStore, clock: Clock) -> None:
+    mw = middleware(store, clock, capture="review")
+    say(mw, PORT)
+    assert captured(store) == []
+    [waiting] = inbox_of(store).memories()
+    assert waiting.text == "The staging database listens on port 5433."
+    assert mw.prepare(chat(QUESTION), session_id="s2").injection.memory_ids == ()  # never injected while waiting
+    approve(store, [waiting.id[:6]])
+    assert captured(store) == ["The staging database listens on port 5433."] and len(inbox_of(store)) == 0
+    assert waiting.id in mw.prepare(chat(QUESTION), session_id="s3").injection.memory_ids
+
+
+def test_a_rejected_capture_is_not_proposed_again(store: MemoryStore, clock: Clock) -> None:
+    mw = middleware(store, clock, capture="review")
+    say(mw, PORT)
+    [waiting] = inbox_of(store).memories()
+    reject(store, [waiting.id])
+    assert len(inbox_of(store)) == 0 and "rejected" in archive_of(store).get(waiting.id).tags
+    clock.now += 10_000
+    say(mw, PORT, "s2")
+    assert len(inbox_of(store)) == 0
+
+
+def test_capture_off_reads_nothing(store: MemoryStore, clock: Clock) -> None:
+    mw = middleware(store, clock, capture="off")
+    say(mw, PORT)
+    assert captured(store) == [] and not (store.path / ".captured.jsonl").exists()
+
+
+def test_memwires_own_block_is_never_captured(store: MemoryStore, clock: Clock) -> None:
+    mw = middleware(store, clock)
+    say(mw, "<memory>\nRemember that the admin panel is at /admin.\n</memory>\nWhat time is it?")
+    assert captured(store) == []
+
+
+def test_a_failing_capture_costs_a_log_line_not_the_call(store: MemoryStore, clock: Clock,
+                                                         caplog: pytest.LogCaptureFixture,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    mw = middleware(store, clock)
+    monkeypatch.setattr(MemoryStore, "add", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
+    with caplog.at_level(logging.WARNING, logger="memwire"):
+        p = say(mw, "Remember that the build needs Java 21. When do deploys go out?")
+    assert p.injection.injected
+    assert any("capture failed (OSError: disk full)" in r.getMessage() for r in caplog.records)
+
+
+def test_an_unknown_capture_setting_is_a_config_error(store: MemoryStore) -> None:
+    from memwire import ConfigError
+
+    with pytest.raises(ConfigError, match="capture"):
+        Middleware(store=store, capture="sometimes")
+
+
+def test_the_turn_that_says_it_does_not_get_it_back_as_memory(store: MemoryStore, clock: Clock,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    mw = middleware(store, clock)
+    # the worst case of the race: a capture that is done the moment it is offered
+    monkeypatch.setattr(mw.capture, "offer",
+                        lambda turn, complete=None: mw.capture._run(turn.store, turn.session, "t", turn.view.user_text))
+    p = mw.prepare(chat(PORT), session_id="s")
+    assert captured(store) == ["The staging database listens on port 5433."]
+    assert p.injection.memory_ids == ()
