@@ -212,9 +212,10 @@ class _Proxy:
         self._check(request)
         raw = b"".join([chunk async for chunk in read_body(request, self.body_timeout, self.max_body_bytes)])
         body, injection = await self._prepare(request, raw, api) if self.memory else (raw, None)
-        request.state.injected = len(injection.memory_ids) if injection is not None and injection.injected else 0
+        injected = len(injection.memory_ids) if injection is not None and injection.injected else 0
+        request.state.injected = injected  # for the access log
         mode = injection.mode if injection is not None else self.middleware.mode
-        return await self._forward(request, body, {"x-memwire-injected": str(request.state.injected), "x-memwire-mode": mode})
+        return await self._forward(request, body, {"x-memwire-injected": str(injected), "x-memwire-mode": mode})
 
     async def pass_through(self, request: Request) -> Response:
         self._check(request)
@@ -301,10 +302,9 @@ class _Proxy:
         upstream = self.client.build_request(
             request.method, url, headers=_upstream_headers(headers.raw, keep_length=streamed),
             content=read_body(request, self.body_timeout) if streamed else body)
-        answer = self._send(upstream, base, retry=not streamed)
-        # A streamed body is read from the client's messages, which the relay listens to for a
-        # disconnect: it is sent first. Otherwise the relay waits for the answer, listening.
-        return _Relay(await answer if streamed else answer, extra)
+        if streamed:  # read from the client's messages, which the relay listens to for a disconnect: sent first
+            return _Relay(await self._send(upstream, base, retry=False), extra)
+        return _Relay(partial(self._send, upstream, base, retry=True), extra)  # sent while the relay listens
 
     async def _send(self, request: httpx.Request, base: str, retry: bool) -> httpx.Response:
         """Send upstream; failures become 504 and 502 refusals. ``retry``: the body can be sent again."""
@@ -348,12 +348,13 @@ class _Relay(StreamingResponse):
     Starlette listens for the client leaving: that stops the wait or the relay. The upstream
     response is closed however the relay ends."""
 
-    def __init__(self, answer: httpx.Response | Awaitable[httpx.Response], extra: Mapping[str, str]) -> None:
+    def __init__(self, answer: httpx.Response | Callable[[], Awaitable[httpx.Response]],
+                 extra: Mapping[str, str]) -> None:
         super().__init__((), headers=extra)  # the body comes with the answer
         self.answer = answer
 
     async def stream_response(self, send: Send) -> None:
-        upstream = self.answer if isinstance(self.answer, httpx.Response) else await self.answer
+        upstream = self.answer if isinstance(self.answer, httpx.Response) else await self.answer()
         try:
             self.status_code = upstream.status_code
             self.raw_headers[:0] = [(k.lower(), v) for k, v in upstream.headers.raw if k.lower() not in _DROP_RESPONSE]
