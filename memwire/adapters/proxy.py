@@ -92,7 +92,10 @@ def default_client(timeout: float = 600.0, shards: int = 8) -> httpx.AsyncClient
     """The shared upstream client: pooled keep-alive connections; long reads (model calls can take
     minutes); never follows redirects or reads proxy variables (the upstream is given explicitly)."""
     return httpx.AsyncClient(
-        transport=_ShardedTransport(shards, limits=httpx.Limits(max_connections=64, max_keepalive_connections=32)),
+        # keep-alive expiry under uvicorn's 5 s (vLLM, a LiteLLM proxy, local servers): a pooled
+        # connection is dropped before the upstream closes it, not reused in the instant it does
+        transport=_ShardedTransport(shards, limits=httpx.Limits(max_connections=64, max_keepalive_connections=32,
+                                                                keepalive_expiry=4.0)),
         timeout=httpx.Timeout(timeout, connect=10.0, pool=30.0),
         follow_redirects=False,
         trust_env=False,

@@ -737,3 +737,14 @@ async def test_a_streamed_body_is_not_sent_twice(mw: Middleware) -> None:
         r = await http.post("/v1/files", content=b"file bytes")  # passed through as it streams in: read once
     assert r.status_code == 502 and r.json()["error"]["code"] == "upstream_unreachable"
     assert calls == [b"file bytes"]
+
+
+def test_pooled_upstream_connections_expire_before_a_uvicorn_upstream_closes_them() -> None:
+    # vLLM, a LiteLLM proxy and other local servers run uvicorn (5 s keep-alive): a connection
+    # reused in the instant the upstream closes it fails the caller's request with a 502
+    import uvicorn
+
+    from memwire.adapters.proxy import default_client
+
+    pools = default_client()._transport._pools  # type: ignore[attr-defined]
+    assert pools and all(p._pool._keepalive_expiry < uvicorn.Config(app=None).timeout_keep_alive for p in pools)
