@@ -55,6 +55,7 @@ DUPLICATE_SCORE = 0.8
 DUPLICATE_WORDS = 0.8
 FORGET_SCORE = 0.5
 COOLDOWN_S = 600.0
+MAX_PENDING = 1000      # turns waiting for the worker at most; past it a turn is not read (logged)
 TOPICS = {"preference": "Preferences", "instruction": "Instructions", "fact": "Facts", "decision": "Decisions",
           "lesson": "Lessons"}
 DISTILLED_TAG = "distilled"
@@ -80,6 +81,8 @@ class Capture:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._last: concurrent.futures.Future[None] | None = None
         self._lock = threading.Lock()
+        self._pending = 0   # jobs offered and not done (bounded: MAX_PENDING)
+        self._behind = False  # said once that turns are dropped
 
     def offer(self, turn: "Turn", complete: Complete | None = None) -> None:
         """Hand a new turn to the worker (request path: no parsing, no I/O): its human text, and
@@ -94,8 +97,16 @@ class Capture:
         if not text and not exchange:
             return
         with self._lock:  # one worker, in order: a "forget that" follows the capture it takes back
+            if self._pending >= MAX_PENDING:  # a worker that cannot keep up must not grow without bound
+                if not self._behind:
+                    log.warning("memwire: capture is %d turns behind; turns are not read until it catches up",
+                                self._pending)
+                self._behind = True
+                return
+            self._behind = False
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memwire-capture")
+            self._pending += 1
             self._last = self._pool.submit(self._run, turn.store, turn.session, key[-1], text, exchange, complete)
 
     def flush(self, timeout: float | None = None) -> None:
@@ -120,6 +131,9 @@ class Capture:
                 self._distill(store, session, turn, *exchange, complete=complete)
         except Exception as exc:  # noqa: BLE001 - capture is never worth more than a log line
             log.warning("memwire: capture failed (%s: %s)", type(exc).__name__, exc)
+        finally:
+            with self._lock:
+                self._pending -= 1
 
     def _write(self, store: "MemoryStore", kind: str, text: str, source: dict[str, str],
                extra_tags: tuple[str, ...] = ()) -> None:

@@ -279,3 +279,25 @@ def test_the_turn_that_says_it_does_not_get_it_back_as_memory(store: MemoryStore
     p = mw.prepare(chat(PORT), session_id="s")
     assert captured(store) == ["The staging database listens on port 5433."]
     assert p.injection.memory_ids == ()
+
+
+def test_a_worker_that_falls_behind_drops_turns_with_one_warning(store: MemoryStore, clock: Clock,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    from memwire.middleware import _capture
+
+    monkeypatch.setattr(_capture, "MAX_PENDING", 2)
+    mw = middleware(store, clock)
+    release = threading.Event()
+    real = mw.capture._run
+    mw.capture._run = lambda *a: (release.wait(10), real(*a))  # type: ignore[method-assign]
+    with caplog.at_level(logging.WARNING, logger="memwire"):
+        for n in range(4):
+            mw.prepare(chat(f"Remember that server {n} runs Debian {n + 10}."), session_id=f"s{n}")
+    release.set()
+    mw.flush()
+    assert captured(store) == ["Server 0 runs Debian 10.", "Server 1 runs Debian 11."]
+    assert len([r for r in caplog.records if "turns behind" in r.getMessage()]) == 1
+    mw.prepare(chat("Remember that server 9 runs Debian 13."), session_id="s9")  # caught up: read again
+    mw.flush()
+    assert "Server 9 runs Debian 13." in captured(store)
