@@ -81,6 +81,8 @@ class _Dir:
         self.problems: dict[str, list[MemoryFileError]] = {}
         self._dir_sig: tuple[int, int] | None = None
         self.outside: set[str] = set()  # symlinked files that point out of the directory (not read)
+        self.writing = 0  # writes of this process in progress (see MemoryStore.ready)
+        self._writing_lock = threading.Lock()
 
     def _inside(self, path: str) -> bool:
         real, root = os.path.realpath(path), os.path.realpath(self.path)
@@ -194,7 +196,13 @@ class _Dir:
                 if exc.errno == errno.ELOOP or lock.is_symlink():  # ELOOP: O_NOFOLLOW; Windows: a reparse point
                     raise MemoryFileError(str(lock), None, "a symlink; memwire does not write through symlinks") from None
                 raise
-            yield
+            with self._writing_lock:
+                self.writing += 1
+            try:
+                yield
+            finally:
+                with self._writing_lock:
+                    self.writing -= 1
 
     def stage(self, name: str, content: str | bytes, mode: int = _NEW_FILE_MODE) -> str:
         """Write the new content of ``name`` to a temp file beside it (fsync'ed, with the file's
@@ -405,8 +413,11 @@ class MemoryStore:
             self._loaded = True
 
     def ready(self) -> bool:
-        """True when the files are loaded and unchanged since: a search is in-memory work only."""
-        return self._loaded and all(d.current() for d in self._dirs)
+        """True when the files are loaded and unchanged since: a search is in-memory work only.
+        A directory this process is writing to counts as unchanged: a read meanwhile sees the
+        memories as they were (the write patches the cache when it is done), instead of waiting
+        for the writer (the capture worker appending, say) to re-read what it wrote."""
+        return self._loaded and all(d.writing or d.current() for d in self._dirs)
 
     @contextlib.contextmanager
     def _reading(self, refresh: bool, wait: bool) -> Iterator[None]:

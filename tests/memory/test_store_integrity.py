@@ -307,3 +307,18 @@ def test_a_store_of_one_memory_finds_an_obvious_match(tmp_path: Path) -> None:
     store.add("User prefers tabs")
     assert [h.memory.text for h in store.search("Should I use tabs in this file?")] == ["User prefers tabs"]
     assert store.search("What's the capital of Mongolia?") == []
+
+
+def test_a_read_during_this_processs_own_write_reads_the_memories_as_they_were(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    store.add("Deploys go out on Tuesdays")
+    store.search("warm up")
+    assert store.ready()
+    with store._dirs[-1].write_lock():  # a write of this process in progress (the capture worker's, say)
+        with open(tmp_path / "MEMORY.md", "a") as fh:
+            fh.write("- The build needs Java 21\n")
+        assert store.ready()  # the request reads the loaded memories, it does not wait for the writer
+        assert [h.memory.text for h in store.search("when do deploys go out", refresh=False, wait=False)] == [
+            "Deploys go out on Tuesdays"]
+    assert not store.ready()  # once the write is done, the change is seen
+    assert "The build needs Java 21" in [m.text for m in store.memories()]
