@@ -247,12 +247,16 @@ def measure(targets: list[Target], n1: int, n32: int, rounds: int) -> dict[str, 
 # -------------------------------------------------------------------- the servers
 
 
-def start_memwire(workdir: Path, upstream: str, port: int, history: str, capture: str = "auto") -> subprocess.Popen[bytes]:
+def start_memwire(workdir: Path, upstream: str, port: int, history: str, capture: str = "auto",
+                  seed: Path | None = None) -> subprocess.Popen[bytes]:
     """The real ``memwire proxy`` command, one-line-per-request log on (as in production)."""
     from memwire import MemoryStore
 
     memory = workdir / f"memory-{history}-{capture}"
-    MemoryStore(memory).add_many(memories())
+    if seed is not None:  # a store as an earlier run left it (--seed): the same memories for every target
+        shutil.copytree(seed, memory, ignore=shutil.ignore_patterns(".ledger", ".lock", ".captured.jsonl*"))
+    else:
+        MemoryStore(memory).add_many(memories())
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMWIRE_")},
            "MEMWIRE_HOME": str(workdir / "home"), "MEMWIRE_HISTORY": history, "MEMWIRE_CAPTURE": capture}
     with open(workdir / f"memwire-{history}-{capture}.log", "wb") as log:  # the child keeps its own copy of the fd
@@ -315,6 +319,9 @@ def main() -> int:
     parser.add_argument("--per-client", type=int, default=20, help="requests per client with 32 clients")
     parser.add_argument("--rounds", type=int, default=4, help="turns the targets take per scenario")
     parser.add_argument("--litellm", help="path of a litellm executable ('off' to skip)")
+    parser.add_argument("--seed", help="start every memwire target from a copy of this memory directory")
+    parser.add_argument("--keep-store", help="copy the capture=auto target's memory directory here at the end "
+                                             "(run again with --seed it: capture's cost with the store's growth equal)")
     parser.add_argument("--capture", action="store_true",
                         help="compare capture on (auto) and off, with replay (instead of replay and drop)")
     parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)  # child process mode
@@ -337,7 +344,8 @@ def main() -> int:
             wait_ready(upstream_url + "/health", procs[-1], 30)
             for history, capture in variants:
                 url = f"http://127.0.0.1:{free_port()}"
-                procs.append(start_memwire(workdir, upstream_url, int(url.rsplit(":", 1)[1]), history, capture))
+                procs.append(start_memwire(workdir, upstream_url, int(url.rsplit(":", 1)[1]), history, capture,
+                                           Path(args.seed) if args.seed else None))
                 wait_ready(url + "/health", procs[-1], 60)
                 targets.append(Target(f"memwire {history}" + ("" if capture == "auto" else f" capture={capture}"),
                                       url, "sk-upstream-fake"))
@@ -366,7 +374,11 @@ def main() -> int:
             lines = (workdir / f"memwire-{history}-{capture}.log").read_text().splitlines()
             calls = [line for line in lines if "POST /v1/chat/completions" in line]
             injected = sum(1 for line in calls if "injected=0" not in line)
-            captured = len(MemoryStore(workdir / f"memory-{history}-{capture}")) - len(memories())
+            store_dir = workdir / f"memory-{history}-{capture}"
+            captured = len(MemoryStore(store_dir)) - (len(MemoryStore(args.seed)) if args.seed else len(memories()))
+            if args.keep_store and capture == "auto":
+                shutil.rmtree(args.keep_store, ignore_errors=True)
+                shutil.copytree(store_dir, args.keep_store, ignore=shutil.ignore_patterns(".ledger", ".lock"))
             print(f"\nmemwire {history} capture={capture}: memory injected into {injected} of {len(calls)} requests "
                   f"(each request a new turn of a 20-turn conversation); {captured} memories captured", end="")
         print()
