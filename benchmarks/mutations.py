@@ -111,8 +111,7 @@ MUTATIONS = [
              "            if p.action == \"ignore\" or p.confidence < self.min_confidence or len(p.text) > MAX_TEXT_CHARS:",
              "            if p.action == \"ignore\" or len(p.text) > MAX_TEXT_CHARS:"),
     Mutation("the memory API ignores the proxy key", "memwire/adapters/_memory_api.py",
-             '        if key is not None and not hmac.compare_digest(request.headers.get("x-memwire-key", "").encode("latin-1"), key):',
-             "        if False:"),
+             "        if wrong_key(request.headers, key):", "        if False:"),
 ]
 
 

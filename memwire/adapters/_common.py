@@ -3,6 +3,7 @@ fail-open logging."""
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 from collections.abc import Iterable, Mapping
@@ -81,3 +82,12 @@ def dump_json(body: Any) -> bytes:
         return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
     except UnicodeEncodeError:
         return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
+
+
+WRONG_KEY = "missing or wrong x-memwire-key header"
+
+
+def wrong_key(headers: Mapping[str, str], key: bytes | None) -> bool:
+    """A proxy key is set and the request does not carry it in ``x-memwire-key`` (compared in
+    constant time): the proxy's routes and its memory API refuse it alike."""
+    return key is not None and not hmac.compare_digest(headers.get("x-memwire-key", "").encode("latin-1"), key)

@@ -11,7 +11,6 @@ agents write here too.
 
 from __future__ import annotations
 
-import hmac
 import logging
 from typing import Any
 
@@ -29,6 +28,7 @@ from ..memory._model import Memory
 from ..memory._store import MemoryStore
 from ..middleware._core import Middleware
 from ..policies._secrets import find_secret
+from ._common import WRONG_KEY, wrong_key
 
 __all__ = ["memory_api", "PREFIX"]
 
@@ -80,8 +80,8 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None) -> Mount
     key = proxy_key.encode() if proxy_key else None
 
     def store(request: Request) -> MemoryStore:
-        if key is not None and not hmac.compare_digest(request.headers.get("x-memwire-key", "").encode("latin-1"), key):
-            raise _Fail(401, "invalid_memwire_key", "missing or wrong x-memwire-key header")
+        if wrong_key(request.headers, key):
+            raise _Fail(401, "invalid_memwire_key", WRONG_KEY)
         try:
             return middleware.store_for(request.headers.get("x-memwire-namespace") or None)
         except NamespaceError as exc:

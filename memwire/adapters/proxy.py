@@ -20,7 +20,6 @@ server (:mod:`memwire.adapters._server`, ``memwire proxy``). Responses are never
 
 from __future__ import annotations
 
-import hmac
 import itertools
 import json
 import logging
@@ -45,7 +44,7 @@ from .._errors import ConfigError, NamespaceError, RequestFormatError
 from ..memory._store import validate_namespace
 from ..middleware._core import Injection, Middleware, Prepared
 from ..middleware._distill import Complete, upstream_complete
-from ._common import dump_json
+from ._common import WRONG_KEY, dump_json, wrong_key
 from ._limits import NamespaceQuota, Refusal, read_body
 from ._memory_api import memory_api
 
@@ -228,10 +227,8 @@ class _Proxy:
         """The proxy key (compared in constant time); no ``.`` or ``..`` path segments (also
         percent-encoded), which could leave the upstream's path prefix (``https://host/api`` +
         ``/../admin``)."""
-        if self.proxy_key is not None:
-            given = request.headers.get("x-memwire-key", "").encode("latin-1")
-            if not hmac.compare_digest(given, self.proxy_key):
-                raise Refusal(401, "missing or wrong x-memwire-key header", "invalid_memwire_key")
+        if wrong_key(request.headers, self.proxy_key):
+            raise Refusal(401, WRONG_KEY, "invalid_memwire_key")
         for segment in _raw_path(request).split("?", 1)[0].split("/"):
             if segment.replace("%2e", ".").replace("%2E", ".") in (".", ".."):
                 raise Refusal(400, "request path must not contain '.' or '..' segments", "invalid_path")

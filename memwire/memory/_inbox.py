@@ -18,7 +18,6 @@ import json
 import os
 import time
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from .._errors import MemoryNotFoundError
@@ -43,12 +42,17 @@ def archive_of(store: MemoryStore) -> MemoryStore:
     return MemoryStore(store.path / "archive", min_score=store.min_score)
 
 
-def archive(store: MemoryStore, mem: Memory, reason: str) -> Memory:
-    """Move ``mem`` out of ``store`` into the archive, tagged with why (written there first: a
-    crash in between leaves a copy, never a loss)."""
+def _to_archive(store: MemoryStore, mem: Memory, reason: str) -> None:
+    """Write ``mem`` to ``store``'s archive, tagged with why (only the latest why)."""
     assert reason in _REASONS
     archive_of(store).add(mem.text, tags=[t for t in mem.tags if t not in _REASONS] + [reason],
                           topic=mem.topic, date=time.strftime("%Y-%m-%d"))
+
+
+def archive(store: MemoryStore, mem: Memory, reason: str) -> Memory:
+    """Move ``mem`` out of ``store`` into the archive (written there first: a crash in between
+    leaves a copy, never a loss)."""
+    _to_archive(store, mem, reason)
     return store.forget(mem.id)
 
 
@@ -68,7 +72,7 @@ def reject(store: MemoryStore, ids: Iterable[str]) -> list[Memory]:
     inbox, gone = inbox_of(store), []
     for mid in _resolved(inbox, ids):
         mem = inbox.get(mid)
-        archive_of(store).add(mem.text, tags=[*mem.tags, "rejected"], topic=mem.topic, date=time.strftime("%Y-%m-%d"))
+        _to_archive(store, mem, "rejected")
         gone.append(inbox.forget(mid))
         log_event(store, "rejected", mem)
     return gone
