@@ -11,6 +11,13 @@ LiteLLM's proxy is measured the same way against the same upstream.
 
     .venv/bin/python benchmarks/proxy.py                      # a minute or two
     .venv/bin/python benchmarks/proxy.py --litellm /path/to/venv/bin/litellm
+
+``--capture`` compares capture on and off. There the fake upstream takes ``--upstream-ms`` (50 ms
+unless given) to answer, as a provider does (hundreds of ms), so the capture worker has the time
+it has in production; the things said to remember are about parcels, which no later question asks
+about, so both targets inject the same memories and the difference is capture's own work (what a
+captured memory costs once it is injected is what any memory costs). ``--seed`` starts both from
+the same grown store (``--keep-store`` of an earlier run).
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ HISTORY = [
     {"role": "assistant", "content": "Then move payments first; invoices last, after reporting has a new feed."},
 ]
 TURNS = 20  # turns per conversation; then the client starts a new one
+UPSTREAM_DELAY_S = 0.0  # the fake provider's time to answer (--upstream-ms)
 TOPICS = ["database", "deploys", "testing", "editor", "language", "cloud", "logging", "reviews", "releases", "oncall"]
 
 PROJECTS = ["billing move", "search rewrite", "mobile app", "data warehouse", "auth service", "admin console",
@@ -86,6 +94,8 @@ async def upstream_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if not message.get("more_body"):
             break
     stream = scope["method"] == "POST" and bool(json.loads(body or b"{}").get("stream"))
+    if scope["method"] == "POST" and UPSTREAM_DELAY_S:
+        await asyncio.sleep(UPSTREAM_DELAY_S)  # the provider thinking
     if not stream:
         payload = _COMPLETION if scope["method"] == "POST" else b'{"status":"ok"}'
         await send({"type": "http.response.start", "status": 200, "headers": [
@@ -98,9 +108,11 @@ async def upstream_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-def serve_upstream(port: int) -> None:
+def serve_upstream(port: int, delay_ms: float) -> None:
     import uvicorn
 
+    global UPSTREAM_DELAY_S
+    UPSTREAM_DELAY_S = delay_ms / 1000
     uvicorn.run(upstream_app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="off")
 
 
@@ -159,7 +171,11 @@ class Target:
 
 class Conversation:
     """A chat of TURNS turns: each request is the next turn, carrying the whole history so far.
-    Each session opens with its own first message, so memwire derives a new session key for it."""
+    Each session opens with its own first message, so memwire derives a new session key for it.
+    Every fourth turn says something to remember: about the topic asked (so a later question
+    finds it), or with ``unasked`` about a parcel nobody asks about."""
+
+    unasked = False
 
     def __init__(self, number: int) -> None:
         self.number = number
@@ -172,7 +188,9 @@ class Conversation:
         opener = "We are migrating the billing service (ticket {}). Where do we start?"
         topic = TOPICS[(self.number + turn) % len(TOPICS)]
         text = opener.format(self.number) if turn == 0 else f"What did we decide about {topic} for the billing move?"
-        if turn % 4 == 3:  # every fourth turn says something to remember: capture writes a new memory
+        if turn % 4 == 3 and self.unasked:
+            text += f" Remember that parcel {self.number}-{turn} waits in locker {turn + 7}."
+        elif turn % 4 == 3:
             text += f" Remember that the {topic} review for ticket {self.number} is due on day {turn}."
         self.messages.append({"role": "user", "content": text})
         body: dict[str, Any] = {"model": MODEL, "messages": list(self.messages)}
@@ -324,11 +342,16 @@ def main() -> int:
                                              "(run again with --seed it: capture's cost with the store's growth equal)")
     parser.add_argument("--capture", action="store_true",
                         help="compare capture on (auto) and off, with replay (instead of replay and drop)")
+    parser.add_argument("--upstream-ms", type=float,
+                        help="the fake upstream's time to answer (default 0; 50 with --capture)")
     parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)  # child process mode
     args = parser.parse_args()
+    if args.upstream_ms is None:
+        args.upstream_ms = 50.0 if args.capture else 0.0
     if args.serve_upstream:
-        serve_upstream(args.serve_upstream)
+        serve_upstream(args.serve_upstream, args.upstream_ms)
         return 0
+    Conversation.unasked = args.capture
 
     from memwire import MemoryStore
 
@@ -340,7 +363,8 @@ def main() -> int:
         procs: list[subprocess.Popen[bytes]] = []
         notes: list[str] = []
         try:
-            procs.append(subprocess.Popen([sys.executable, __file__, "--serve-upstream", upstream_url.rsplit(":", 1)[1]]))
+            procs.append(subprocess.Popen([sys.executable, __file__, "--serve-upstream", upstream_url.rsplit(":", 1)[1],
+                                           "--upstream-ms", str(args.upstream_ms)]))
             wait_ready(upstream_url + "/health", procs[-1], 30)
             for history, capture in variants:
                 url = f"http://127.0.0.1:{free_port()}"
@@ -362,7 +386,7 @@ def main() -> int:
                 except RuntimeError as exc:
                     tail = (workdir / "litellm.log").read_text(errors="replace")[-600:]
                     notes.append(f"LiteLLM proxy ({exe}) did not start: {exc}\n{tail}")
-            print(f"fake upstream {upstream_url}; {os.cpu_count()} CPUs; each server its own process; "
+            print(f"fake upstream {upstream_url} answering in {args.upstream_ms:g} ms; {os.cpu_count()} CPUs; each server its own process; "
                   f"{args.requests} requests per 1-client scenario, 32 x {args.per_client} per 32-client one, "
                   f"in {args.rounds} interleaved rounds\n")
             results = measure(targets, args.requests, args.per_client, args.rounds)

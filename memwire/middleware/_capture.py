@@ -2,7 +2,9 @@
 
 ``Capture.offer(turn)`` runs on the request path and costs a memo lookup: a latest user message
 is read once per turn (never per tool-loop request), and its human text goes to one background
-worker thread. The worker finds the statements (``policies/_capture``) and, per statement:
+worker thread. The worker takes up a turn ``SETTLE_S`` after it was offered, when the request has
+left and the provider is working on it: its Python work then never holds the interpreter while
+the request is being sent (one thread at a time runs Python). It finds the statements (``policies/_capture``) and, per statement:
 
 1. refuses it when it holds a secret (``policies/_secrets``): a log line naming the kind, never
    the value, and nothing written;
@@ -55,6 +57,7 @@ DUPLICATE_SCORE = 0.8
 DUPLICATE_WORDS = 0.8
 FORGET_SCORE = 0.5
 COOLDOWN_S = 600.0
+SETTLE_S = 0.02  # a request leaves within a few ms of prepare(); a provider takes 100s of ms to answer
 MAX_PENDING = 1000      # turns waiting for the worker at most; past it a turn is not read (logged)
 TOPICS = {"preference": "Preferences", "instruction": "Instructions", "fact": "Facts", "decision": "Decisions",
           "lesson": "Lessons"}
@@ -68,12 +71,13 @@ class Capture:
 
     def __init__(self, setting: str = "auto", *, cooldown_s: float = COOLDOWN_S,
                  clock: Callable[[], float] = time.monotonic, memo_size: int = 1024,
-                 distiller: Distiller | None = None) -> None:
+                 distiller: Distiller | None = None, settle_s: float = SETTLE_S) -> None:
         if setting not in CAPTURE_SETTINGS:
             raise ValueError(f"capture must be one of {', '.join(CAPTURE_SETTINGS)}, got {setting!r}")
         self.setting = setting
         self.cooldown_s = cooldown_s
         self.distiller = distiller
+        self.settle_s = settle_s
         self._clock = clock
         self._seen: LRU[tuple[str, ...], object] = LRU(memo_size)
         self._recent: LRU[tuple[str, str], float] = LRU(memo_size)  # (store, statement) -> when captured
@@ -107,7 +111,8 @@ class Capture:
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memwire-capture")
             self._pending += 1
-            self._last = self._pool.submit(self._run, turn.store, turn.session, key[-1], text, exchange, complete)
+            self._last = self._pool.submit(self._run, turn.store, turn.session, key[-1], text, exchange, complete,
+                                          time.monotonic() + self.settle_s)
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until what was offered so far is captured."""
@@ -118,7 +123,10 @@ class Capture:
     # ------------------------------------------------------------------ the worker
 
     def _run(self, store: "MemoryStore", session: str, turn: str, text: str,
-             exchange: tuple["Format", list[Any], str] | None = None, complete: Complete | None = None) -> None:
+             exchange: tuple["Format", list[Any], str] | None = None, complete: Complete | None = None,
+             start_at: float = 0.0) -> None:
+        if (wait := start_at - time.monotonic()) > 0:
+            time.sleep(wait)
         try:
             for st in statements(_without_blocks(text)):
                 if st.kind == "forget":

@@ -136,6 +136,20 @@ def test_capture_never_runs_on_the_request_path(store: MemoryStore, clock: Clock
     assert captured(store) == ["The staging database listens on port 5433."]
 
 
+def test_the_worker_waits_for_the_request_to_leave(store: MemoryStore, clock: Clock) -> None:
+    """The worker takes a turn up ``settle_s`` after it was offered (the request is on its way to
+    the provider by then), never sooner."""
+    import time
+
+    mw = middleware(store, clock)
+    mw.capture.settle_s = 0.5
+    offered = time.monotonic()
+    mw.prepare(chat(PORT), session_id="s")
+    mw.flush()
+    assert time.monotonic() - offered >= 0.5
+    assert captured(store) == ["The staging database listens on port 5433."]
+
+
 def test_a_stored_statement_is_reinforced_not_duplicated(store: MemoryStore, clock: Clock) -> None:
     store.add("The staging database listens on port 5433", tags=["infra"])
     mw = middleware(store, clock)
