@@ -14,13 +14,12 @@ All beside the memory files, as plain markdown a person can read and edit:
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._errors import MemoryNotFoundError
+from ._logfile import LOG_MAX_BYTES, append_jsonl, read_jsonl
 from ._model import Memory
 from ._store import MemoryStore, cue_of
 
@@ -29,7 +28,6 @@ __all__ = ["inbox_of", "archive_of", "archive", "approve", "reject", "was_reject
 
 CAPTURED_TAG = "captured"
 LOG_NAME = ".captured.jsonl"
-LOG_MAX_BYTES = 1 << 20
 
 
 def inbox_of(store: MemoryStore) -> MemoryStore:
@@ -85,34 +83,10 @@ def was_rejected(store: MemoryStore, mem_id: str) -> bool:
 
 def log_event(store: MemoryStore, event: str, mem: Memory, source: Mapping[str, Any] | None = None) -> None:
     """Append one event to the capture log (never through a symlink; rotated at ``LOG_MAX_BYTES``)."""
-    path = store.path / LOG_NAME
-    line = json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "event": event, "id": mem.id,
-                       "text": mem.text, "tags": list(mem.tags), **(source or {})}, ensure_ascii=False) + "\n"
-    store.path.mkdir(parents=True, exist_ok=True)
-    try:
-        if path.stat().st_size > LOG_MAX_BYTES:
-            os.replace(path, path.with_name(LOG_NAME + ".1"))
-    except FileNotFoundError:
-        pass
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, line.encode("utf-8"))
-    finally:
-        os.close(fd)
+    append_jsonl(store.path / LOG_NAME, {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "event": event, "id": mem.id,
+                                         "text": mem.text, "tags": list(mem.tags), **(source or {})})
 
 
 def read_log(store: MemoryStore) -> list[dict[str, Any]]:
     """The capture log's events, oldest first (unreadable lines skipped)."""
-    events = []
-    for name in (LOG_NAME + ".1", LOG_NAME):
-        try:
-            lines = (store.path / name).read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            continue
-        for ln in lines:
-            try:
-                events.append(json.loads(ln))
-            except ValueError:
-                continue
-    return events
-
+    return read_jsonl(store.path / LOG_NAME)

@@ -234,7 +234,8 @@ class Lifecycle:
                     d.evidence += 1
                     d.reinforced = now
                 else:
-                    d.created, d.cue, d.reinforced, d.evidence = _date(m.date) or now, cue, now, 1
+                    when = _date(m.date) or now  # a dated memory (imported, say) is as old as its date
+                    d.created, d.cue, d.reinforced, d.evidence = when, cue, when, 1
                 d.forgotten, d.restored = None, True  # added again after it was forgotten: back
         self._changed()
 
