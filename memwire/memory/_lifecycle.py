@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime as _dt
+import functools
 import json
 import logging
 import math
@@ -39,7 +40,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -163,15 +164,10 @@ class _Delta:
         if base is None:
             created = self.created if self.created is not None else now
             base = Meta(created, created, 0, self.cue or "explicit")
-        m = replace(base, evidence=base.evidence + self.evidence, uses=base.uses + self.uses,
-                    injected=base.injected + self.injected, recorded=True)
-        if self.reinforced is not None and self.reinforced > m.reinforced:
-            m = replace(m, reinforced=self.reinforced)
-        if self.restored:
-            m = replace(m, forgotten=None)
-        if self.forgotten is not None:
-            m = replace(m, forgotten=self.forgotten)
-        return replace(m, evidence=max(1, m.evidence))
+        reinforced = base.reinforced if self.reinforced is None else max(base.reinforced, self.reinforced)
+        forgotten = self.forgotten if self.forgotten is not None else None if self.restored else base.forgotten
+        return Meta(base.created, reinforced, max(1, base.evidence + self.evidence), base.cue,
+                    base.uses + self.uses, base.injected + self.injected, forgotten)
 
 
 class Lifecycle:
@@ -199,16 +195,23 @@ class Lifecycle:
     def get(self, mem: Memory) -> Meta:
         """``mem``'s metadata (for one nobody recorded: a person's, created at its markdown date
         or now)."""
+        return self.get_many([mem])[0]
+
+    def get_many(self, mems: Iterable[Memory]) -> list[Meta]:
         self._sync()
-        with self._lock:
-            base, delta = self._disk.get(mem.id), self._delta.get(mem.id)
         now = self.clock()
-        if delta is not None:
-            return delta.apply(base, now)
-        if base is not None:
-            return base
-        when = _date(mem.date) or now
-        return Meta(when, when, recorded=False)
+        out = []
+        with self._lock:
+            for mem in mems:
+                base, delta = self._disk.get(mem.id), self._delta.get(mem.id)
+                if delta is not None:
+                    out.append(delta.apply(base, now))
+                elif base is not None:
+                    out.append(base)
+                else:
+                    when = _date(mem.date) or now
+                    out.append(Meta(when, when, recorded=False))
+        return out
 
     def score(self, mem: Memory, now: float | None = None) -> float:
         return self.scoring.stability(mem, self.get(mem), self.clock() if now is None else now)
@@ -216,8 +219,10 @@ class Lifecycle:
     def state(self, mem: Memory, now: float | None = None) -> str:
         return self.scoring.state(self.score(mem, now))
 
-    def prior(self, mem: Memory) -> float:
-        return self.scoring.prior(self.score(mem))
+    def priors(self, mems: list[Memory]) -> list[float]:
+        """The ranking factors of ``mems`` (see ``Scoring.prior``)."""
+        now, sc = self.clock(), self.scoring
+        return [sc.prior(sc.stability(m, meta, now)) for m, meta in zip(mems, self.get_many(mems))]
 
     # ------------------------------------------------------------------ recording
 
@@ -387,6 +392,7 @@ def _epoch(s: Any) -> float:
     return _dt.datetime.strptime(str(s), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.timezone.utc).timestamp()
 
 
+@functools.lru_cache(maxsize=4096)
 def _date(date: str | None) -> float | None:
     """A markdown date (``2026-11-24``) as a time, or None."""
     if not date:

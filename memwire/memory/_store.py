@@ -545,7 +545,8 @@ class MemoryStore:
         hits = [Hit(merged[mid], score) for mid, score in found if mid in merged]
         lc = self.lifecycle
         if self.track and lc.scoring.rank_prior and len(hits) > 1:  # stability as a small prior: see Scoring.prior
-            hits = sorted((Hit(h.memory, h.score * lc.prior(h.memory)) for h in hits), key=lambda h: (-h.score, h.memory.id))
+            priors = lc.priors([h.memory for h in hits])
+            hits = sorted((Hit(h.memory, h.score * p) for h, p in zip(hits, priors)), key=lambda h: (-h.score, h.memory.id))
         return hits[:k]
 
     # ---------------------------------------------------------------- writing
