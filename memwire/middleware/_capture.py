@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..memory._inbox import CAPTURED_TAG, archive, inbox_of, log_event, reject, was_rejected
 from ..memory._model import Memory, memory_id, normalized
 from ..memory._text import analyze
+from ..memory._upkeep import sweep_if_due
 from ..policies._capture import Statement, statements
 from ..policies._human_text import human_text
 from ..policies._secrets import find_secret
@@ -137,6 +138,8 @@ class Capture:
                     self._write(store, st.kind, st.text, {"kind": st.kind, "session": session, "turn": turn})
             if exchange is not None:
                 self._distill(store, session, turn, *exchange, complete=complete)
+            if store.track:
+                sweep_if_due(store)  # the lifecycle's upkeep, at most every few hours
         except Exception as exc:  # noqa: BLE001 - capture is never worth more than a log line
             log.warning("memwire: capture failed (%s: %s)", type(exc).__name__, exc)
         finally:

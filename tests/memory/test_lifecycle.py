@@ -270,3 +270,16 @@ def test_stats_count_states_injections_and_uses(tmp_path: Path, clock: Clock) ->
     assert pref.states == {"active": 1, "provisional": 1, "candidate": 0, "dropped": 0}
     assert (pref.injected, pref.used, pref.usage_rate) == (3, 1, 1 / 3)
     assert rows["fact"].count == 1 and set(rows) == {"preference", "fact"}
+
+
+def test_the_middleware_sweeps_in_the_background(tmp_path: Path) -> None:
+    from memwire import Middleware
+
+    s = MemoryStore(tmp_path)
+    old = s.add("The standup moved to 9:30", date="2020-01-02", cue="captured")
+    mine = s.add("Release notes live in docs/releases", date="2020-01-02")
+    mw = Middleware(store=s, mode="contextPerTurn", capture="auto")
+    mw.prepare([{"role": "user", "content": "Remember that the staging database listens on port 5433."}])
+    mw.flush()
+    assert old.id not in s and "decayed" in s.archive.get(old.id).tags
+    assert mine.id in s and any("5433" in m.text for m in s.memories())
