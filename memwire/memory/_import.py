@@ -60,7 +60,7 @@ _CLAUDE_TYPES = ("user", "feedback", "project", "reference")
 
 _HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
 _ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])(?:\s+(.*))?$")  # a bullet or a numbered item
-_CHECKBOX = re.compile(r"^\[[ xX]\]\s+")
+_CHECKBOX = re.compile(r"^\[[ xX]\](?:\s+|$)")
 _RULE = re.compile(r"^(?:-{3,}|\*{3,}|_{3,})$")
 _FENCE = re.compile(r"^(`{3,}|~{3,})")
 _IMPORT_LINE = re.compile(r"^@[~\w./-]+$")  # CLAUDE.md's `@path/to/import`, alone on its line
@@ -70,6 +70,7 @@ _SENTENCE_END = re.compile(r"[.!?][\"')\]`*_]*$")
 _PI_STAMP = re.compile(r"^<!--\s*(?:last updated:\s*|HANDOFF\s+)?(\d{4}-\d{2}-\d{2})[ T][\d:.]+Z?\s*(?:\[[^\]]*\])?\s*-->$")
 _PI_LEAD = re.compile(rf"^(?:(?:#{TAG_PATTERN}|\[\[[^\]\n]+\]\])\s+)+")  # leading `#tag [[link]]` tokens
 _TOPIC_PINNED = re.compile(r"\s*\*\(pinned\)\*\s*$")
+_TOPIC_CATEGORY = re.compile(r"^\[([^\[\]]{1,40})\]\s+")  # memwire's reader takes only those that are tags
 _ISO_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:[T ][\d:.]+(?:Z|[+-]\d\d:?\d\d)?)?$")
 _TAG_OK = re.compile(TAG_PATTERN)
 
@@ -295,7 +296,7 @@ def _markdown(lines: list[str], start: int, report: FileReport, *, topic: str | 
             continue
         if s.startswith("|"):
             end_prose()
-            if not lines[n - 1].strip().startswith("|"):  # one table, one skip
+            if n == start or not lines[n - 1].strip().startswith("|"):  # one table, one skip
                 report.skip("table")
             item = None
             continue
@@ -375,6 +376,9 @@ def _memwire(data: bytes, path: str, report: FileReport, topics: bool) -> list[_
             pin = _TOPIC_PINNED.search(f.text)
             if pin:
                 f.text, f.pinned = f.text[: pin.start()], True
+            category = _TOPIC_CATEGORY.match(f.text)
+            if category:  # `[2fa]`: a category all the same, though no tag (dropped with the others)
+                f.text, f.tags = f.text[category.end():], (*f.tags, category.group(1))
         out.append(f)
     return out
 
