@@ -26,8 +26,9 @@ Formats (``auto`` looks at each file's name, front matter and lines):
 A directory is read whole: its ``*.md`` files, sub-directories included, except hidden ones,
 memwire's ``archive/``, ``inbox/`` and ``namespaces/``, and pi-memory's ``daily/`` logs and
 ``SCRATCHPAD.md`` (running notes and to-dos, not durable memory). A project directory (one with a
-``CLAUDE.md`` and no ``MEMORY.md``) gives only its memory files: ``CLAUDE.md``, ``CLAUDE.local.md``,
-``.claude/CLAUDE.md`` and ``.pi/memory/topics/*.md``, never its documentation.
+``CLAUDE.md`` or a ``.pi/memory/topics/``, and no ``MEMORY.md``) gives only its memory files:
+``CLAUDE.md``, ``CLAUDE.local.md``, ``.claude/CLAUDE.md`` and ``.pi/memory/topics/*.md``, never its
+documentation.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from ._markdown import MAX_TAG_CHARS, TAG_PATTERN, ParsedFile, _front_matter, pa
 from ._model import Memory
 from ._store import MAX_MEMORY_CHARS, MAX_TOPIC_CHARS, MemoryStore, _checked
 
-__all__ = ["FORMATS", "IMPORTED_TAG", "FileReport", "ImportReport", "detect_format", "import_path", "read_memories"]
+__all__ = ["FORMATS", "IMPORTED_TAG", "FileReport", "ImportReport", "detect_format", "import_path"]
 
 FORMATS = ("claude", "pi", "pi-md", "pi-topics", "memwire")
 IMPORTED_TAG = "imported"
@@ -131,11 +132,11 @@ class _Found:
 
 def _walk(root: Path, ignored: list[tuple[str, str]]) -> list[Path]:
     """The memory files of a directory (see the module docstring)."""
-    if not (root / "MEMORY.md").is_file():
-        project = [root / p for p in _PROJECT_FILES if (root / p).is_file()]
-        topics = root / ".pi" / "memory" / "topics"
-        if project:  # a project: its memory files, not its README and docs
-            return project + (sorted(topics.glob("*.md")) if topics.is_dir() else [])
+    topics = root / ".pi" / "memory" / "topics"
+    project = [root / p for p in _PROJECT_FILES if (root / p).is_file()]
+    if (project or topics.is_dir()) and not (root / "MEMORY.md").is_file():
+        # a project: its memory files, never its README and docs
+        return project + (sorted(topics.glob("*.md")) if topics.is_dir() else [])
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
@@ -221,7 +222,7 @@ def _topic(raw: str | None) -> str | None:
 
 
 def _date(raw: object) -> str | None:
-    if not isinstance(raw, str) or not raw.strip():
+    if not isinstance(raw, str) or not raw.strip() or "-->" in raw:  # memwire keeps it in a comment
         return None
     m = _ISO_DATE.match(raw.strip())
     return m.group(1) if m else " ".join(raw.split())
@@ -383,13 +384,11 @@ def _memwire(data: bytes, path: str, report: FileReport, topics: bool) -> list[_
     return out
 
 
-def read_memories(path: str | os.PathLike[str], data: bytes, format: str = "auto") -> tuple[list[_Found], FileReport]:
+def _read(path: Path, data: bytes, format: str) -> tuple[list[_Found], FileReport]:
     """The memories one file holds, read as ``format`` (``auto``: ``detect_format``), and a report
     of what was skipped (nothing is counted added yet)."""
     p = str(path)
     fmt = detect_format(path, data) if format == "auto" else format
-    if fmt not in FORMATS:
-        raise MemwireError(f"import: unknown format {format!r}; use auto or one of {', '.join(FORMATS)}")
     report = FileReport(p, fmt)
     if fmt in ("memwire", "pi-topics"):
         return _memwire(data, p, report, topics=fmt == "pi-topics"), report
@@ -398,9 +397,8 @@ def read_memories(path: str | os.PathLike[str], data: bytes, format: str = "auto
     report.problems += problems
     if fmt == "claude" and ("type" in meta or "name" in meta):
         return _claude_typed(lines, start, meta, report), report
-    tags: tuple[str, ...] = ()
-    if isinstance(meta.get("tags"), list):
-        tags = tuple(t for t in meta["tags"] if isinstance(t, str))  # type: ignore[union-attr]
+    listed = meta.get("tags")
+    tags = tuple(t for t in listed if isinstance(t, str)) if isinstance(listed, list) else ()
     when = meta.get("created") or meta.get("date") or meta.get("updated")
     description = meta.get("description")
     topic = _topic(description) if isinstance(description, str) else None
@@ -451,7 +449,7 @@ def import_path(
             failed.problems.append(f"cannot read: {exc.strerror or exc}")
             report.files.append(failed)
             continue
-        found, fr = read_memories(file, data, format)
+        found, fr = _read(file, data, format)
         report.files.append(fr)
         for f in found:
             text = " ".join(f.text.split())

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memwire import MemoryStore, MemwireError
+from memwire import InvalidMemoryError, Memory, MemoryStore, MemwireError
 from memwire.memory._import import detect_format, import_path
 from memwire.memory._store import MAX_MEMORY_CHARS
 
@@ -39,6 +39,8 @@ make test   # - not a bullet
 - [ ] Keep functions under 40 lines
 - Ping #ops before a schema change
 - The staging key is {SECRET}
+
+> Always squash before merging.
 
 <!-- maintainers: keep this file
      under 150 lines -->
@@ -76,7 +78,10 @@ type: reference
 """
 
 # pi-memory (~/.pi/agent/memory/): stamped appends, #tags and [[links]] by convention
-PI_MEMORY = """<!-- 2026-02-15 14:30:00 [a1b2c3d4] -->
+PI_MEMORY = """<!-- last updated: 2026-01-10 08:00:00 [0f1e2d3c] -->
+- Node 20 everywhere
+
+<!-- 2026-02-15 14:30:00 [a1b2c3d4] -->
 #preference [[package-manager]] Always use pnpm in this repo, never npm.
 
 <!-- 2026-02-16 09:01:12 [b2c3d4e5] -->
@@ -146,9 +151,10 @@ def test_claude_md_bullets_and_sentences_under_their_headings(tmp_path: Path) ->
         ("Use 4 spaces, never tabs (the CI formatter rejects tabs)", "Code style", ("imported",), None, False),
         ("Keep functions under 40 lines", "Code style", ("imported",), None, False),
         ("Ping #ops before a schema change", "Code style", ("imported",), None, False),  # text, not a tag
+        ("Always squash before merging.", "Code style", ("imported",), None, False),
     ]
     [f] = report.files  # a project directory: its CLAUDE.md, not its README or docs
-    assert (Path(f.path).name, f.format, f.added, f.already) == ("CLAUDE.md", "claude", 8, 0)
+    assert (Path(f.path).name, f.format, f.added, f.already) == ("CLAUDE.md", "claude", 9, 0)
     assert dict(f.skipped) == {"not a memory line": 1, "code block": 1, "secret": 1, "comment": 1, "table": 1}
     assert f.imports == ["@docs/git-instructions.md", "@~/.claude/my-project-instructions.md"]
     assert SECRET not in repr(report) and SECRET not in (tmp_path / "mem" / "MEMORY.md").read_text()
@@ -178,13 +184,14 @@ def test_pi_memory_stamps_give_the_date_and_leading_tags_the_tags(tmp_path: Path
     store = MemoryStore(tmp_path / "mem")
     report = import_path(src, store)
     assert stored(store) == [
+        ("Node 20 everywhere", "Notes", ("imported",), "2026-01-10", False),
         ("Always use pnpm in this repo, never npm.", "Notes", ("preference", "package-manager", "imported"),
          "2026-02-15", False),
         ("Chose PostgreSQL for all backend services.", "Notes", ("decision", "database-choice", "imported"),
          "2026-02-16", False),
         ("Backups run nightly at 02:00 UTC", "Notes", ("imported",), "2026-02-16", False),
     ]
-    assert [(f.format, f.added) for f in report.files] == [("pi", 3)]
+    assert [(f.format, f.added) for f in report.files] == [("pi", 4)]
     assert [(Path(p).name, why) for p, why in report.ignored] == [
         ("daily", "daily logs, not durable memory"), ("SCRATCHPAD.md", "a to-do list, not memories")]
 
@@ -257,10 +264,10 @@ def test_importing_again_adds_nothing_and_leaves_the_scope_as_it_is(tmp_path: Pa
     src = write(tmp_path / "src", {"CLAUDE.md": CLAUDE_MD, ".pi/memory/topics/preferences.md": PI_TOPICS})
     store = MemoryStore(tmp_path / "mem")
     first = import_path(src, store)
-    assert (first.added, first.already) == (11, 0)
+    assert (first.added, first.already) == (12, 0)
     written = snapshot(tmp_path / "mem")
     second = import_path(src, MemoryStore(tmp_path / "mem"))  # a new process, say
-    assert (second.added, second.already, second.skipped) == (0, 11, first.skipped)
+    assert (second.added, second.already, second.skipped) == (0, 12, first.skipped)
     assert snapshot(tmp_path / "mem") == written
 
 
@@ -304,9 +311,9 @@ def test_secrets_and_overlong_memories_are_skipped_and_counted(tmp_path: Path) -
 def test_a_dry_run_writes_nothing_and_says_what_it_would_take(tmp_path: Path) -> None:
     src = write(tmp_path / "src", {"CLAUDE.md": CLAUDE_MD})
     report = import_path(src, MemoryStore(tmp_path / "mem"), dry_run=True)
-    assert (report.added, report.already, report.dry_run) == (8, 0, True)
+    assert (report.added, report.already, report.dry_run) == (9, 0, True)
     assert not (tmp_path / "mem").exists()
-    assert import_path(src, MemoryStore(tmp_path / "mem")).added == 8
+    assert import_path(src, MemoryStore(tmp_path / "mem")).added == 9
 
 
 def test_a_forced_format_reads_every_file_that_way(tmp_path: Path) -> None:
@@ -348,3 +355,40 @@ def test_a_directory_of_thousands_of_markdown_files_is_refused(tmp_path: Path, m
     with pytest.raises(MemwireError, match="more than 3 markdown files"):
         import_path(src, MemoryStore(tmp_path / "mem"))
     assert not (tmp_path / "mem").exists()
+
+
+def test_a_project_with_only_pi_topics_gives_only_them(tmp_path: Path) -> None:
+    src = write(tmp_path / "project", {".pi/memory/topics/lessons.md": "- [lesson] Read the logs first\n",
+                                       "README.md": "- Install with pip\n", "docs/notes.md": "- not memory\n"})
+    report = import_path(src, MemoryStore(tmp_path / "mem"))
+    assert [(Path(f.path).name, f.added) for f in report.files] == [("lessons.md", 1)]
+
+
+def test_bad_lines_are_skipped_and_the_rest_of_the_file_still_read(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import memwire.memory._import as imp
+
+    long_heading = "Deployment " * 15
+    body = (b"---\ndescription: Ops notes\ncreated: 'soon -->'\n---\n- Refused by the store\n"
+            b"---\n## " + long_heading.encode() + b"\n- Bad byte \xff here\n- Roll back with make undo\n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "ops.md").write_bytes(body)
+    (tmp_path / "src" / "broken.md").write_text("---\ntags: [a\n---\n- Tests need Docker\n")
+    checked = imp._checked
+
+    def refuse(mem: Memory) -> Memory:
+        if mem.text == "Refused by the store":
+            raise InvalidMemoryError("this memory's text cannot be stored exactly as given")
+        return checked(mem)
+
+    monkeypatch.setattr(imp, "_checked", refuse)
+    store = MemoryStore(tmp_path / "mem")
+    report = import_path(tmp_path / "src", store)
+    assert [(m.text, m.topic, m.date) for m in store] == [
+        ("Tests need Docker", "Notes", None),
+        # a date memwire cannot keep is dropped, not the memory; a topic is cut at a word, within 100 characters
+        ("Roll back with make undo", ("Deployment " * 9).strip(), None),
+    ]
+    broken, ops = report.files
+    assert dict(ops.skipped) == {"cannot be stored as written": 1, "invalid UTF-8": 1}
+    assert broken.problems and "front matter is not valid YAML" in broken.problems[0]
