@@ -207,8 +207,8 @@ def detect_format(path: str | os.PathLike[str], data: bytes) -> str:
 
 
 def _tag(raw: str) -> str | None:
-    """A tag as memwire stores it, or None when the source's category cannot be one."""
-    tag = re.sub(r"[^\w/+-]+", "-", raw.strip().lstrip("#").lower()).strip("-")
+    """A tag memwire can store (it lower-cases it), or None when the source's category cannot be one."""
+    tag = re.sub(r"[^\w/+-]+", "-", raw.strip().lstrip("#")).strip("-")
     return tag if tag and len(tag) <= MAX_TAG_CHARS and _TAG_OK.fullmatch(tag) else None
 
 

@@ -197,17 +197,19 @@ def test_pi_memory_stamps_give_the_date_and_leading_tags_the_tags(tmp_path: Path
 
 
 def test_pi_memory_md_front_matter_gives_tags_date_and_topic(tmp_path: Path) -> None:
-    src = write(tmp_path / "memory-md", {"proj/core/user/prefer.md": PI_MD})
+    src = write(tmp_path / "memory-md", {"proj/core/user/prefer.md": PI_MD, "proj/core/project/stack.md":
+                                         "---\ndescription: Tech stack\nupdated: 2026-03-01\n---\n- Python 3.12 with uv\n"})
     store = MemoryStore(tmp_path / "mem")
     report = import_path(src, store)
     tags = ("user", "code-style", "imported")
     assert stored(store) == [
+        ("Python 3.12 with uv", "Tech stack", ("imported",), "2026-03-01", False),  # no heading: the description
         ("Be concise", "Communication Style", tags, "2026-02-14", False),
         ("Show code examples when helpful", "Communication Style", tags, "2026-02-14", False),
         ("Prefers answers in British English.", "Communication Style", tags, "2026-02-14", False),
     ]
-    [f] = report.files
-    assert (f.format, f.added, dict(f.skipped)) == ("pi-md", 3, {"comment": 1})
+    assert [(f.format, f.added, dict(f.skipped)) for f in report.files] == [("pi-md", 1, {}),
+                                                                            ("pi-md", 3, {"comment": 1})]
 
 
 def test_pi_topics_category_tag_pin_and_the_file_name_as_topic(tmp_path: Path) -> None:
@@ -334,6 +336,20 @@ def test_what_cannot_be_imported_is_an_error_that_names_it(tmp_path: Path) -> No
     (tmp_path / "gone.md").symlink_to(tmp_path / "missing-target.md")
     with pytest.raises(MemwireError, match="does not exist"):
         import_path(tmp_path / "gone.md", store)
+
+
+def test_an_unreadable_file_is_an_error_that_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = write(tmp_path, {"CLAUDE.md": "- Deploys on Tuesdays\n"}) / "CLAUDE.md"
+    read_bytes = Path.read_bytes
+
+    def refuse(self: Path) -> bytes:  # the tests may run as root, whom permissions do not stop
+        if self == src:
+            raise PermissionError(13, "Permission denied", str(self))
+        return read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    with pytest.raises(MemwireError, match=f"cannot read {src}: Permission denied"):
+        import_path(src, MemoryStore(tmp_path / "mem"))
 
 
 def test_an_unreadable_file_in_a_directory_is_reported_and_the_rest_imported(tmp_path: Path) -> None:
