@@ -42,8 +42,9 @@ def _store(args: argparse.Namespace, cfg: Config) -> MemoryStore:
     root = args.dir or cfg.dir
     check_dir(root)
     if args.namespace:
-        return MemoryStore.for_namespace(root, args.namespace, min_score=cfg.min_score)
-    return MemoryStore(root, global_dir=cfg.global_dir if cfg.use_global else None, min_score=cfg.min_score)
+        return MemoryStore.for_namespace(root, args.namespace, min_score=cfg.min_score, scoring=cfg.scoring())
+    return MemoryStore(root, global_dir=cfg.global_dir if cfg.use_global else None, min_score=cfg.min_score,
+                       scoring=cfg.scoring())
 
 
 def _mem_json(m: Memory) -> dict[str, Any]:
@@ -104,6 +105,8 @@ def _share(value: str) -> float:
 
 def cmd_search(args: argparse.Namespace, cfg: Config) -> int:
     store = _store(args, cfg)
+    if args.archive:
+        store = store.archive
     hits = store.search(" ".join(args.query), k=args.k, min_score=args.min_score)
     _out(args, [{**_mem_json(h.memory), "score": h.score} for h in hits],
          [f"{h.score:7.3f}  {_mem_line(h.memory)}" for h in hits] or ["no relevant memories"])
@@ -113,7 +116,51 @@ def cmd_search(args: argparse.Namespace, cfg: Config) -> int:
 def cmd_forget(args: argparse.Namespace, cfg: Config) -> int:
     store = _store(args, cfg)
     mem = store.forget(args.id)
-    _out(args, _mem_json(mem), [f"forgot {mem.id}: {mem.text}"])
+    _out(args, _mem_json(mem), [f"forgot {mem.id}: {mem.text} (kept in the archive: memwire restore {mem.id[:8]})"])
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace, cfg: Config) -> int:
+    store = _store(args, cfg)
+    mem = store.restore(args.id)
+    _out(args, _mem_json(mem), [f"restored {mem.id}: {mem.text}"])
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace, cfg: Config) -> int:
+    from .memory._lifecycle import STATES
+    from .memory._upkeep import stats
+
+    store = _store(args, cfg)
+    rows = stats(store)
+    data = [{"category": r.category, "count": r.count, **r.states, "injected": r.injected, "used": r.used,
+             "usage_rate": r.usage_rate, "cap": r.cap, "capacity": r.capacity} for r in rows]
+    head = f"{'category':<12}" + "".join(f"{s:>12}" for s in STATES) + f"{'injected':>10}{'used':>7}{'usage':>7}  capacity"
+    lines = [head] + [
+        f"{r.category:<12}" + "".join(f"{r.states[s]:>12}" for s in STATES) + f"{r.injected:>10}{r.used:>7}"
+        + f"{'-' if r.usage_rate is None else format(r.usage_rate, '.0%'):>7}  {r.count}/{r.cap}"
+        + (" (over: a sweep archives the weakest it may move)" if r.count > r.cap else "")
+        for r in rows]
+    _out(args, data, lines if rows else [f"no memories in {store.path}"])
+    return 0
+
+
+def cmd_stale(args: argparse.Namespace, cfg: Config) -> int:
+    from .memory._upkeep import stale, sweep
+
+    store = _store(args, cfg)
+    if args.sweep:
+        moved = sweep(store)
+        _out(args, [{**_mem_json(m), "reason": why} for m, why in moved],
+             [f"archived ({why}) {m.id}: {m.text}" for m, why in moved] or ["nothing to archive"])
+        return 0
+    rows = stale(store)
+    what = {"decayed": "a sweep archives it", "capped": "over its category's cap: a sweep archives it",
+            "kept": "yours: pin it, or forget it"}
+    _out(args, [{**_mem_json(s.memory), "category": s.category, "score": round(s.score, 3), "state": s.state,
+                 "cue": s.cue, "days": round(s.days, 1), "action": why} for s, why in rows],
+         [f"{s.memory.id[:8]}  {s.score:5.2f} {s.state:<9} {s.category:<10} {s.days:5.0f}d  {s.memory.text}  "
+          f"({what[why]})" for s, why in rows] or ["nothing is fading"])
     return 0
 
 
@@ -161,8 +208,8 @@ def cmd_import(args: argparse.Namespace, cfg: Config) -> int:
     check_dir(root)
     # The scope written to, alone: "already there" means already in this directory, where the
     # memories would be written (the global scope is another scope).
-    report = import_path(args.path, MemoryStore.for_namespace(root, args.namespace, min_score=cfg.min_score),
-                         format=args.format, dry_run=args.dry_run)
+    store = MemoryStore.for_namespace(root, args.namespace, min_score=cfg.min_score, scoring=cfg.scoring())
+    report = import_path(args.path, store, format=args.format, dry_run=args.dry_run)
     base = Path(report.source)
 
     def shown(path: str) -> str:
@@ -324,11 +371,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", nargs="+")
     p.add_argument("-k", type=_k, default=5, help="how many memories at most, 1-100 (default 5)")
     p.add_argument("--min-score", type=_share, default=None, help="minimum score, 0-1")
+    p.add_argument("--archive", action="store_true", help="search the archive (forgotten, superseded, decayed)")
     p.set_defaults(fn=cmd_search)
 
-    p = common(sub.add_parser("forget", help="delete a memory by id"))
+    p = common(sub.add_parser("forget", help="move a memory to the archive by id"))
     p.add_argument("id")
     p.set_defaults(fn=cmd_forget)
+
+    p = common(sub.add_parser("restore", help="bring a memory back from the archive by id"))
+    p.add_argument("id")
+    p.set_defaults(fn=cmd_restore)
+
+    p = common(sub.add_parser("stats", help="per category: memories by state, injected, used, capacity"))
+    p.set_defaults(fn=cmd_stats)
+
+    p = common(sub.add_parser("stale", help="memories that are fading, for you to decide (--sweep archives)",
+                              description="Memories whose stability fell to candidate or dropped, or over their "
+                                          "category's cap. --sweep archives those that got in by themselves "
+                                          "(captured, distilled, imported); yours are only listed."))
+    p.add_argument("--sweep", action="store_true", help="archive what decayed or is over its cap now")
+    p.set_defaults(fn=cmd_stale)
 
     p = common(sub.add_parser("pin", help="pin (or --unpin) a memory by id"))
     p.add_argument("id")

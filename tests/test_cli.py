@@ -228,3 +228,51 @@ def test_import_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     with pytest.raises(SystemExit) as exit_:
         main(["import", str(src), "--dir", d, "--format", "obsidian"])
     assert exit_.value.code == 2 and "invalid choice: 'obsidian'" in capsys.readouterr().err
+
+
+def test_forget_archives_and_restore_brings_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = str(tmp_path / "mem")
+    _, out, _ = run(capsys, "add", "--dir", d, "The staging database listens on port 5433", "--json")
+    mid = json.loads(out)["id"]
+    code, out, _ = run(capsys, "forget", "--dir", d, mid[:8])
+    assert code == 0 and f"memwire restore {mid[:8]}" in out
+    _, out, _ = run(capsys, "search", "--dir", d, "staging", "database", "--json")
+    assert json.loads(out) == []
+    _, out, _ = run(capsys, "search", "--dir", d, "--archive", "staging", "database", "--json")
+    assert [(h["id"], h["tags"]) for h in json.loads(out)] == [(mid, ["forgotten"])]
+    code, out, _ = run(capsys, "restore", "--dir", d, mid[:8])
+    assert code == 0 and "restored" in out
+    _, out, _ = run(capsys, "list", "--dir", d, "--json")
+    assert [(m["id"], m["tags"]) for m in json.loads(out)] == [(mid, [])]
+    code, _, err = run(capsys, "restore", "--dir", d, mid[:8])
+    assert code == 2 and "no memory with id" in err and "archive" in err
+
+
+def test_stats_and_stale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from memwire import MemoryStore
+
+    d = tmp_path / "mem"
+    store = MemoryStore(d)
+    store.add("Prefers tabs", ["preference"])
+    old = store.add("Standup moved to 9:30", date="2020-01-02", cue="captured")
+    store.add("Release notes live in docs/releases", date="2020-01-02")
+    store.lifecycle.flush()
+    _, out, _ = run(capsys, "stats", "--dir", str(d), "--json")
+    rows = {r["category"]: r for r in json.loads(out)}
+    assert rows["preference"]["active"] == 1 and rows["fact"]["count"] == 2 and rows["fact"]["cap"] == 500
+    code, out, _ = run(capsys, "stale", "--dir", str(d))
+    assert code == 0 and "Standup moved" in out and "a sweep archives it" in out
+    assert "Release notes live in docs/releases  (yours: pin it, or forget it)" in out  # listed, never moved
+    code, out, _ = run(capsys, "stale", "--dir", str(d), "--sweep")
+    assert code == 0 and f"archived (decayed) {old.id}" in out
+    assert [m.text for m in MemoryStore(d).memories()] == ["Prefers tabs", "Release notes live in docs/releases"]
+
+
+def test_lifecycle_settings_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMWIRE_HALF_LIVES", "facts=3")
+    code, _, err = run(capsys, "stats", "--dir", str(tmp_path))
+    assert code == 2 and "half_lives: unknown key(s) facts" in err
+    monkeypatch.setenv("MEMWIRE_HALF_LIVES", "fact=3,decision=x")
+    code, _, err = run(capsys, "stats", "--dir", str(tmp_path))
+    assert code == 2 and "half_lives" in err

@@ -1,10 +1,11 @@
 """``memwire import PATH``: other tools' memory files into a memwire scope, read-only.
 
 The source files are only read (never written, moved or touched); what they hold is added to the
-store with ``add_many``, tagged ``imported`` (and with its category where the format has one),
-keeping its topic and date where the format says them. Importing the same PATH again adds nothing:
-a memory's id is derived from its text, and a text already in the scope is counted "already there"
-and left as it is.
+store with ``add_many(..., cue="imported")``, tagged ``imported`` (and with its category where the
+format has one), keeping its topic and date where the format says them (a dated memory is as old as
+its date in the lifecycle metadata). Importing the same PATH again adds nothing: a memory's id is
+derived from its text, and a text already in the scope is counted "already there" and left as it is
+(not even reinforced: reading the same file twice is no new evidence).
 
 Formats (``auto`` looks at each file's name, front matter and lines):
 
@@ -472,6 +473,6 @@ def import_path(
                     new.append(mem)
                     fr.added += 1
     if new and not dry_run:
-        store.add_many(new)  # cue="imported": switch on once MemoryStore.add_many takes a cue
+        store.add_many(new, cue="imported")  # its stability weighs how it got in (see lifecycle)
     return report
 

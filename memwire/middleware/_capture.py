@@ -158,13 +158,16 @@ class Capture:
             dup = where is not None and _near_duplicate(where, text)
             if dup:
                 log_event(store, "reinforced", dup, source)
+                if where is store:
+                    store.lifecycle.reinforce([dup.id])
                 return
         if was_rejected(store, memory_id(text)):
             return
         if kind == "fact" and text.startswith(_PROFILE_PREFIX) and inbox is None:
             self._supersede(store, text, source)
         mem = (store if inbox is None else inbox).add(text, tags=[kind, CAPTURED_TAG, *extra_tags],
-                                                      topic=TOPICS[kind], date=time.strftime("%Y-%m-%d"))
+                                                      topic=TOPICS[kind], date=time.strftime("%Y-%m-%d"),
+                                                      cue="distilled" if DISTILLED_TAG in extra_tags else "captured")
         log_event(store, "captured" if inbox is None else "captured-for-review", mem, source)
         self._by_session.setdefault((str(store.path), source["session"]), []).append((now, mem.id))
         log.info("memwire: captured %s %s: %s", kind, mem.id, mem.text)

@@ -267,10 +267,25 @@ def test_importing_again_adds_nothing_and_leaves_the_scope_as_it_is(tmp_path: Pa
     store = MemoryStore(tmp_path / "mem")
     first = import_path(src, store)
     assert (first.added, first.already) == (12, 0)
-    written = snapshot(tmp_path / "mem")
-    second = import_path(src, MemoryStore(tmp_path / "mem"))  # a new process, say
+    store.lifecycle.flush()
+    written = snapshot(tmp_path / "mem")  # the memory files and their metadata
+    again = MemoryStore(tmp_path / "mem")  # a new process, say
+    second = import_path(src, again)
     assert (second.added, second.already, second.skipped) == (0, 12, first.skipped)
-    assert snapshot(tmp_path / "mem") == written
+    again.lifecycle.flush()
+    assert snapshot(tmp_path / "mem") == written  # not even reinforced: importing is not evidence
+
+
+def test_imported_memories_are_recorded_as_imported_as_old_as_their_date(tmp_path: Path) -> None:
+    import datetime as dt
+
+    src = write(tmp_path / "pi", {"MEMORY.md": PI_MEMORY})
+    store = MemoryStore(tmp_path / "mem")
+    import_path(src, store)
+    pnpm = next(m for m in store if "pnpm" in m.text)
+    meta = store.lifecycle.get(pnpm)
+    assert meta.cue == "imported"
+    assert meta.created == dt.datetime(2026, 2, 15, tzinfo=dt.timezone.utc).timestamp()
 
 
 def test_a_memory_already_in_the_scope_is_counted_and_its_line_untouched(tmp_path: Path) -> None:
