@@ -330,7 +330,13 @@ def test_a_dry_run_writes_nothing_and_says_what_it_would_take(tmp_path: Path) ->
     report = import_path(src, MemoryStore(tmp_path / "mem"), dry_run=True)
     assert (report.added, report.already, report.dry_run) == (9, 0, True)
     assert not (tmp_path / "mem").exists()
-    assert import_path(src, MemoryStore(tmp_path / "mem")).added == 9
+    store = MemoryStore(tmp_path / "mem")
+    assert import_path(src, store).added == 9
+    store.lifecycle.flush()
+    written = snapshot(tmp_path / "mem")
+    write(src, {"CLAUDE.md": CLAUDE_MD + "- Tests need Docker\n"})
+    report = import_path(src, MemoryStore(tmp_path / "mem"), dry_run=True)
+    assert (report.added, report.already) == (1, 9) and snapshot(tmp_path / "mem") == written
 
 
 def test_a_forced_format_reads_every_file_that_way(tmp_path: Path) -> None:
