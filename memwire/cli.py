@@ -193,6 +193,57 @@ def cmd_inbox(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
+def _counts(added: int, already: int, skipped: Any, dry_run: bool) -> str:
+    why = ", ".join(f"{reason} {n}" for reason, n in sorted(skipped.items()))
+    return (f"{'would add' if dry_run else 'added'} {added}, already there {already}, "
+            f"skipped {sum(skipped.values())}{f' ({why})' if why else ''}")
+
+
+def cmd_import(args: argparse.Namespace, cfg: Config) -> int:
+    """Other tools' memory files into this scope; the source files are only read."""
+    from .memory._import import import_path
+    from .memory._store import MemoryStore
+
+    root = args.dir or cfg.dir
+    check_dir(root)
+    # The scope written to, alone: "already there" means already in this directory, where the
+    # memories would be written (the global scope is another scope).
+    store = MemoryStore.for_namespace(root, args.namespace, min_score=cfg.min_score, scoring=cfg.scoring())
+    report = import_path(args.path, store, format=args.format, dry_run=args.dry_run)
+    base = Path(report.source)
+
+    def shown(path: str) -> str:
+        p = Path(path)
+        name = str(p.relative_to(base)) if base.is_dir() and p.is_relative_to(base) else str(p)
+        return name + os.sep if path.endswith(os.sep) else name  # a directory left out
+
+    failed = [f for f in report.files if f.format == "?"]
+    if args.json:
+        files = [{"path": f.path, "format": f.format, "added": f.added, "already_there": f.already,
+                  "skipped": dict(f.skipped), "imports": f.imports, "problems": f.problems} for f in report.files]
+        print(json.dumps({"source": report.source, "target": report.target, "dry_run": report.dry_run,
+                          "added": report.added, "already_there": report.already, "skipped": dict(report.skipped),
+                          "files": files, "ignored": [{"path": p, "why": w} for p, w in report.ignored]},
+                         ensure_ascii=False, indent=2))
+        return 1 if failed else 0
+    for f in report.files:
+        if f in failed:
+            print(f"{shown(f.path)}: not imported: {'; '.join(f.problems)}")
+            continue
+        print(f"{shown(f.path)} ({f.format}): {_counts(f.added, f.already, f.skipped, report.dry_run)}")
+        for imp in f.imports:
+            print(f"  {imp}: an import of CLAUDE.md, not followed (import that file on its own)")
+        for problem in f.problems:
+            print(f"  warning: {problem}")
+    for path, why in report.ignored:
+        print(f"{shown(path)}: left out ({why})")
+    if not report.files:
+        print(f"no memory files in {report.source}")
+    total = _counts(report.added, report.already, report.skipped, report.dry_run)
+    print(f"total: {total} -> {report.target}{' (dry run: nothing written)' if report.dry_run else ''}")
+    return 1 if failed else 0
+
+
 def cmd_trust(args: argparse.Namespace, cfg: Config) -> int:
     from ._config import _from_toml, make_config, restrict_project_config
     from ._errors import ConfigError
@@ -358,6 +409,18 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("ids", nargs="*", metavar="ID", help="memory ids (or unique prefixes)")
         q.add_argument("--all", action="store_true", help="every memory in the inbox")
 
+    p = common(sub.add_parser("import", help="import other tools' memory files (Claude Code, pi) into a scope, read-only",
+                              description="Read memory files of Claude Code (CLAUDE.md, ~/.claude/projects/<project>/"
+                                          "memory/), pi-memory (MEMORY.md), pi-memory-md and pi's topic files, or "
+                                          "another memwire directory, and add what they hold to this scope, tagged "
+                                          "#imported. The source files are never changed; importing again adds "
+                                          "nothing new."))
+    p.add_argument("path", help="a memory file or a directory of them")
+    p.add_argument("--format", default="auto", choices=["auto", "claude", "pi", "pi-md", "pi-topics", "memwire"],
+                   help="the files' format (default: auto, detected per file)")
+    p.add_argument("--dry-run", action="store_true", help="report what would be imported; write nothing")
+    p.set_defaults(fn=cmd_import)
+
     p = common(sub.add_parser("preview", help="show the request as it would reach the provider"))
     p.add_argument("prompt", nargs="*", help="a user prompt")
     p.add_argument("--messages", help="a JSON file: a message list or a whole request body")
@@ -388,7 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_CREATES_DIR = ("add", "proxy", "mcp")  # commands that write to the project directory, creating it when missing
+_CREATES_DIR = ("add", "import", "proxy", "mcp")  # commands that write to the project directory, creating it when missing
 
 
 def _trusted_config(args: argparse.Namespace, overrides: dict[str, Any]) -> Config:
@@ -398,7 +461,7 @@ def _trusted_config(args: argparse.Namespace, overrides: dict[str, Any]) -> Conf
     from ._trust import create_project_dir, resolve_config
 
     res = resolve_config(args.config, **overrides)
-    if res.missing_dir is not None and args.command in _CREATES_DIR:
+    if res.missing_dir is not None and args.command in _CREATES_DIR and not getattr(args, "dry_run", False):
         warning = create_project_dir(res.missing_dir, res.config.global_dir)
         res.notices.extend([warning] if warning else [])
     if args.command != "demo":  # the demo uses a memory of its own
