@@ -14,15 +14,14 @@ decay starts over). All of it on one background thread: the reply reaches the ca
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import math
-import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._errors import MemoryNotFoundError
+from .._worker import Worker
 from ._logfile import append_jsonl, read_jsonl
 from ._model import Memory
 from ._text import analyze, common_terms
@@ -59,30 +58,13 @@ class Telemetry:
     """Records what replies used, off the caller's path (one worker thread per middleware)."""
 
     def __init__(self) -> None:
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._last: concurrent.futures.Future[None] | None = None
-        self._lock = threading.Lock()
-        self._pending = 0
-        self._behind = False
+        self._worker = Worker("memwire-telemetry", "telemetry", "replies", lambda: MAX_PENDING)
 
     def offer(self, store: "MemoryStore", ids: Sequence[str], reply: str, session: str, mode: str) -> None:
-        with self._lock:
-            if self._pending >= MAX_PENDING:
-                if not self._behind:
-                    log.warning("memwire: telemetry is %d replies behind; replies are not read until it catches up",
-                                self._pending)
-                self._behind = True
-                return
-            self._behind = False
-            if self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memwire-telemetry")
-            self._pending += 1
-            self._last = self._pool.submit(self._record, store, tuple(ids), reply, session, mode)
+        self._worker.submit(self._record, store, tuple(ids), reply, session, mode)
 
     def flush(self, timeout: float | None = None) -> None:
-        last = self._last
-        if last is not None:
-            concurrent.futures.wait([last], timeout)
+        self._worker.flush(timeout)
 
     def _record(self, store: "MemoryStore", ids: tuple[str, ...], reply: str, session: str, mode: str) -> None:
         from ._upkeep import sweep_if_due
@@ -105,9 +87,6 @@ class Telemetry:
                 sweep_if_due(store)
         except Exception as exc:  # noqa: BLE001 - telemetry is never worth more than a log line
             log.warning("memwire: telemetry failed (%s: %s)", type(exc).__name__, exc)
-        finally:
-            with self._lock:
-                self._pending -= 1
 
 
 def read_telemetry(store: "MemoryStore") -> list[dict[str, object]]:
