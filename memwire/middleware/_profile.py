@@ -68,24 +68,21 @@ def sections(store: "MemoryStore", memories: Sequence[Memory]) -> list[tuple[str
 
 def _fit(secs: list[tuple[str, list[Memory]]], total: int, budget: int, enc: Encoder) -> Shown:
     """Each section in order takes the memories that fit (a smaller one after one that does not may
-    still fit), keeping room for its "… N more" line unless this memory is the section's last one
-    and all before it fit. A section that shows none is left out (the capacity line counts it)."""
+    still fit); a section that shows none is left out (the capacity line counts it). The "… N more"
+    lines are not counted here: ``profile_block`` counts the whole block and fits again, tighter."""
     used = piece_tokens(enc, render_lines([capacity_line(total, total)], PROFILE_HEADER))
     out: Shown = []
     for title, mems in secs:
-        more = piece_tokens(enc, more_line(len(mems)) + "\n")
         cost = piece_tokens(enc, f"## {title}\n")
         taken: list[Memory] = []
-        for i, mem in enumerate(mems):
+        for mem in mems:
             line = piece_tokens(enc, memory_line(mem) + "\n")
-            room = 0 if len(taken) == i == len(mems) - 1 else more
-            if used + cost + line + room <= budget:
+            if used + cost + line <= budget:
                 taken.append(mem)
                 cost += line
         if taken:
-            hidden = len(mems) - len(taken)
-            used += cost + (more if hidden else 0)
-            out.append((title, taken, hidden))
+            used += cost
+            out.append((title, taken, len(mems) - len(taken)))
     return out
 
 
@@ -112,7 +109,7 @@ def profile_block(store: "MemoryStore", memories: Sequence[Memory], max_tokens: 
         tokens = len(enc.encode(text))
         if tokens <= max_tokens or not kept:
             break
-        budget -= tokens - max_tokens  # BPE merges across lines cost a token or two: fit again, tighter
+        budget -= tokens - max_tokens  # the "… N more" lines, and BPE merges across lines: fit again, tighter
     if not kept:
         return Block(skipped="over_budget")
     return Block(tuple(m.id for m in kept), tuple(memory_line(m) for m in kept), text, tokens)

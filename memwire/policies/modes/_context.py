@@ -88,8 +88,9 @@ class ContextPerTurn(Mode):
             profile = known or turn.profile(fresh, self.profile_max_tokens)
             shown = frozenset(profile.ids)
             block = compute(lambda f, exclude=frozenset(): search(f, exclude | shown))(fresh)
-            # a profile that appears in a session already under way changes the start of the prompt
-            late = known is None and self.replay is not None and len(turn.view.user_indices) > 1
+            # a profile that appears in a session already under way (switched on, or lost with a drop
+            # memo) changes the start of the prompt: reported like a compaction
+            late = known is None and len(turn.view.user_indices) > 1
             return replace(block, profile=profile, compacted=block.compacted or late)
 
         return run
@@ -97,7 +98,7 @@ class ContextPerTurn(Mode):
     def place(self, turn: Turn, plan: Plan, block: Block) -> Placed:
         placed = self._place_turn(turn, plan, block)
         profile = block.profile
-        if profile is None or profile.skipped or not profile.ids:
+        if profile is None or not profile.ids:  # none fits, or the store was empty at the session's start
             return placed
         fmt, at = turn.fmt, turn.view.leading_system
         body = fmt.insert(placed.body, at, profile.text, turn.role)
