@@ -86,7 +86,7 @@ MUTATIONS = [
              'if isinstance(p, Mapping) and p.get("type") in self.text_types and isinstance(p.get("text"), str):',
              "if False:"),
     Mutation("a stateful Responses call goes through the replay ledger", "memwire/policies/modes/_context.py",
-             "        if self.replay is None or turn.view.stateful:", "        if self.replay is None:"),
+             "        replay = None if stateful else self.replay", "        replay = self.replay"),
     Mutation("startup injects into a stateful call again", "memwire/policies/modes/_startup.py",
              "        if turn.view.stateful:", "        if False:"),
     Mutation("replay never compacts", "memwire/middleware/_replay.py",
@@ -112,6 +112,15 @@ MUTATIONS = [
              "            if p.action == \"ignore\" or len(p.text) > MAX_TEXT_CHARS:"),
     Mutation("the memory API ignores the proxy key", "memwire/adapters/_memory_api.py",
              "        if wrong_key(request.headers, key):", "        if False:"),
+    Mutation("the profile block's budget not checked", "memwire/middleware/_profile.py",
+             "        if tokens <= max_tokens or not kept:", "        if True:"),
+    Mutation("the profile is not memoized: it moves when the store changes", "memwire/policies/modes/_context.py",
+             "        profile = self.profile.settle(block.profile) if block.profile is not None else None",
+             "        profile = block.profile"),
+    Mutation("a turn repeats what the profile shows", "memwire/policies/modes/_context.py",
+             "search(f, exclude | shown)", "search(f, exclude)"),
+    Mutation("the profile is not read back from the ledger", "memwire/middleware/_replay.py",
+             "            profile = by_key.pop(PROFILE_KEY, None)", "            profile = None"),
 ]
 
 

@@ -30,7 +30,12 @@ class Config(BaseModel):
         4000, ge=0, le=1_000_000, description="history=replay: replayed memory tokens per session before a compaction"
     )
     max_tokens: int = Field(600, ge=16, le=100_000, description="token budget of one memory block")
-    startup_max_tokens: int = Field(1200, ge=16, le=100_000, description="token budget of the startup block")
+    startup_max_tokens: int = Field(
+        1200, ge=16, le=100_000, description="token budget of the profile block (startup, and contextPerTurn with profile)"
+    )
+    profile: bool = Field(
+        False, description="contextPerTurn: also the session's profile block after the system prompt, byte-stable for the session"
+    )
     top_k: int = Field(6, ge=1, le=100, description="memories retrieved per turn at most")
     min_score: float | None = Field(
         None, ge=0, le=1, description="minimum retrieval score, 0..1 (a share of the query's weight); None = the index default"

@@ -320,6 +320,8 @@ def cmd_preview(args: argparse.Namespace, cfg: Config) -> int:
     else:
         print(f"injected {len(inj.memory_ids)} memories, {inj.tokens} tokens, {inj.elapsed_ms:.2f} ms "
               f"({inj.placement}{'' if inj.position is None else f' at {inj.position}'})")
+    if inj is not None and inj.profile_ids:
+        print(f"profile block: {len(inj.profile_ids)} memories, {inj.profile_tokens} tokens")
     print()
     if args.api == "anthropic.messages" and p.body.get("system"):
         print(f"[system] {_show(p.body['system'], inj)}")

@@ -66,6 +66,18 @@ def test_preview_marks_the_injected_block(tmp_path: Path, capsys: pytest.Capture
     assert "5433" in data["body"]["messages"][0]["content"]
 
 
+def test_preview_shows_the_profile_block(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    d = str(tmp_path / "mem")
+    run(capsys, "add", "--dir", d, "--tag", "preference", "--pin", "User prefers tabs over spaces")
+    run(capsys, "add", "--dir", d, "Run the tests with make test; Docker must be running")
+    monkeypatch.setenv("MEMWIRE_PROFILE", "true")
+    monkeypatch.setenv("MEMWIRE_STARTUP_MAX_TOKENS", "100")  # the pinned memory only
+    code, out, _ = run(capsys, "preview", "--dir", d, "How do I run the tests?")
+    assert code == 0 and "profile block: 1 memories" in out and "## Pinned" in out and "Showing 1 of 2" in out
+    assert ">> [1]" in out and "make test" in out  # this turn's block, after the profile
+
+
 def test_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "preview", "--dir", str(tmp_path), "--mode", "fast", "hi")
     assert code == 2 and "unknown mode 'fast'" in err and "contextPerTurn" in err

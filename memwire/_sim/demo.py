@@ -36,11 +36,12 @@ MODELS = {"openai": "gpt-4.1", "anthropic": "claude-sonnet-4-5"}
 
 @dataclass(frozen=True)
 class Config_:
-    """One row of the demo: a mode and history strategy, or no memory at all."""
+    """One row of the demo: a mode and history strategy (and the profile block), or no memory at all."""
 
     label: str
     mode: str | None  # None: no memory, straight to the provider
     history: str = "drop"
+    profile: bool = False
 
 
 CONFIGS = (
@@ -49,6 +50,7 @@ CONFIGS = (
     Config_("systemPromptPerTurn", "systemPromptPerTurn"),
     Config_("contextPerTurn (drop)", "contextPerTurn", "drop"),
     Config_("contextPerTurn (replay)", "contextPerTurn", "replay"),
+    Config_("contextPerTurn + profile", "contextPerTurn", "replay", profile=True),
 )
 
 
@@ -56,7 +58,7 @@ CONFIGS = (
 class ModeResult:
     label: str
     requests: int = 0
-    injected: int = 0          # memories put in front of the model, counted once per turn (startup: per session)
+    injected: int = 0          # memories put in front of the model, counted once per turn (startup, profile: per session)
     recalled: int = 0          # turns whose needed memory the model was shown
     needed: int = 0            # turns that need a memory
     prompt_tokens: int = 0
@@ -215,8 +217,8 @@ def run_mode(cfg: Config_, provider: str, model: str) -> ModeResult:
         servers = [upstream]
         base = upstream.base_url
         if cfg.mode is not None:
-            mw = Middleware(store=store, config=Config(mode=cfg.mode, history=cfg.history, dir=store.path,
-                                                        use_global=False))
+            mw = Middleware(store=store, config=Config(mode=cfg.mode, history=cfg.history, profile=cfg.profile,
+                                                        dir=store.path, use_global=False))
             proxy = serve_in_thread(create_app(mw, openai_upstream=base, anthropic_upstream=base))
             servers.append(proxy)
             base = proxy.base_url
@@ -231,7 +233,7 @@ def run_mode(cfg: Config_, provider: str, model: str) -> ModeResult:
                     for t, turn in enumerate(session.turns):
                         # startup shows one block per session: count its memories once
                         count = cfg.mode != "startup" or t == 0
-                        _play_turn(client, conv, turn, headers, store, fake, result, count)
+                        _play_turn(client, conv, turn, headers, store, fake, result, count, t == 0)
         finally:
             for s in servers:
                 s.stop()
@@ -248,7 +250,7 @@ def run_mode(cfg: Config_, provider: str, model: str) -> ModeResult:
 
 def _play_turn(
     client: httpx.Client, conv: _Conversation, turn: Turn, headers: dict[str, str], store: MemoryStore,
-    fake: FakeProvider, result: ModeResult, count_injected: bool,
+    fake: FakeProvider, result: ModeResult, count_injected: bool, first_of_session: bool,
 ) -> None:
     conv.user(turn.user)
     steps = [*turn.tools, None]
@@ -259,6 +261,8 @@ def _play_turn(
         if i == 0:  # the turn's first request: what the model is shown for this user message
             if count_injected:
                 result.injected += int(resp.headers.get("x-memwire-injected", "0") or 0)
+            if first_of_session:  # the profile block: the same on every request of the session
+                result.injected += int(resp.headers.get("x-memwire-profile", "0") or 0)
             if turn.needs:
                 result.needed += 1
                 memory = _memory_for(turn.needs, store)
@@ -306,7 +310,7 @@ def summary(report: DemoReport) -> str:
     by = {r.label: r for r in report.results}
     spt, best = by.get("systemPromptPerTurn"), min((r for r in report.results if r.label != "no memory"),
                                                    key=lambda r: (r.cost, -r.recalled), default=None)
-    startup = by.get("startup")
+    startup, profile = by.get("startup"), by.get("contextPerTurn + profile")
     if spt is None or best is None:
         return ""
     first = (f"Putting memory in the system prompt (systemPromptPerTurn) shows the model {spt.recalled} of "
@@ -319,6 +323,10 @@ def summary(report: DemoReport) -> str:
         second = (f" startup keeps its prefix cached too ({startup.cached_ratio:.0%}) but sends one broad block of "
                   f"about {per_session} memories with every request of a session, whatever the turn is about: "
                   f"{startup.recalled} of {startup.needed} recalled at {startup.cost_vs_none:.2f}x.")
+    if profile is not None:
+        second += (f" contextPerTurn + profile carries that block too, cached after each session's first request, and "
+                   f"retrieves per turn what it does not show: {profile.recalled} of {profile.needed} recalled at "
+                   f"{profile.cost_vs_none:.2f}x ({profile.cached_ratio:.0%} cached).")
     return first + second
 
 
@@ -326,7 +334,7 @@ def render(report: DemoReport) -> str:
     head = (f"memwire demo: one coding-agent conversation ({report.turns} user turns in {report.sessions} sessions, "
             f"tool loops, social closers) over {report.memories} memories,\nplayed through the memwire proxy "
             f"against a local fake {report.provider} provider ({report.model}) with simulated prompt caching.\n")
-    notes = ("\ninjected: memories put before the model per turn (startup: per session); recalled: turns whose "
+    notes = ("\ninjected: memories put before the model per turn (startup and the profile: per session); recalled: turns whose "
              "needed memory the model saw;\ncached: share of prompt tokens read from the provider's cache; "
              "cost units: uncached input 1.0, cached "
              + ("0.5" if report.provider == "openai" else "read 0.1 / write 1.25") + "; vs none: against no memory at all.\n")

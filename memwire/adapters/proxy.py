@@ -217,7 +217,10 @@ class _Proxy:
         injected = len(injection.memory_ids) if injection is not None and injection.injected else 0
         request.state.injected = injected  # for the access log
         mode = injection.mode if injection is not None else self.middleware.mode
-        return await self._forward(request, body, {"x-memwire-injected": str(injected), "x-memwire-mode": mode})
+        headers = {"x-memwire-injected": str(injected), "x-memwire-mode": mode}
+        if injection is not None and injection.profile_ids:  # contextPerTurn with profile=true
+            headers["x-memwire-profile"] = str(len(injection.profile_ids))
+        return await self._forward(request, body, headers)
 
     async def pass_through(self, request: Request) -> Response:
         self._check(request)

@@ -67,8 +67,12 @@ class Injection:
     namespace: str = ""            # whose store (telemetry credits its memories)
     reused: bool = False           # the block came from the turn / session memo
     error: str | None = None
-    compacted: bool = False        # history="replay": earlier blocks changed (compaction, forgotten memory)
+    compacted: bool = False        # earlier blocks changed (replay: compaction, forgotten memory; a profile came mid-session)
     replayed: int = 0              # history="replay": earlier blocks re-inserted at their places
+    # contextPerTurn with profile=true: the session's profile block in this request (on every request
+    # of the session; the fields above describe this turn's block, as without a profile)
+    profile_ids: tuple[str, ...] = ()
+    profile_tokens: int = 0
 
     @property
     def injected(self) -> bool:
@@ -376,6 +380,9 @@ class Middleware:
         else:
             injection = replace(injection, memory_ids=block.ids, text=block.text, tokens=block.tokens,
                                 position=placed.position, placement=placed.placement)
+        profile = block.profile
+        if profile is not None and profile.ids:
+            injection = replace(injection, profile_ids=profile.ids, profile_tokens=profile.tokens)
         return Prepared(placed.body, injection, turn.fmt.api)
 
 

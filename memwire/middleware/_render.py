@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..memory._store import MemoryStore
 
 __all__ = ["Block", "render", "failed", "render_block", "render_lines", "memory_line", "escape", "fit_budget",
-           "OPEN", "CLOSE", "HEADER"]
+           "piece_tokens", "OPEN", "CLOSE", "HEADER"]
 
 log = logging.getLogger("memwire")
 
@@ -47,15 +47,15 @@ def render_block(memories: Sequence[Memory]) -> str:
     return render_lines([memory_line(m) for m in memories])
 
 
-def render_lines(lines: Sequence[str]) -> str:
-    """A block from already rendered memory lines (the replay ledger keeps lines)."""
-    return "\n".join([OPEN, HEADER, *lines, CLOSE])
+def render_lines(lines: Sequence[str], header: str = HEADER) -> str:
+    """A block from already rendered lines (the replay ledger keeps lines; the profile adds its own)."""
+    return "\n".join([OPEN, header, *lines, CLOSE])
 
 
 _counts: dict[tuple[str, str], int] = {}
 
 
-def _tokens(enc: Encoder, text: str) -> int:
+def piece_tokens(enc: Encoder, text: str) -> int:
     """Token count of a piece of the block; memoized, since the same memories come back turn after turn."""
     key = (enc.name, text)
     n = _counts.get(key)
@@ -70,10 +70,10 @@ def fit_budget(memories: Sequence[Memory], max_tokens: int, model: str | None) -
     """Keep memories, in order, while the rendered block fits ``max_tokens``. A memory that does not
     fit is left out whole (a smaller one after it may still fit). Returns (kept, text, tokens)."""
     enc = get_encoder(model)
-    used = _tokens(enc, render_block([]))
+    used = piece_tokens(enc, render_block([]))
     kept: list[Memory] = []
     for mem in memories:
-        cost = _tokens(enc, memory_line(mem) + "\n")
+        cost = piece_tokens(enc, memory_line(mem) + "\n")
         if used + cost <= max_tokens:
             kept.append(mem)
             used += cost
@@ -100,6 +100,7 @@ class Block:
     looked_at: int | None = None  # store version a search found nothing relevant in (may look again)
     compacted: bool = False       # replay: earlier blocks changed (compaction, a forgotten memory)
     extra: Any = None
+    profile: "Block | None" = None  # contextPerTurn with profile: the session's profile block
 
     def may_look_again(self, store: "MemoryStore") -> bool:
         """A turn whose search found nothing, and that so has sent no block, looks again once the

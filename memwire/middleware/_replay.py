@@ -15,6 +15,9 @@ Everything replay needs lives here:
   block metadata ignored, a string equal to one text block) and its occurrence number among the
   user messages of that same identity, so removing or editing an earlier message never moves a
   block onto another message (an edited message simply loses its block);
+- the session's profile block (contextPerTurn with ``profile = true``), kept in the ledger too
+  (:class:`ProfileMemo`), so that a restart puts back the same bytes; it is never compacted nor
+  rendered out (byte-stable for the session);
 - storage: one JSON Lines file per session under the memory directory (``.ledger/``), bounded in
   entries, files and age, saved by a background writer thread (off the request path; a ledger is
   read back whole, ``flush()`` waits for it).
@@ -50,7 +53,7 @@ if TYPE_CHECKING:
     from ..memory._store import MemoryStore
     from ..policies.modes import Turn
 
-__all__ = ["Replay", "LedgerEntry", "Ledger", "message_keys", "flush"]
+__all__ = ["Replay", "LedgerEntry", "Ledger", "ProfileMemo", "message_keys", "flush", "PROFILE_KEY"]
 
 log = logging.getLogger("memwire")
 
@@ -59,6 +62,7 @@ MAX_ENTRIES = 500          # per session; the oldest go first (a compaction)
 MAX_FILES = 1000           # sessions kept per memory directory
 MAX_AGE_S = 30 * 24 * 3600  # sessions untouched this long are pruned
 _VERSION = 3  # keys by message identity (2: raw JSON); a JSON Lines file: a header line, then one entry per line
+PROFILE_KEY = "profile"  # the profile's line in a ledger file (message keys are "<hash>#<n>")
 
 
 def _digest(text: str) -> str:
@@ -105,12 +109,15 @@ class LedgerEntry:
 
 
 class Ledger:
-    """One session's entries, in turn order. Thread-safe; the first writer of a turn wins."""
+    """One session's entries, in turn order, and its profile. Thread-safe; the first writer of a
+    turn (or of the profile) wins."""
 
-    def __init__(self, path: Path | None, session: str = "", entries: Sequence[LedgerEntry] = ()) -> None:
+    def __init__(self, path: Path | None, session: str = "", entries: Sequence[LedgerEntry] = (),
+                 profile: LedgerEntry | None = None) -> None:
         self.path = path
         self.session = session
         self.entries: tuple[LedgerEntry, ...] = tuple(entries)
+        self.profile = profile
         self._lock = threading.Lock()
 
     @classmethod
@@ -132,7 +139,8 @@ class Ledger:
                     except (ValueError, KeyError, TypeError, AttributeError):
                         break
                     by_key[e.key] = e
-            return cls(path, session, list(by_key.values()))
+            profile = by_key.pop(PROFILE_KEY, None)
+            return cls(path, session, list(by_key.values()), profile)
         except (FileNotFoundError, NotADirectoryError):  # no ledger yet (or no directory: retrieval will say so)
             return cls(path, session)
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # any shape: set aside
@@ -155,10 +163,24 @@ class Ledger:
             if existing is not None and (existing.ids or not relook):
                 return False
             self.entries = tuple(entries)[-MAX_ENTRIES:]
-            snapshot = self.entries
+            snapshot = self._lines()
         if persist:
             self._save(snapshot)
         return True
+
+    def set_profile(self, entry: LedgerEntry) -> LedgerEntry:
+        """Keep ``entry`` as the session's profile unless one is kept already; returns the kept one."""
+        with self._lock:
+            if self.profile is not None:
+                return self.profile
+            self.profile = entry
+            snapshot = self._lines()
+        self._save(snapshot)
+        return entry
+
+    def _lines(self) -> tuple[LedgerEntry, ...]:
+        """What the file holds: the profile first (set once, so a new turn is still an append)."""
+        return (self.profile, *self.entries) if self.profile is not None else self.entries
 
     def _save(self, entries: tuple[LedgerEntry, ...]) -> None:
         if self.path is not None:  # serialized on the writer thread, off the request path
@@ -338,6 +360,10 @@ class Replay:
         assert turn.view.latest_user is not None
         return LedgerMemo(self._ledger(turn), keys[turn.view.latest_user], turn.store, self._looked)
 
+    def profile_memo(self, turn: "Turn") -> "ProfileMemo":
+        """The memo of the session's profile block: its ledger."""
+        return ProfileMemo(self._ledger(turn))
+
     def compute(self, turn: "Turn", keys: Mapping[int, str], search: Search) -> Callable[[bool], Block]:
         ledger = self._ledger(turn)
         return lambda fresh: self._new_turn(ledger, turn, keys, search, fresh)
@@ -392,6 +418,27 @@ class Replay:
         return replace(block, extra=tuple(entries), compacted=compacted)
 
 
+def _as_block(entry: LedgerEntry, **kw: Any) -> Block:
+    skipped = kw.pop("skipped", None) or entry.skipped or (None if entry.ids else "nothing_relevant")
+    return Block(entry.ids, entry.lines, entry.text, entry.tokens, skipped=skipped, **kw)
+
+
+class ProfileMemo:
+    """The session's profile block, kept in the session's ledger: the first one settled is what
+    every request of the session gets, after a restart too."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def get(self) -> Block | None:
+        entry = self.ledger.profile
+        return None if entry is None else _as_block(entry)
+
+    def settle(self, block: Block) -> Block:
+        entry = LedgerEntry(PROFILE_KEY, block.ids, block.lines, block.text, block.tokens, block.skipped)
+        return _as_block(self.ledger.set_profile(entry))
+
+
 class LedgerMemo:
     """The turn memo of replay: the session's ledger, keyed by the latest user message. An entry
     that holds no block because its search found nothing is looked at again once the store changed."""
@@ -400,8 +447,7 @@ class LedgerMemo:
         self.ledger, self.key, self.store, self.looked = ledger, key, store, looked
 
     def _block(self, entry: LedgerEntry, entries: tuple[LedgerEntry, ...], **kw: Any) -> Block:
-        skipped = kw.pop("skipped", None) or entry.skipped or (None if entry.ids else "nothing_relevant")
-        return Block(entry.ids, entry.lines, entry.text, entry.tokens, skipped=skipped, extra=entries, **kw)
+        return _as_block(entry, extra=entries, **kw)
 
     def get(self) -> Block | None:
         entries = self.ledger.entries

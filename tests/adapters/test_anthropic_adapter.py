@@ -278,6 +278,22 @@ def test_a_tool_loop_gets_the_same_block_at_the_same_place(mw: Middleware, fake:
     assert len(second) == len(messages) + 1 and is_memory(second[2])
 
 
+def test_with_the_profile_every_request_extends_the_previous_one(store: MemoryStore, fake: Any) -> None:
+    provider, server = fake
+    client = wrap(anthropic.Anthropic(api_key="test", base_url=server.base_url), Middleware(store=store, profile=True))
+    messages: list[dict[str, Any]] = conversation()
+    sent: list[Any] = []
+    for more in ([], [{"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "sh", "input": {}}]},
+                      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}],
+                 [{"role": "assistant", "content": "Tabs."}, {"role": "user", "content": "Which port is staging on?"}]):
+        messages += more
+        client.messages.create(model=MODEL, max_tokens=64, system=SYSTEM, messages=messages, extra_headers=SESSION)
+        sent.append(provider.last.body["messages"])
+    assert is_memory(sent[0][0], "Postgres 15") and provider.last.body["system"] == SYSTEM  # the profile, first
+    for before, after in zip(sent, sent[1:]):
+        assert after[: len(before)] == before  # a prefix extension: the cache holds, profile included
+
+
 # ---------------------------------------------------------------------- session and namespace
 
 

@@ -174,6 +174,24 @@ ANTHROPIC_MESSAGES: list[Any] = [
 ]
 
 
+async def test_the_profile_block_and_its_header(tmp_path: Any, fake: FakeProvider) -> None:
+    store = MemoryStore(tmp_path / "p")
+    for text in MEMORIES:
+        store.add(text)
+    app = create_app(Middleware(store=store, profile=True, startup_max_tokens=100), anthropic_upstream=ANTHROPIC_UP,
+                     client=httpx.AsyncClient(transport=httpx.ASGITransport(app=fake)))
+    raw = await ant(app).messages.with_raw_response.create(
+        model="claude-haiku-4-5", max_tokens=64, messages=ANTHROPIC_MESSAGES, extra_headers={"x-memwire-session": "p"})
+    sent = fake.requests[-1].body["messages"]
+    profile = sent[0]["content"][0]["text"]
+    shown = [line for line in profile.split("\n") if line.startswith("- ")]
+    assert profile.startswith(MEMORY_TAG) and 0 < len(shown) < len(MEMORIES)
+    assert raw.headers["x-memwire-profile"] == str(len(shown)) and raw.headers["x-memwire-injected"] == "1"
+    assert is_memory(sent[3]) and "PostgreSQL" in json.dumps(sent[3]) and not any(s[2:] in json.dumps(sent[3]) for s in shown)
+    assert [m["content"] for m in sent[1:3]] == ["hello", [  # the cache breakpoint goes before the turn's block
+        {"type": "text", "text": "hi, how can I help?", "cache_control": {"type": "ephemeral"}}]]
+
+
 async def test_anthropic_messages_sdk(app: Starlette, fake: FakeProvider) -> None:
     raw = await ant(app).messages.with_raw_response.create(
         model="claude-haiku-4-5", max_tokens=64, system="Be brief.", messages=ANTHROPIC_MESSAGES)

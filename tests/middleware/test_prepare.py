@@ -73,7 +73,8 @@ def test_startup_block_after_system_same_bytes_across_session(store: MemoryStore
     assert first.messages[0] == SYSTEM and later.messages[0] == SYSTEM
     assert first.messages[1] == later.messages[1]
     assert first.messages[1]["content"].startswith(OPEN)
-    assert "prefers tabs" in first.messages[1]["content"].split("\n")[2]  # pinned first
+    lines = first.messages[1]["content"].split("\n")
+    assert lines[2] == "## Pinned" and "prefers tabs" in lines[3]  # the profile block: pinned first
     store_before = len(store)
     assert first.injection.memory_ids == later.injection.memory_ids and later.injection.reused
     assert len(store) == store_before

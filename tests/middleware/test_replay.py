@@ -33,11 +33,13 @@ def make_store(path: Path) -> MemoryStore:
     return s
 
 
+@pytest.mark.parametrize("profile", [False, True])
 @SETTINGS
 @given(spec=conversation, api=apis)
-def test_every_request_extends_the_previous_one(tmp_path_factory: Any, spec: Any, api: str) -> None:
+def test_every_request_extends_the_previous_one(tmp_path_factory: Any, spec: Any, api: str, profile: bool) -> None:
     store = make_store(tmp_path_factory.mktemp("replay"))
-    mw = Middleware(store=store, mode="contextPerTurn", history="replay")
+    # a profile smaller than the store, so that turns still retrieve memories of their own
+    mw = Middleware(store=store, mode="contextPerTurn", history="replay", profile=profile, startup_max_tokens=150)
     previous: list[Any] | None = None
     for body in build(spec, api):
         original = copy.deepcopy(body)
@@ -47,6 +49,8 @@ def test_every_request_extends_the_previous_one(tmp_path_factory: Any, spec: Any
         items = p.body[ITEMS[api]]
         caller_items = [m for m in items if not is_block(m)]
         assert caller_items == body[ITEMS[api]]  # only whole blocks were added
+        if p.injection is not None:
+            assert bool(p.injection.profile_ids) == profile
         if previous is not None and not (p.injection and p.injection.compacted):
             assert items[: len(previous)] == previous, "the prompt must be an append-only log"
         previous = items

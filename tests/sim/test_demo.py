@@ -65,3 +65,11 @@ def test_the_table_says_when_tokens_are_estimated(monkeypatch: pytest.MonkeyPatc
     assert "estimated" not in demo.render(report)
     monkeypatch.setattr(demo, "get_encoder", lambda model: EstimateEncoder())
     assert "tokens: estimated at 4 characters each" in demo.render(report)
+
+
+def test_the_profile_row_recalls_what_replay_recalls_and_stays_cached(demo_json: dict) -> None:
+    by = {m["label"]: m for m in demo_json["modes"]}
+    profile, replay, startup = by["contextPerTurn + profile"], by["contextPerTurn (replay)"], by["startup"]
+    assert profile["recalled"] >= max(replay["recalled"], startup["recalled"])
+    assert profile["injected"] > replay["injected"]  # the profile's memories, once per session
+    assert profile["cached_ratio"] >= replay["cached_ratio"] and profile["of_ideal"] > 0.98  # a prefix-extension log

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..._errors import ConfigError
+from ...middleware._profile import profile_block
 from ...middleware._render import Block, render
 from ...middleware._session import turn_key
 
@@ -58,6 +59,12 @@ class Turn:
         if not hits:
             return Block(skipped="nothing_relevant", looked_at=self.store.version if fresh else version)
         return render([h.memory for h in hits], max_tokens, self.model)
+
+    def profile(self, fresh: bool, max_tokens: int) -> Block:
+        """The session's profile block (see ``_profile``), with no query: computed once per session
+        by the mode that shows it. ``fresh`` as for ``search``."""
+        memories = self.store.memories(refresh=fresh, wait=fresh)
+        return profile_block(self.store, memories, max_tokens, self.model)
 
 
 class TurnMemo(Protocol):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...middleware._render import Block, render
+from ...middleware._render import Block
 from ...middleware._session import LRU, Memo
 from ._base import Mode, Placed, Plan, Skip, Turn, check_int
 
@@ -13,8 +13,9 @@ if TYPE_CHECKING:
 
 
 class Startup(Mode):
-    """Retrieved once per session with no query (pinned memories first, then the rest in store
-    order) and the same bytes on every request of the session: the whole prefix stays cacheable."""
+    """The session's profile block (pinned first, then by category and score; see ``_profile``),
+    computed once per session with no query, the same bytes on every request of the session: the
+    whole prefix stays cacheable."""
 
     name = "startup"
 
@@ -30,14 +31,7 @@ class Startup(Mode):
         if turn.view.stateful:  # the provider keeps the history: the block went in with the first call
             return Skip("stateful")
         memo = Memo(self._sessions, (turn.namespace, turn.session), turn.store)
-        return Plan(memo, lambda fresh: self._block(turn, fresh))
-
-    def _block(self, turn: Turn, fresh: bool) -> Block:
-        memories = turn.store.memories(refresh=fresh, wait=fresh)
-        ordered = [m for m in memories if m.pinned] + [m for m in memories if not m.pinned]
-        if not ordered:
-            return Block(skipped="nothing_relevant")
-        return render(ordered, self.max_tokens, turn.model)
+        return Plan(memo, lambda fresh: turn.profile(fresh, self.max_tokens))
 
     def place(self, turn: Turn, plan: Plan, block: Block) -> Placed:
         if block.skipped or not block.ids:
