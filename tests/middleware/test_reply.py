@@ -14,34 +14,14 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from starlette.testclient import TestClient
 
-from memwire._sim.fake_provider import FakeProvider, Reply
+from memwire._sim.fake_provider import Reply
 from memwire.middleware._reply import MAX_REPLY_BYTES, ReplyReader, reply_text
 
-APIS = ["openai.chat", "anthropic.messages", "openai.responses"]
-TEXT = "Use tabs, width 4.\n\nNon-ASCII too: café ✓ 日本語 — split anywhere."
+from ..replies import APIS, TEXT, recorded
+
 SSE = {"content-type": "text/event-stream; charset=utf-8"}
 JSON = {"content-type": "application/json"}
-
-
-def request(api: str, stream: bool) -> tuple[str, dict[str, Any]]:
-    question = [{"role": "user", "content": "tabs or spaces?"}]
-    if api == "openai.chat":
-        return "/v1/chat/completions", {"model": "gpt-4o-mini", "messages": question, "stream": stream,
-                                        "stream_options": {"include_usage": True}} if stream else \
-            {"model": "gpt-4o-mini", "messages": question}
-    if api == "openai.responses":
-        return "/v1/responses", {"model": "gpt-4o-mini", "input": "tabs or spaces?", "stream": stream}
-    return "/v1/messages", {"model": "claude-haiku-4-5", "max_tokens": 50, "messages": question, "stream": stream}
-
-
-def recorded(api: str, stream: bool, reply: Reply | str = TEXT) -> tuple[int, dict[str, str], bytes]:
-    """A response of the fake provider, as it goes over the wire."""
-    path, body = request(api, stream)
-    with TestClient(FakeProvider(reply=lambda body, api: reply)) as client:
-        r = client.post(path, json=body)
-    return r.status_code, dict(r.headers), r.content
 
 
 def chunks(data: bytes, size: int) -> Iterator[bytes]:
