@@ -3,6 +3,7 @@ and the adapters' wiring are tested on."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from starlette.testclient import TestClient
@@ -31,3 +32,24 @@ def recorded(api: str, stream: bool, reply: Reply | str = TEXT) -> tuple[int, di
     with TestClient(FakeProvider(reply=lambda body, api: reply)) as client:
         r = client.post(PATHS[api], json=request(api, stream))
     return r.status_code, dict(r.headers), r.content
+
+
+class Spy:
+    """Stands in for ``Middleware.observe_reply`` on one middleware: records its calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, str]] = []
+
+    def __call__(self, injection: Any, text: str) -> None:
+        self.calls.append((injection, text))
+
+    def wait(self, n: int = 1, timeout: float = 5.0) -> None:
+        """Until ``n`` calls came (the proxy observes after the client has its answer)."""
+        deadline = time.monotonic() + timeout
+        while len(self.calls) < n and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    def once(self, text: str = TEXT) -> None:
+        """Called exactly once, with ``text`` and an injection that put memories in."""
+        assert [t for _, t in self.calls] == [text]
+        assert self.calls[0][0].memory_ids
