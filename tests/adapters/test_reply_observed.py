@@ -10,7 +10,7 @@ import json
 import operator
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -190,7 +190,9 @@ def test_sdk_reads_a_gzipped_reply_from_a_copy(mw: Middleware, spy: Spy, upstrea
 def test_sdk_stream_closed_before_its_end_is_not_observed(mw: Middleware, spy: Spy, upstream: Any) -> None:
     upstream[0].hold = True  # the second half of the body waits: the caller has read only part of the reply
     stream = client("openai.chat", mw, upstream[1]).chat.completions.create(**request("openai.chat", True))
-    next(iter(stream))
+    said = ""
+    while not said:  # into the reply: text read, [DONE] not
+        said = next(stream).choices[0].delta.content
     stream.close()
     assert spy.calls == []
 
@@ -216,14 +218,31 @@ def test_sdk_error_and_token_count_are_not_observed(mw: Middleware, spy: Spy, up
     assert spy.calls == []
 
 
-def test_sdk_stream_without_an_end_marker_is_observed_when_it_ends(mw: Middleware, spy: Spy) -> None:
+async def test_sdk_stream_without_an_end_marker_is_observed_when_it_ends(mw: Middleware, spy: Spy) -> None:
     # some OpenAI-compatible servers end a stream without "data: [DONE]": the body's end is the end
     _, headers, body = recorded("openai.chat", True)
     body = body.replace(b"data: [DONE]\n\n", b"")
-    transport = httpx.MockTransport(lambda request: httpx.Response(200, headers=headers, content=iter([body[:50], body[50:]])))
-    raw = openai.OpenAI(base_url="http://mock/v1", api_key="sk-test", http_client=httpx.Client(transport=transport))
-    result = wrap_openai(raw, mw).chat.completions.create(**request("openai.chat", True))
+
+    async def pieces() -> AsyncIterator[bytes]:
+        yield body[:50]
+        yield body[50:]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers=headers, content=iter([body[:50], body[50:]]))
+
+    async def async_answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers=headers, content=pieces())
+
+    sync = openai.OpenAI(base_url="http://mock/v1", api_key="sk-test",
+                         http_client=httpx.Client(transport=httpx.MockTransport(answer)))
+    result = wrap_openai(sync, mw).chat.completions.create(**request("openai.chat", True))
     assert text_of("openai.chat", True, list(result)) == TEXT
+    spy.once()
+    spy.calls.clear()
+    aio = openai.AsyncOpenAI(base_url="http://mock/v1", api_key="sk-test",
+                             http_client=httpx.AsyncClient(transport=httpx.MockTransport(async_answer)))
+    stream = await wrap_openai(aio, mw).chat.completions.create(**request("openai.chat", True))
+    assert text_of("openai.chat", True, [c async for c in stream]) == TEXT
     spy.once()
 
 

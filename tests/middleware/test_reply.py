@@ -302,3 +302,33 @@ def test_sdk_objects_read_like_their_json() -> None:
 def test_an_unknown_api_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="unknown api 'openai.completions'"):
         ReplyReader("openai.completions")
+
+
+# ---------------------------------------------------------------------- the tap
+
+
+def test_the_tap_hands_the_text_over_once_and_parses_a_big_body_off_the_callers_thread(tmp_path: Any) -> None:
+    import threading
+
+    from memwire import MemoryStore, Middleware
+    from memwire.middleware._core import Injection
+    from memwire.middleware._reply import INLINE_BYTES, tap_reply
+
+    mw = Middleware(store=MemoryStore(tmp_path / "mem"))
+    seen: list[tuple[str, str]] = []
+    done = threading.Event()
+    mw.observe_reply = lambda injection, text: (seen.append((threading.current_thread().name, text)), done.set())  # type: ignore[method-assign]
+    assert tap_reply(mw, None, "openai.chat") is None and tap_reply(mw, Injection("startup"), "openai.chat") is None
+    injection = Injection("contextPerTurn", memory_ids=("m1",))
+    for text in ("small", "big " * (INLINE_BYTES // 4)):
+        done.clear()
+        tap = tap_reply(mw, injection, "openai.chat", 200, JSON)
+        assert tap is not None
+        tap.feed(json.dumps({"choices": [{"index": 0, "message": {"content": text}}]}).encode())
+        tap.finish()
+        tap.finish(ended=False)  # a close after the end: nothing more
+        assert done.wait(5)
+    small, big = seen
+    assert small == (threading.current_thread().name, "small")
+    assert big[0].startswith("memwire-reply") and big[1].startswith("big big")
+    assert len(seen) == 2
