@@ -22,6 +22,7 @@ past it); the reply is then read from what was kept: a stream's first events, a 
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import json
 import logging
 import zlib
@@ -40,14 +41,10 @@ log = logging.getLogger("memwire")
 MAX_REPLY_BYTES = 1 << 20  # of body kept per reply: a longer one is read from its first MiB
 INLINE_BYTES = 64 << 10    # a bigger body is parsed in a worker thread, not where the stream ended
 
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
-
-
+@functools.cache
 def _worker() -> concurrent.futures.ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        _pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="memwire-reply")
-    return _pool
+    """Its own thread: a big reply's parse never waits behind, or holds up, a retrieval."""
+    return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="memwire-reply")
 
 
 # ---------------------------------------------------------------------- reading one reply

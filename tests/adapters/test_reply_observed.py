@@ -19,6 +19,7 @@ import anyio
 import httpx
 import openai
 import pytest
+from starlette.requests import Request
 
 from memwire import MemoryStore, Middleware
 from memwire.adapters.anthropic import wrap as wrap_anthropic
@@ -45,13 +46,7 @@ class Canned:
         self.sent: list[bytes] = []  # each answer's body bytes, as sent
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        assert scope["type"] == "http"
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        raw = await Request(scope, receive).body()
         api = next((a for a, path in PATHS.items() if path == scope["path"]), None)
         if api is None:  # count_tokens, models: a JSON answer that is no reply
             await self._send(send, {"content-type": "application/json"}, b'{"input_tokens": 42}')
