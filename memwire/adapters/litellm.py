@@ -36,6 +36,7 @@ import functools
 import hashlib
 import importlib.util
 import inspect
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -77,6 +78,8 @@ if not _litellm_installed():  # litellm is an extra: say how to get it, before a
         name="litellm")
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+log = logging.getLogger("memwire")
 
 # proxy call types whose request memwire understands, and the format it arrives in
 CALL_TYPES: dict[str, str] = {
@@ -214,8 +217,8 @@ def _teed(stream: Any, tap: ReplyTap) -> Any:
     try:
         stream.__class__ = teed
         stream._memwire_tap = tap
-    except TypeError as exc:  # a class whose layout forbids it: the stream goes on unread
-        fail_open("reading the litellm stream", exc)
+    except TypeError as exc:  # a class whose layout forbids it: the stream goes on, unread
+        log.warning("memwire: the reply of a %s cannot be read (%s)", cls.__name__, exc)
     return stream
 
 

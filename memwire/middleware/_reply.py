@@ -41,6 +41,7 @@ log = logging.getLogger("memwire")
 MAX_REPLY_BYTES = 1 << 20  # of body kept per reply: a longer one is read from its first MiB
 INLINE_BYTES = 64 << 10    # a bigger body is parsed in a worker thread, not where the stream ended
 
+
 @functools.cache
 def _worker() -> concurrent.futures.ThreadPoolExecutor:
     """Its own thread: a big reply's parse never waits behind, or holds up, a retrieval."""
@@ -210,7 +211,7 @@ class ReplyReader:
         self._spec = _api(api)
         self.ok = 200 <= status < 300  # an error's body is no reply: not even kept
         headers = headers or {}
-        self.stream = (headers.get("content-type") or "").split(";")[0].strip().lower() == "text/event-stream"
+        self.sse = (headers.get("content-type") or "").split(";")[0].strip().lower() == "text/event-stream"
         self.encoding = (headers.get("content-encoding") or "identity").strip().lower()
         self.cap = cap
         self.size = 0  # bytes (and event text) kept
@@ -250,7 +251,7 @@ class ReplyReader:
         if not self.ok:
             return None
         try:
-            if self._body and not self.stream:
+            if self._body and not self.sse:
                 body = self._decoded()
                 return reply_text(self.api, json.loads(body)) if body else None
             out = self._read_events() if self._body else self._events
