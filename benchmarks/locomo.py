@@ -38,8 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memwire.memory import _index as index_module  # noqa: E402
 from memwire.memory._index import DEFAULT_MIN_SCORE, BM25Index  # noqa: E402
 from memwire.memory._model import Memory  # noqa: E402
+from memwire.memory._lifecycle import Scoring  # noqa: E402
 from memwire.memory._store import MemoryStore  # noqa: E402
 
+SCORING: Scoring | None = None  # --rank-prior
 KS = (1, 5, 10, 25)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _ID_SPLIT = re.compile(r"[;,\s]+")
@@ -92,7 +94,7 @@ Searcher = Callable[[str], list[str]]  # question -> dia ids, best first
 
 def store_searcher(turns: list[Turn], tmp: Path, min_score: float | None) -> Searcher:
     """Write the turns with MemoryStore.add_many and search through the store."""
-    store = MemoryStore(tmp)
+    store = MemoryStore(tmp, scoring=SCORING)
     stored = store.add_many(Memory.create(t.text, date=t.date) for t in turns)
     by_id: dict[str, list[str]] = {}
     for turn, mem in zip(turns, stored):
@@ -173,12 +175,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-score", type=float, default=0.0,
                     help="score cut (default 0: rank quality; the middleware's cut is "
                          f"{DEFAULT_MIN_SCORE}, pass it to see what the cut costs)")
+    ap.add_argument("--rank-prior", type=float, default=None,
+                    help="the lifecycle's rank_prior (default: memwire's); 0 ranks without the stability prior")
     ap.add_argument("--neighbor-weight", type=float, default=None,
                     help=f"override index.NEIGHBOR_WEIGHT ({index_module.NEIGHBOR_WEIGHT}); "
                          "0 ranks without conversation neighbors")
     args = ap.parse_args(argv)
     if args.neighbor_weight is not None:
         index_module.NEIGHBOR_WEIGHT = args.neighbor_weight
+    if args.rank_prior is not None:
+        global SCORING
+        SCORING = Scoring(rank_prior=args.rank_prior)
     result = run(args.path, args.conversations, args.direct, args.min_score)
     if args.json:
         print(json.dumps(result))

@@ -48,6 +48,7 @@ HISTORY = [
 ]
 TURNS = 20  # turns per conversation; then the client starts a new one
 UPSTREAM_DELAY_S = 0.0  # the fake provider's time to answer (--upstream-ms)
+RUN = secrets.token_hex(2)  # in what is said to remember: a run from a --seed store captures anew
 TOPICS = ["database", "deploys", "testing", "editor", "language", "cloud", "logging", "reviews", "releases", "oncall"]
 
 PROJECTS = ["billing move", "search rewrite", "mobile app", "data warehouse", "auth service", "admin console",
@@ -189,7 +190,7 @@ class Conversation:
         topic = TOPICS[(self.number + turn) % len(TOPICS)]
         text = opener.format(self.number) if turn == 0 else f"What did we decide about {topic} for the billing move?"
         if turn % 4 == 3 and self.unasked:
-            text += f" Remember that parcel {self.number}-{turn} waits in locker {turn + 7}."
+            text += f" Remember that parcel {RUN}-{self.number}-{turn} waits in locker {turn + 7}."
         elif turn % 4 == 3:
             text += f" Remember that the {topic} review for ticket {self.number} is due on day {turn}."
         self.messages.append({"role": "user", "content": text})

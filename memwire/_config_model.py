@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ._config import normalize_mode
 from ._errors import ConfigError
@@ -86,6 +86,37 @@ class Config(BaseModel):
         10_000, ge=0, le=10_000_000, description="proxy: namespaces in the memory directory at most (429 after)"
     )
 
+    half_lives: dict[str, float] = Field(
+        default_factory=dict, description="lifecycle: days for a category's memories to lose half their stability "
+                                          "(e.g. {decision = 30}; env: decision=30,fact=60)")
+    cue_weights: dict[str, float] = Field(
+        default_factory=dict, description="lifecycle: weight of how a memory got in (explicit, captured, distilled, imported)")
+    category_caps: dict[str, int] = Field(
+        default_factory=dict, description="lifecycle: memories per category before a sweep archives the weakest")
+    rank_prior: float = Field(0.1, ge=0, le=1, description="lifecycle: how much stability reorders retrieval (0: not)")
+
+    @field_validator("half_lives", "cue_weights", "category_caps", mode="before")
+    @classmethod
+    def _table(cls, v: Any) -> Any:
+        if isinstance(v, str):  # from the environment: "decision=30,fact=60"
+            pairs = [p.split("=", 1) for p in v.split(",") if p.strip()]
+            if any(len(p) != 2 for p in pairs):
+                raise ValueError("write it as name=number,name=number")
+            return {k.strip(): val.strip() for k, val in pairs}
+        return v
+
+    @model_validator(mode="after")
+    def _scoring(self) -> "Config":
+        self.scoring()  # unknown categories or cues, or a weight that is not positive: named here
+        return self
+
+    def scoring(self) -> Any:
+        """The lifecycle's ``Scoring`` these settings describe."""
+        from .memory._lifecycle import Scoring
+
+        return Scoring(cue_weights=self.cue_weights, half_lives=self.half_lives, caps=self.category_caps,
+                       rank_prior=self.rank_prior)
+
     @field_validator("mode", mode="before")
     @classmethod
     def _mode(cls, v: Any) -> str:
@@ -104,7 +135,7 @@ def raise_config_error(exc: ValidationError, source: str) -> None:
             problems.append(f"unknown key {key!r}; valid keys: {', '.join(Config.model_fields)}")
         else:
             msg = err["msg"].removeprefix("Value error, ")
-            problems.append(f"{key}: {msg} (got {err.get('input')!r})")
+            problems.append(f"{key}: {msg} (got {err.get('input')!r})" if err["loc"] else msg)
     raise ConfigError(f"{source}: " + "; ".join(problems)) from None
 
 

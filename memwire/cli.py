@@ -42,8 +42,9 @@ def _store(args: argparse.Namespace, cfg: Config) -> MemoryStore:
     root = args.dir or cfg.dir
     check_dir(root)
     if args.namespace:
-        return MemoryStore.for_namespace(root, args.namespace, min_score=cfg.min_score)
-    return MemoryStore(root, global_dir=cfg.global_dir if cfg.use_global else None, min_score=cfg.min_score)
+        return MemoryStore.for_namespace(root, args.namespace, min_score=cfg.min_score, scoring=cfg.scoring())
+    return MemoryStore(root, global_dir=cfg.global_dir if cfg.use_global else None, min_score=cfg.min_score,
+                       scoring=cfg.scoring())
 
 
 def _mem_json(m: Memory) -> dict[str, Any]:
@@ -104,6 +105,8 @@ def _share(value: str) -> float:
 
 def cmd_search(args: argparse.Namespace, cfg: Config) -> int:
     store = _store(args, cfg)
+    if args.archive:
+        store = store.archive
     hits = store.search(" ".join(args.query), k=args.k, min_score=args.min_score)
     _out(args, [{**_mem_json(h.memory), "score": h.score} for h in hits],
          [f"{h.score:7.3f}  {_mem_line(h.memory)}" for h in hits] or ["no relevant memories"])
@@ -113,7 +116,51 @@ def cmd_search(args: argparse.Namespace, cfg: Config) -> int:
 def cmd_forget(args: argparse.Namespace, cfg: Config) -> int:
     store = _store(args, cfg)
     mem = store.forget(args.id)
-    _out(args, _mem_json(mem), [f"forgot {mem.id}: {mem.text}"])
+    _out(args, _mem_json(mem), [f"forgot {mem.id}: {mem.text} (kept in the archive: memwire restore {mem.id[:8]})"])
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace, cfg: Config) -> int:
+    store = _store(args, cfg)
+    mem = store.restore(args.id)
+    _out(args, _mem_json(mem), [f"restored {mem.id}: {mem.text}"])
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace, cfg: Config) -> int:
+    from .memory._lifecycle import STATES
+    from .memory._upkeep import stats
+
+    store = _store(args, cfg)
+    rows = stats(store)
+    data = [{"category": r.category, "count": r.count, **r.states, "injected": r.injected, "used": r.used,
+             "usage_rate": r.usage_rate, "cap": r.cap, "capacity": r.capacity} for r in rows]
+    head = f"{'category':<12}" + "".join(f"{s:>12}" for s in STATES) + f"{'injected':>10}{'used':>7}{'usage':>7}  capacity"
+    lines = [head] + [
+        f"{r.category:<12}" + "".join(f"{r.states[s]:>12}" for s in STATES) + f"{r.injected:>10}{r.used:>7}"
+        + f"{'-' if r.usage_rate is None else format(r.usage_rate, '.0%'):>7}  {r.count}/{r.cap}"
+        + (" (over: a sweep archives the weakest it may move)" if r.count > r.cap else "")
+        for r in rows]
+    _out(args, data, lines if rows else [f"no memories in {store.path}"])
+    return 0
+
+
+def cmd_stale(args: argparse.Namespace, cfg: Config) -> int:
+    from .memory._upkeep import stale, sweep
+
+    store = _store(args, cfg)
+    if args.sweep:
+        moved = sweep(store)
+        _out(args, [{**_mem_json(m), "reason": why} for m, why in moved],
+             [f"archived ({why}) {m.id}: {m.text}" for m, why in moved] or ["nothing to archive"])
+        return 0
+    rows = stale(store)
+    what = {"decayed": "a sweep archives it", "capped": "over its category's cap: a sweep archives it",
+            "kept": "yours: pin it, or forget it"}
+    _out(args, [{**_mem_json(s.memory), "category": s.category, "score": round(s.score, 3), "state": s.state,
+                 "cue": s.cue, "days": round(s.days, 1), "action": why} for s, why in rows],
+         [f"{s.memory.id[:8]}  {s.score:5.2f} {s.state:<9} {s.category:<10} {s.days:5.0f}d  {s.memory.text}  "
+          f"({what[why]})" for s, why in rows] or ["nothing is fading"])
     return 0
 
 
@@ -144,6 +191,57 @@ def cmd_inbox(args: argparse.Namespace, cfg: Config) -> int:
     verb = "approved (injected from now on)" if args.action == "approve" else "rejected (archived, not proposed again)"
     _out(args, [_mem_json(m) for m in done], [f"{verb}: {m.id}  {m.text}" for m in done] or ["the inbox is empty"])
     return 0
+
+
+def _counts(added: int, already: int, skipped: Any, dry_run: bool) -> str:
+    why = ", ".join(f"{reason} {n}" for reason, n in sorted(skipped.items()))
+    return (f"{'would add' if dry_run else 'added'} {added}, already there {already}, "
+            f"skipped {sum(skipped.values())}{f' ({why})' if why else ''}")
+
+
+def cmd_import(args: argparse.Namespace, cfg: Config) -> int:
+    """Other tools' memory files into this scope; the source files are only read."""
+    from .memory._import import import_path
+    from .memory._store import MemoryStore
+
+    root = args.dir or cfg.dir
+    check_dir(root)
+    # The scope written to, alone: "already there" means already in this directory, where the
+    # memories would be written (the global scope is another scope).
+    store = MemoryStore.for_namespace(root, args.namespace, min_score=cfg.min_score, scoring=cfg.scoring())
+    report = import_path(args.path, store, format=args.format, dry_run=args.dry_run)
+    base = Path(report.source)
+
+    def shown(path: str) -> str:
+        p = Path(path)
+        name = str(p.relative_to(base)) if base.is_dir() and p.is_relative_to(base) else str(p)
+        return name + os.sep if path.endswith(os.sep) else name  # a directory left out
+
+    failed = [f for f in report.files if f.format == "?"]
+    if args.json:
+        files = [{"path": f.path, "format": f.format, "added": f.added, "already_there": f.already,
+                  "skipped": dict(f.skipped), "imports": f.imports, "problems": f.problems} for f in report.files]
+        print(json.dumps({"source": report.source, "target": report.target, "dry_run": report.dry_run,
+                          "added": report.added, "already_there": report.already, "skipped": dict(report.skipped),
+                          "files": files, "ignored": [{"path": p, "why": w} for p, w in report.ignored]},
+                         ensure_ascii=False, indent=2))
+        return 1 if failed else 0
+    for f in report.files:
+        if f in failed:
+            print(f"{shown(f.path)}: not imported: {'; '.join(f.problems)}")
+            continue
+        print(f"{shown(f.path)} ({f.format}): {_counts(f.added, f.already, f.skipped, report.dry_run)}")
+        for imp in f.imports:
+            print(f"  {imp}: an import of CLAUDE.md, not followed (import that file on its own)")
+        for problem in f.problems:
+            print(f"  warning: {problem}")
+    for path, why in report.ignored:
+        print(f"{shown(path)}: left out ({why})")
+    if not report.files:
+        print(f"no memory files in {report.source}")
+    total = _counts(report.added, report.already, report.skipped, report.dry_run)
+    print(f"total: {total} -> {report.target}{' (dry run: nothing written)' if report.dry_run else ''}")
+    return 1 if failed else 0
 
 
 def cmd_trust(args: argparse.Namespace, cfg: Config) -> int:
@@ -273,11 +371,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", nargs="+")
     p.add_argument("-k", type=_k, default=5, help="how many memories at most, 1-100 (default 5)")
     p.add_argument("--min-score", type=_share, default=None, help="minimum score, 0-1")
+    p.add_argument("--archive", action="store_true", help="search the archive (forgotten, superseded, decayed)")
     p.set_defaults(fn=cmd_search)
 
-    p = common(sub.add_parser("forget", help="delete a memory by id"))
+    p = common(sub.add_parser("forget", help="move a memory to the archive by id"))
     p.add_argument("id")
     p.set_defaults(fn=cmd_forget)
+
+    p = common(sub.add_parser("restore", help="bring a memory back from the archive by id"))
+    p.add_argument("id")
+    p.set_defaults(fn=cmd_restore)
+
+    p = common(sub.add_parser("stats", help="per category: memories by state, injected, used, capacity"))
+    p.set_defaults(fn=cmd_stats)
+
+    p = common(sub.add_parser("stale", help="memories that are fading, for you to decide (--sweep archives)",
+                              description="Memories whose stability fell to candidate or dropped, or over their "
+                                          "category's cap. --sweep archives those that got in by themselves "
+                                          "(captured, distilled, imported); yours are only listed."))
+    p.add_argument("--sweep", action="store_true", help="archive what decayed or is over its cap now")
+    p.set_defaults(fn=cmd_stale)
 
     p = common(sub.add_parser("pin", help="pin (or --unpin) a memory by id"))
     p.add_argument("id")
@@ -295,6 +408,18 @@ def build_parser() -> argparse.ArgumentParser:
         q = common(review.add_parser(name, help=what), keep_parent=True)
         q.add_argument("ids", nargs="*", metavar="ID", help="memory ids (or unique prefixes)")
         q.add_argument("--all", action="store_true", help="every memory in the inbox")
+
+    p = common(sub.add_parser("import", help="import other tools' memory files (Claude Code, pi) into a scope, read-only",
+                              description="Read memory files of Claude Code (CLAUDE.md, ~/.claude/projects/<project>/"
+                                          "memory/), pi-memory (MEMORY.md), pi-memory-md and pi's topic files, or "
+                                          "another memwire directory, and add what they hold to this scope, tagged "
+                                          "#imported. The source files are never changed; importing again adds "
+                                          "nothing new."))
+    p.add_argument("path", help="a memory file or a directory of them")
+    p.add_argument("--format", default="auto", choices=["auto", "claude", "pi", "pi-md", "pi-topics", "memwire"],
+                   help="the files' format (default: auto, detected per file)")
+    p.add_argument("--dry-run", action="store_true", help="report what would be imported; write nothing")
+    p.set_defaults(fn=cmd_import)
 
     p = common(sub.add_parser("preview", help="show the request as it would reach the provider"))
     p.add_argument("prompt", nargs="*", help="a user prompt")
@@ -326,7 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_CREATES_DIR = ("add", "proxy", "mcp")  # commands that write to the project directory, creating it when missing
+_CREATES_DIR = ("add", "import", "proxy", "mcp")  # commands that write to the project directory, creating it when missing
 
 
 def _trusted_config(args: argparse.Namespace, overrides: dict[str, Any]) -> Config:
@@ -336,7 +461,7 @@ def _trusted_config(args: argparse.Namespace, overrides: dict[str, Any]) -> Conf
     from ._trust import create_project_dir, resolve_config
 
     res = resolve_config(args.config, **overrides)
-    if res.missing_dir is not None and args.command in _CREATES_DIR:
+    if res.missing_dir is not None and args.command in _CREATES_DIR and not getattr(args, "dry_run", False):
         warning = create_project_dir(res.missing_dir, res.config.global_dir)
         res.notices.extend([warning] if warning else [])
     if args.command != "demo":  # the demo uses a memory of its own

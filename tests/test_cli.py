@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -177,3 +178,101 @@ def test_proxy_takes_a_capture_setting(capsys: pytest.CaptureFixture[str]) -> No
     with pytest.raises(SystemExit):
         build_parser().parse_args(["proxy", "--capture", "sometimes"])
     assert "invalid choice: 'sometimes'" in capsys.readouterr().err
+
+
+def test_import_reports_each_file_and_a_second_run_adds_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "project"
+    (src / ".pi" / "memory" / "topics").mkdir(parents=True)
+    (src / "CLAUDE.md").write_text("## Build\n- Run the tests with make test\n```\nmake\n```\n@docs/git.md\n")
+    (src / ".pi" / "memory" / "topics" / "lessons.md").write_text("# Lessons\n- [lesson] Read the logs first\n")
+    d = str(tmp_path / "mem")
+    code, out, err = run(capsys, "import", str(src), "--dir", d, "--dry-run")
+    assert code == 0 and not Path(d).exists()
+    assert "total: would add 2, already there 0, skipped 1 (code block 1)" in out and "(dry run: nothing written)" in out
+    code, out, _ = run(capsys, "import", str(src), "--dir", d)
+    assert code == 0 and out.splitlines() == [
+        "CLAUDE.md (claude): added 1, already there 0, skipped 1 (code block 1)",
+        "  @docs/git.md: an import of CLAUDE.md, not followed (import that file on its own)",
+        f"{os.path.join('.pi', 'memory', 'topics', 'lessons.md')} (pi-topics): added 1, already there 0, skipped 0",
+        f"total: added 2, already there 0, skipped 1 (code block 1) -> {d}",
+    ]
+    code, out, _ = run(capsys, "import", str(src), "--dir", d, "--json")
+    data = json.loads(out)
+    assert code == 0 and (data["added"], data["already_there"]) == (0, 2)
+    assert [f["format"] for f in data["files"]] == ["claude", "pi-topics"]
+    _, out, _ = run(capsys, "list", "--dir", d, "--json")
+    assert [(m["text"], m["tags"]) for m in json.loads(out)] == [
+        ("Run the tests with make test", ["imported"]), ("Read the logs first", ["lesson", "imported"])]
+
+
+def test_import_into_a_namespace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "MEMORY.md").write_text("<!-- 2026-02-15 14:30:00 [a1b2c3d4] -->\n#preference Use pnpm, never npm.\n")
+    d = tmp_path / "mem"
+    code, out, _ = run(capsys, "import", str(tmp_path / "MEMORY.md"), "--dir", str(d), "--namespace", "alice")
+    assert code == 0 and f"-> {d / 'namespaces' / 'alice'}" in out
+    _, out, _ = run(capsys, "list", "--dir", str(d), "--namespace", "alice", "--json")
+    assert [(m["text"], m["date"]) for m in json.loads(out)] == [("Use pnpm, never npm.", "2026-02-15")]
+
+
+def test_import_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = str(tmp_path / "mem")
+    code, _, err = run(capsys, "import", str(tmp_path / "nowhere"), "--dir", d)
+    assert code == 2 and err == f"memwire: error: import: {tmp_path / 'nowhere'} does not exist\n"
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "MEMORY.md").write_text("- Deploys on Tuesdays\n")
+    (src / "broken.md").symlink_to(src / "missing.md")
+    code, out, err = run(capsys, "import", str(src), "--dir", d)  # the rest is imported; the exit code says not all
+    assert code == 1 and "broken.md: not imported: cannot read: No such file or directory" in out
+    assert "MEMORY.md (claude): added 1" in out and "Traceback" not in err
+    with pytest.raises(SystemExit) as exit_:
+        main(["import", str(src), "--dir", d, "--format", "obsidian"])
+    assert exit_.value.code == 2 and "invalid choice: 'obsidian'" in capsys.readouterr().err
+
+
+def test_forget_archives_and_restore_brings_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = str(tmp_path / "mem")
+    _, out, _ = run(capsys, "add", "--dir", d, "The staging database listens on port 5433", "--json")
+    mid = json.loads(out)["id"]
+    code, out, _ = run(capsys, "forget", "--dir", d, mid[:8])
+    assert code == 0 and f"memwire restore {mid[:8]}" in out
+    _, out, _ = run(capsys, "search", "--dir", d, "staging", "database", "--json")
+    assert json.loads(out) == []
+    _, out, _ = run(capsys, "search", "--dir", d, "--archive", "staging", "database", "--json")
+    assert [(h["id"], h["tags"]) for h in json.loads(out)] == [(mid, ["forgotten"])]
+    code, out, _ = run(capsys, "restore", "--dir", d, mid[:8])
+    assert code == 0 and "restored" in out
+    _, out, _ = run(capsys, "list", "--dir", d, "--json")
+    assert [(m["id"], m["tags"]) for m in json.loads(out)] == [(mid, [])]
+    code, _, err = run(capsys, "restore", "--dir", d, mid[:8])
+    assert code == 2 and "no memory with id" in err and "archive" in err
+
+
+def test_stats_and_stale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from memwire import MemoryStore
+
+    d = tmp_path / "mem"
+    store = MemoryStore(d)
+    store.add("Prefers tabs", ["preference"])
+    old = store.add("Standup moved to 9:30", date="2020-01-02", cue="captured")
+    store.add("Release notes live in docs/releases", date="2020-01-02")
+    store.lifecycle.flush()
+    _, out, _ = run(capsys, "stats", "--dir", str(d), "--json")
+    rows = {r["category"]: r for r in json.loads(out)}
+    assert rows["preference"]["active"] == 1 and rows["fact"]["count"] == 2 and rows["fact"]["cap"] == 500
+    code, out, _ = run(capsys, "stale", "--dir", str(d))
+    assert code == 0 and "Standup moved" in out and "a sweep archives it" in out
+    assert "Release notes live in docs/releases  (yours: pin it, or forget it)" in out  # listed, never moved
+    code, out, _ = run(capsys, "stale", "--dir", str(d), "--sweep")
+    assert code == 0 and f"archived (decayed) {old.id}" in out
+    assert [m.text for m in MemoryStore(d).memories()] == ["Prefers tabs", "Release notes live in docs/releases"]
+
+
+def test_lifecycle_settings_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMWIRE_HALF_LIVES", "facts=3")
+    code, _, err = run(capsys, "stats", "--dir", str(tmp_path))
+    assert code == 2 and "half_lives: unknown key(s) facts" in err
+    monkeypatch.setenv("MEMWIRE_HALF_LIVES", "fact=3,decision=x")
+    code, _, err = run(capsys, "stats", "--dir", str(tmp_path))
+    assert code == 2 and "half_lives" in err

@@ -28,7 +28,7 @@ def test_import_memwire_loads_no_heavy_package() -> None:
 
 def test_help_loads_neither_the_proxy_stack_nor_pydantic() -> None:
     code = "from memwire.cli import main\ntry:\n    main([{}])\nexcept SystemExit:\n    pass"
-    for argv in ("'--help'", "'proxy', '--help'", "'demo', '--help'"):
+    for argv in ("'--help'", "'proxy', '--help'", "'demo', '--help'", "'import', '--help'"):
         loaded = loaded_after(code.format(argv))
         assert heavy(loaded) == set(), argv
         assert "memwire.adapters.proxy" not in loaded and "memwire._sim.fake_provider" not in loaded, argv

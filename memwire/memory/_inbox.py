@@ -14,46 +14,34 @@ All beside the memory files, as plain markdown a person can read and edit:
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._errors import MemoryNotFoundError
+from ._logfile import LOG_MAX_BYTES, append_jsonl, read_jsonl
 from ._model import Memory
-from ._store import MemoryStore
+from ._store import MemoryStore, cue_of
 
 __all__ = ["inbox_of", "archive_of", "archive", "approve", "reject", "was_rejected", "log_event", "read_log",
            "CAPTURED_TAG", "LOG_NAME", "LOG_MAX_BYTES"]
 
 CAPTURED_TAG = "captured"
 LOG_NAME = ".captured.jsonl"
-LOG_MAX_BYTES = 1 << 20
-_REASONS = ("forgotten", "superseded", "rejected")
 
 
 def inbox_of(store: MemoryStore) -> MemoryStore:
     """The review inbox of ``store``'s directory (its own store: never searched with it)."""
-    return MemoryStore(store.path / "inbox", min_score=store.min_score)
+    return MemoryStore(store.path / "inbox", min_score=store.min_score, track=False)
 
 
 def archive_of(store: MemoryStore) -> MemoryStore:
-    return MemoryStore(store.path / "archive", min_score=store.min_score)
-
-
-def _to_archive(store: MemoryStore, mem: Memory, reason: str) -> None:
-    """Write ``mem`` to ``store``'s archive, tagged with why (only the latest why)."""
-    assert reason in _REASONS
-    archive_of(store).add(mem.text, tags=[t for t in mem.tags if t not in _REASONS] + [reason],
-                          topic=mem.topic, date=time.strftime("%Y-%m-%d"))
+    return store.archive
 
 
 def archive(store: MemoryStore, mem: Memory, reason: str) -> Memory:
-    """Move ``mem`` out of ``store`` into the archive (written there first: a crash in between
-    leaves a copy, never a loss)."""
-    _to_archive(store, mem, reason)
-    return store.forget(mem.id)
+    """Move ``mem`` out of ``store`` into the archive (see ``MemoryStore.forget``)."""
+    return store.forget(mem.id, reason=reason)
 
 
 def approve(store: MemoryStore, ids: Iterable[str]) -> list[Memory]:
@@ -61,8 +49,8 @@ def approve(store: MemoryStore, ids: Iterable[str]) -> list[Memory]:
     inbox, moved = inbox_of(store), []
     for mid in _resolved(inbox, ids):
         mem = inbox.get(mid)
-        moved.append(store.add(mem.text, mem.tags, mem.pinned, topic=mem.topic, date=mem.date))
-        inbox.forget(mid)
+        moved.append(store.add(mem.text, mem.tags, mem.pinned, topic=mem.topic, date=mem.date, cue=cue_of(mem)))
+        inbox.forget(mid, reason=None)
         log_event(store, "approved", moved[-1])
     return moved
 
@@ -72,8 +60,8 @@ def reject(store: MemoryStore, ids: Iterable[str]) -> list[Memory]:
     inbox, gone = inbox_of(store), []
     for mid in _resolved(inbox, ids):
         mem = inbox.get(mid)
-        _to_archive(store, mem, "rejected")
-        gone.append(inbox.forget(mid))
+        store._archive_copy(mem, "rejected")
+        gone.append(inbox.forget(mid, reason=None))
         log_event(store, "rejected", mem)
     return gone
 
@@ -95,34 +83,10 @@ def was_rejected(store: MemoryStore, mem_id: str) -> bool:
 
 def log_event(store: MemoryStore, event: str, mem: Memory, source: Mapping[str, Any] | None = None) -> None:
     """Append one event to the capture log (never through a symlink; rotated at ``LOG_MAX_BYTES``)."""
-    path = store.path / LOG_NAME
-    line = json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "event": event, "id": mem.id,
-                       "text": mem.text, "tags": list(mem.tags), **(source or {})}, ensure_ascii=False) + "\n"
-    store.path.mkdir(parents=True, exist_ok=True)
-    try:
-        if path.stat().st_size > LOG_MAX_BYTES:
-            os.replace(path, path.with_name(LOG_NAME + ".1"))
-    except FileNotFoundError:
-        pass
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, line.encode("utf-8"))
-    finally:
-        os.close(fd)
+    append_jsonl(store.path / LOG_NAME, {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "event": event, "id": mem.id,
+                                         "text": mem.text, "tags": list(mem.tags), **(source or {})})
 
 
 def read_log(store: MemoryStore) -> list[dict[str, Any]]:
     """The capture log's events, oldest first (unreadable lines skipped)."""
-    events = []
-    for name in (LOG_NAME + ".1", LOG_NAME):
-        try:
-            lines = (store.path / name).read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            continue
-        for ln in lines:
-            try:
-                events.append(json.loads(ln))
-            except ValueError:
-                continue
-    return events
-
+    return read_jsonl(store.path / LOG_NAME)

@@ -41,10 +41,11 @@ from .._errors import (
 )
 from .._locks import write_lock
 from ._index import BM25Index
+from ._lifecycle import Lifecycle, Scoring
 from ._markdown import MAX_TAG_CHARS, PINNED_TAG, TAG_PATTERN, ParsedFile, format_line, parse, parse_text
 from ._model import Hit, Memory, memory_id, normalized
 
-__all__ = ["MemoryStore", "validate_namespace", "MAIN_FILE"]
+__all__ = ["MemoryStore", "validate_namespace", "cue_of", "MAIN_FILE", "ARCHIVE_REASONS"]
 
 log = logging.getLogger("memwire")
 
@@ -55,9 +56,13 @@ _Sig = tuple[int, int, int]
 _DIR_TICK_NS = 2_000_000_000
 MAX_MEMORY_CHARS = 4000  # about 1,000 tokens: more than a whole default memory block
 MAX_TOPIC_CHARS = 100
+ARCHIVE_DIR = "archive"
+#: why a memory is in the archive (its latest reason is its tag there)
+ARCHIVE_REASONS = ("forgotten", "superseded", "rejected", "decayed", "capped")
 MIN_ID_PREFIX = 4  # forget/pin/get accept a unique prefix of an id this long or longer
 _NEW_FILE_MODE = 0o644
 _TAG_RE = re.compile(TAG_PATTERN)
+_PRIOR_POOL = 5  # the stability prior reorders the k best and this many more
 
 
 def validate_namespace(name: str) -> str:
@@ -379,8 +384,13 @@ class MemoryStore:
         *,
         global_dir: str | os.PathLike[str] | None = None,
         min_score: float | None = None,
+        scoring: Scoring | None = None,
+        track: bool = True,
     ) -> None:
         self.path = Path(dir)
+        self.scoring = scoring
+        self.track = track  # record lifecycle metadata (the inbox and the archive do not)
+        self._lifecycle: Lifecycle | None = None
         self._dirs = [_Dir(self.path)]
         if global_dir is not None and Path(global_dir).resolve() != self.path.resolve():
             self._dirs.insert(0, _Dir(Path(global_dir)))  # global first: the project overrides it
@@ -399,6 +409,19 @@ class MemoryStore:
             return cls(root, **kw)
         kw.pop("global_dir", None)
         return cls(Path(root) / "namespaces" / validate_namespace(namespace), **kw)
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        """The memories' metadata (created, reinforced, evidence, cue, uses) and their scores."""
+        if self._lifecycle is None:
+            self._lifecycle = Lifecycle(self.path, scoring=self.scoring)
+        return self._lifecycle
+
+    @property
+    def archive(self) -> "MemoryStore":
+        """Where forgotten, superseded, rejected and decayed memories go (``DIR/archive``): never
+        injected, searchable, restorable."""
+        return MemoryStore(self.path / ARCHIVE_DIR, min_score=self.min_score, track=False)
 
     # ---------------------------------------------------------------- reading
 
@@ -517,9 +540,14 @@ class MemoryStore:
 
         with self._reading(refresh, wait):
             cut = min_score if min_score is not None else self.min_score
-            found = self._index.search(Query(query, tuple(context)), k, cut, exclude)
+            found = self._index.search(Query(query, tuple(context)), k + _PRIOR_POOL, cut, exclude)
             merged = self._merged
-        return [Hit(merged[mid], score) for mid, score in found if mid in merged]
+        hits = [Hit(merged[mid], score) for mid, score in found if mid in merged]
+        lc = self.lifecycle
+        if self.track and lc.scoring.rank_prior and len(hits) > 1:  # stability as a small prior: see Scoring.prior
+            priors = lc.priors([h.memory for h in hits])
+            hits = sorted((Hit(h.memory, h.score * p) for h, p in zip(hits, priors)), key=lambda h: (-h.score, h.memory.id))
+        return hits[:k]
 
     # ---------------------------------------------------------------- writing
 
@@ -531,13 +559,16 @@ class MemoryStore:
         *,
         topic: str | None = None,
         date: str | None = None,
+        cue: str = "explicit",
     ) -> Memory:
         """Write one memory to ``MEMORY.md`` (under ``## topic``). Adding a text that is already
-        stored returns the stored memory (with the new tags and pin merged in). What is returned
-        is what reads back: text that cannot be stored exactly raises ``InvalidMemoryError``."""
-        return self.add_many([Memory.create(text, tuple(tags), pinned, topic, date)])[0]
+        stored returns the stored memory (with the new tags and pin merged in) and reinforces it.
+        What is returned is what reads back: text that cannot be stored exactly raises
+        ``InvalidMemoryError``. ``cue`` says how it got in (``explicit``: a person; ``captured``,
+        ``distilled``, ``imported``): it weighs in its stability (see ``lifecycle``)."""
+        return self.add_many([Memory.create(text, tuple(tags), pinned, topic, date)], cue=cue)[0]
 
-    def add_many(self, memories: Iterable[Memory | str]) -> list[Memory]:
+    def add_many(self, memories: Iterable[Memory | str], *, cue: str = "explicit") -> list[Memory]:
         """Write many memories in one locked file write."""
         items = [_checked(Memory.create(m) if isinstance(m, str) else m) for m in memories]
         d = self._dirs[-1]
@@ -560,6 +591,10 @@ class MemoryStore:
                     result.append(self._mark(d, name, old, add_tags=new_tags, pinned=old.pinned or mem.pinned))
             if by_topic:
                 self._append(d, by_topic)
+        if self.track:
+            new = {m.id for ms in by_topic.values() for m in ms}
+            self.lifecycle.added([m for m in result if m.id in new], cue)
+            self.lifecycle.reinforce([m.id for m in result if m.id not in new])
         return result
 
     def _append(self, d: _Dir, by_topic: dict[str, list[Memory]]) -> None:
@@ -686,18 +721,40 @@ class MemoryStore:
                 return mem
             return self._mark(d, name, mem, pinned=pinned)
 
-    def forget(self, mid: str) -> Memory:
-        """Delete a memory's line(s) from its file. Returns what was removed. ``mid`` may be a
-        unique prefix of the id."""
+    def forget(self, mid: str, *, reason: str | None = "forgotten") -> Memory:
+        """Remove a memory's line(s) from its file, into the archive tagged ``reason`` (written
+        there first: a crash in between leaves a copy, never a loss). ``reason=None`` deletes it
+        outright (what moves between the inbox and the store). Returns what was removed. ``mid``
+        may be a unique prefix of the id."""
+        if reason is not None and reason not in ARCHIVE_REASONS:
+            raise ValueError(f"reason must be one of {', '.join(ARCHIVE_REASONS)}, got {reason!r}")
 
         def edit(lines: list[str], entry: Any) -> None:
             del lines[entry.first_line - 1 : entry.last_line]
 
         with self._locked(mid) as (d, name, full):
+            if reason is not None:
+                self._archive_copy(d.files[name][full], reason)
             entry, _ = self._rewrite(d, name, full, edit)
+        if reason is not None and self.track:
+            self.lifecycle.forgotten([full])
         if full in self:  # still visible from the other scope
             log.info("memwire: %s forgotten in %s but still present in another scope", full, d.path)
         return entry.memory  # type: ignore[no-any-return]
+
+    def _archive_copy(self, mem: Memory, reason: str) -> None:
+        """Write ``mem`` to the archive, tagged with why (only the latest why)."""
+        self.archive.add(mem.text, tags=[t for t in mem.tags if t not in ARCHIVE_REASONS] + [reason],
+                         pinned=mem.pinned, topic=mem.topic, date=time.strftime("%Y-%m-%d"))
+
+    def restore(self, mid: str) -> Memory:
+        """Bring a memory back from the archive (``mid``: its id or a unique prefix), without the
+        archive's reason tag; it counts as said again (its metadata goes on where it was)."""
+        archived = self.archive.get(mid)
+        back = self.add(archived.text, [t for t in archived.tags if t not in ARCHIVE_REASONS], archived.pinned,
+                        topic=archived.topic, cue=cue_of(archived))
+        self.archive.forget(archived.id, reason=None)
+        return back
 
     # ---------------------------------------------------------------- whole files
 
@@ -745,6 +802,11 @@ class MemoryStore:
 
     def __repr__(self) -> str:
         return f"MemoryStore({str(self.path)!r})"
+
+
+def cue_of(mem: Memory) -> str:
+    """How a memory got in, as its tags tell (capture and import tag what they write)."""
+    return next((cue for cue in ("distilled", "captured", "imported") if cue in mem.tags), "explicit")
 
 
 def _file_name(name: str) -> str:

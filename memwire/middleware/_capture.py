@@ -27,15 +27,15 @@ memories are ever taken back: what a person wrote by hand stays theirs. A failur
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
-import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from .._worker import Worker
 from ..memory._inbox import CAPTURED_TAG, archive, inbox_of, log_event, reject, was_rejected
 from ..memory._model import Memory, memory_id, normalized
 from ..memory._text import analyze
+from ..memory._upkeep import sweep_if_due
 from ..policies._capture import Statement, statements
 from ..policies._human_text import human_text
 from ..policies._secrets import find_secret
@@ -82,11 +82,8 @@ class Capture:
         self._seen: LRU[tuple[str, ...], object] = LRU(memo_size)
         self._recent: LRU[tuple[str, str], float] = LRU(memo_size)  # (store, statement) -> when captured
         self._by_session: LRU[tuple[str, str], list[tuple[float, str]]] = LRU(memo_size)  # -> (when, id)
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._last: concurrent.futures.Future[None] | None = None
-        self._lock = threading.Lock()
-        self._pending = 0   # jobs offered and not done (bounded: MAX_PENDING)
-        self._behind = False  # said once that turns are dropped
+        # one worker, in order: a "forget that" follows the capture it takes back
+        self._worker = Worker("memwire-capture", "capture", "turns", lambda: MAX_PENDING)
 
     def offer(self, turn: "Turn", complete: Complete | None = None) -> None:
         """Hand a new turn to the worker (request path: no parsing, no I/O): its human text, and
@@ -100,25 +97,12 @@ class Capture:
         exchange = _previous_exchange(turn) if self.distiller is not None else None
         if not text and not exchange:
             return
-        with self._lock:  # one worker, in order: a "forget that" follows the capture it takes back
-            if self._pending >= MAX_PENDING:  # a worker that cannot keep up must not grow without bound
-                if not self._behind:
-                    log.warning("memwire: capture is %d turns behind; turns are not read until it catches up",
-                                self._pending)
-                self._behind = True
-                return
-            self._behind = False
-            if self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memwire-capture")
-            self._pending += 1
-            self._last = self._pool.submit(self._run, turn.store, turn.session, key[-1], text, exchange, complete,
-                                          time.monotonic() + self.settle_s)
+        self._worker.submit(self._run, turn.store, turn.session, key[-1], text, exchange, complete,
+                            time.monotonic() + self.settle_s)
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until what was offered so far is captured."""
-        last = self._last
-        if last is not None:
-            concurrent.futures.wait([last], timeout)
+        self._worker.flush(timeout)
 
     # ------------------------------------------------------------------ the worker
 
@@ -137,11 +121,10 @@ class Capture:
                     self._write(store, st.kind, st.text, {"kind": st.kind, "session": session, "turn": turn})
             if exchange is not None:
                 self._distill(store, session, turn, *exchange, complete=complete)
+            if store.track and store.path.is_dir():
+                sweep_if_due(store)  # the lifecycle's upkeep, at most every few hours
         except Exception as exc:  # noqa: BLE001 - capture is never worth more than a log line
             log.warning("memwire: capture failed (%s: %s)", type(exc).__name__, exc)
-        finally:
-            with self._lock:
-                self._pending -= 1
 
     def _write(self, store: "MemoryStore", kind: str, text: str, source: dict[str, str],
                extra_tags: tuple[str, ...] = ()) -> None:
@@ -158,13 +141,16 @@ class Capture:
             dup = where is not None and _near_duplicate(where, text)
             if dup:
                 log_event(store, "reinforced", dup, source)
+                if where is store:
+                    store.lifecycle.reinforce([dup.id])
                 return
         if was_rejected(store, memory_id(text)):
             return
         if kind == "fact" and text.startswith(_PROFILE_PREFIX) and inbox is None:
             self._supersede(store, text, source)
         mem = (store if inbox is None else inbox).add(text, tags=[kind, CAPTURED_TAG, *extra_tags],
-                                                      topic=TOPICS[kind], date=time.strftime("%Y-%m-%d"))
+                                                      topic=TOPICS[kind], date=time.strftime("%Y-%m-%d"),
+                                                      cue="distilled" if DISTILLED_TAG in extra_tags else "captured")
         log_event(store, "captured" if inbox is None else "captured-for-review", mem, source)
         self._by_session.setdefault((str(store.path), source["session"]), []).append((now, mem.id))
         log.info("memwire: captured %s %s: %s", kind, mem.id, mem.text)

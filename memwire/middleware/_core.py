@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .._config import load_config, make_config, normalize_mode
 from .._errors import NamespaceError, RequestFormatError, StoreBusyError
 from ..memory._store import MemoryStore
+from ..memory._telemetry import Telemetry
 from ..policies._gate import gate
 from ..policies._query import query_from_messages
 from ..policies._side_requests import is_side_request
@@ -63,6 +64,7 @@ class Injection:
     position: int | None = None    # index of the memory message (or of the merged user message)
     placement: str | None = None   # message | merge | system
     session: str = ""
+    namespace: str = ""            # whose store (telemetry credits its memories)
     reused: bool = False           # the block came from the turn / session memo
     error: str | None = None
     compacted: bool = False        # history="replay": earlier blocks changed (compaction, forgotten memory)
@@ -115,6 +117,7 @@ class Middleware:
                 self.config.dir,
                 global_dir=self.config.global_dir if self.config.use_global else None,
                 min_score=self.config.min_score,
+                scoring=self.config.scoring(),
             )
         self.store = store
         self._stores: LRU[str, MemoryStore] = LRU(256)
@@ -122,6 +125,7 @@ class Middleware:
         self._modes: dict[str, Mode] = {self.config.mode: given or mode_from_config(self.config.mode, self.config)}
         self._modes_lock = threading.Lock()
         self.capture = Capture(self.config.capture, memo_size=self.config.memo_size, distiller=_distiller(self.config))
+        self.telemetry = Telemetry()
 
     @classmethod
     def from_config(cls, path: str | None = None, **overrides: Any) -> "Middleware":
@@ -168,7 +172,8 @@ class Middleware:
         cached = self._stores.get(namespace)
         if cached is None:
             cached = self._stores.setdefault(
-                namespace, MemoryStore.for_namespace(self.store.path, namespace, min_score=self.store.min_score)
+                namespace, MemoryStore.for_namespace(self.store.path, namespace, min_score=self.store.min_score,
+                                                     scoring=self.store.scoring)
             )
         return cached
 
@@ -259,11 +264,28 @@ class Middleware:
             log.warning("memwire: capture failed (%s: %s)", type(exc).__name__, exc)
 
     def flush(self, timeout: float | None = None) -> None:
-        """Wait for what runs in the background: captures offered so far and replay ledgers."""
+        """Wait for what runs in the background: captures and replies offered so far, replay
+        ledgers, and the memories' metadata."""
         from ._replay import flush as flush_ledgers
 
         self.capture.flush(timeout)
+        self.telemetry.flush(timeout)
         flush_ledgers()
+        for store in {id(s): s for s in (self.store, *self._stores.values())}.values():
+            if store.track:
+                store.lifecycle.flush()
+
+    def observe_reply(self, injection: Injection | None, text: str) -> None:
+        """The model's reply to a request memwire prepared: which of the injected memories it used
+        is recorded in the background (``memory/_telemetry``). Called by the adapters and the
+        proxy once the reply has fully arrived; never raises."""
+        if injection is None or not injection.memory_ids or injection.skipped or not text:
+            return
+        try:
+            store = self.store_for(injection.namespace or None)
+            self.telemetry.offer(store, injection.memory_ids, text, injection.session, injection.mode)
+        except Exception as exc:  # noqa: BLE001 - telemetry never fails a call
+            log.warning("memwire: telemetry not recorded (%s: %s)", type(exc).__name__, exc)
 
     # lead: replaced by the telemetry recorder at merge
     def observe_reply(self, injection: Injection | None, text: str) -> None:
@@ -353,7 +375,7 @@ class Middleware:
     def _finish(self, mode: Mode, turn: Turn, plan: Plan, block: Block, reused: bool, start: float) -> Prepared:
         placed = mode.place(turn, plan, block)
         injection = Injection(
-            mode.name, session=turn.session, reused=reused, replayed=placed.replayed,
+            mode.name, session=turn.session, namespace=turn.namespace, reused=reused, replayed=placed.replayed,
             skipped=block.skipped, error=block.error, compacted=block.compacted and not reused,
             elapsed_ms=(time.perf_counter() - start) * 1000,
         )

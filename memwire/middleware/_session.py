@@ -145,6 +145,10 @@ class LRU(Generic[K, V]):
     def __len__(self) -> int:
         return len(self._data)
 
+    def values(self) -> list[V]:
+        with self._lock:
+            return list(self._data.values())
+
     def clear(self) -> None:
         with self._lock:
             self._data.clear()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import time
@@ -112,6 +113,7 @@ def _adder(args: tuple[str, int]) -> None:
     store = MemoryStore(d)
     for i in range(20):
         store.add(f"process {n} memory number {i}")
+    store.lifecycle.flush()  # the pool kills its workers: atexit would not run
 
 
 def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
@@ -121,6 +123,8 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     texts = {m.text for m in MemoryStore(tmp_path)}
     assert len(texts) == 40
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+    meta = json.loads((tmp_path / ".meta.json").read_text())["memories"]  # both processes' metadata
+    assert len(meta) == 40 and {m["cue"] for m in meta.values()} == {"explicit"}
 
 
 def test_global_and_project_scopes_project_wins(tmp_path: Path) -> None:

@@ -1,0 +1,413 @@
+"""Lifecycle: memories strengthen when used and fade when not.
+
+Each memory has metadata beside the markdown, in ``DIR/.meta.json`` (the store owns it: the
+markdown stays as people wrote it): when it was created and last reinforced, its evidence (how
+often it was said, captured, restored or used), its cue (how it got in: ``explicit`` — a person
+wrote or added it —, ``captured``, ``distilled``, ``imported``), and how often it was injected and
+used. Entries are keyed by the memory's id, which comes from its words: a hand edit of its tags,
+pin, topic or place keeps its history; new words make a new memory.
+
+Stability (``Scoring.stability``)::
+
+    cue_weight[cue] × 0.5 ** (days since last reinforced / half_life[category]) × ln(1 + evidence)
+
+A pinned memory does not decay (the middle factor is 1); a forgotten one is 0. The category comes
+from the memory's tags (``CATEGORY_TAGS``: "preference", "lessons", ...), ``fact`` when none says.
+States: ``active`` ≥ 1.5, ``provisional`` ≥ 0.7, ``candidate`` ≥ 0.4, ``dropped`` below. With the
+default weights a memory a person wrote starts active (2.08), a captured one too (1.73), a distilled
+or imported one provisional (1.04, 1.39); each reinforcement adds evidence and restarts the decay.
+
+A memory nobody has recorded (written by hand, or before this file existed) counts as written by a
+person when first seen: its markdown date when it has one, else the day a sweep first saw it.
+
+Writes are batched: changes are kept in memory and merged into the file (re-read under its lock,
+so processes sharing a directory add up their counts) at most every ``SAVE_INTERVAL_S`` seconds,
+and at exit. A crash loses at most those seconds of counts, never a memory.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import datetime as _dt
+import functools
+import json
+import logging
+import math
+import os
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ._model import Memory
+
+__all__ = ["Lifecycle", "Meta", "Scoring", "CUES", "CATEGORIES", "CATEGORY_TAGS", "STATES", "META_NAME", "category_of"]
+
+log = logging.getLogger("memwire")
+
+META_NAME = ".meta.json"
+SAVE_INTERVAL_S = 5.0
+DAY_S = 86_400.0
+CUES = ("explicit", "captured", "distilled", "imported")
+CATEGORIES = ("preference", "instruction", "lesson", "mistake", "pattern", "decision", "completion", "fact")
+#: tag -> category (the first of a memory's tags that names one wins)
+CATEGORY_TAGS = {**{c: c for c in CATEGORIES}, **{c + "s": c for c in CATEGORIES}, "pref": "preference",
+                 "prefs": "preference", "rule": "instruction", "rules": "instruction", "done": "completion",
+                 "completed": "completion"}
+STATES = ("active", "provisional", "candidate", "dropped")
+
+
+def category_of(mem: Memory) -> str:
+    for tag in mem.tags:
+        if tag in CATEGORY_TAGS:
+            return CATEGORY_TAGS[tag]
+    return "fact"
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """The weights of the stability score, its state thresholds and the per-category caps (all
+    configurable: ``cue_weights``, ``half_lives`` in days, ``category_caps``, ``rank_prior``)."""
+
+    cue_weights: Mapping[str, float] = field(default_factory=lambda: {
+        "explicit": 3.0, "captured": 2.5, "imported": 2.0, "distilled": 1.5})
+    half_lives: Mapping[str, float] = field(default_factory=lambda: {
+        "instruction": 365.0, "preference": 180.0, "lesson": 180.0, "mistake": 120.0, "pattern": 120.0,
+        "fact": 90.0, "decision": 60.0, "completion": 14.0})
+    caps: Mapping[str, int] = field(default_factory=lambda: {
+        "instruction": 100, "preference": 100, "lesson": 100, "mistake": 100, "pattern": 100,
+        "fact": 500, "decision": 200, "completion": 50})
+    thresholds: tuple[float, float, float] = (1.5, 0.7, 0.4)  # active, provisional, candidate
+    rank_prior: float = 0.1  # retrieval: a score is multiplied by 1 ± rank_prior/2 (see prior)
+
+    def __post_init__(self) -> None:
+        for name, table, keys in (("cue_weights", self.cue_weights, CUES), ("half_lives", self.half_lives, CATEGORIES),
+                                  ("category_caps", self.caps, CATEGORIES)):
+            unknown = set(table) - set(keys)
+            if unknown:
+                raise ValueError(f"{name}: unknown key(s) {', '.join(sorted(unknown))}; valid: {', '.join(keys)}")
+            bad = [k for k, v in table.items() if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0]
+            if bad:
+                raise ValueError(f"{name}: {bad[0]} must be a positive number, got {table[bad[0]]!r}")
+        defaults = Scoring.__dataclass_fields__  # partial tables fill in from the defaults
+        for attr in ("cue_weights", "half_lives", "caps"):
+            base = defaults[attr].default_factory()  # type: ignore[misc]
+            object.__setattr__(self, attr, {**base, **getattr(self, attr)})
+        if not 0 <= self.rank_prior <= 1:
+            raise ValueError(f"rank_prior must be between 0 and 1, got {self.rank_prior!r}")
+
+    def stability(self, mem: Memory, meta: "Meta", now: float) -> float:
+        if meta.forgotten:
+            return 0.0
+        decay = 1.0 if mem.pinned else 0.5 ** (max(0.0, now - meta.reinforced) / DAY_S / self.half_lives[category_of(mem)])
+        return self.cue_weights.get(meta.cue, 1.0) * decay * math.log1p(max(1, meta.evidence))
+
+    def state(self, score: float) -> str:
+        active, provisional, candidate = self.thresholds
+        return ("active" if score >= active else "provisional" if score >= provisional
+                else "candidate" if score >= candidate else "dropped")
+
+    def prior(self, score: float) -> float:
+        """The factor a retrieval score is multiplied by: 1 at the active threshold, toward
+        1 + rank_prior/2 for the strongest memories, 1 - rank_prior/2 for the weakest. Small: it
+        reorders memories of about equal relevance, never makes an irrelevant one relevant."""
+        active = self.thresholds[0]
+        return 1.0 + self.rank_prior * (score / (score + active) - 0.5)
+
+
+@dataclass(frozen=True)
+class Meta:
+    created: float
+    reinforced: float
+    evidence: int = 1
+    cue: str = "explicit"
+    uses: int = 0
+    injected: int = 0
+    forgotten: float | None = None
+    recorded: bool = True  # False: nobody recorded it yet (a hand-written memory, first seen now)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"created": _iso(self.created), "reinforced": _iso(self.reinforced),
+                               "evidence": self.evidence, "cue": self.cue, "uses": self.uses, "injected": self.injected}
+        if self.forgotten is not None:
+            out["forgotten"] = _iso(self.forgotten)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Meta":
+        created = _epoch(data["created"])
+        forgotten = data.get("forgotten")
+        return cls(created, _epoch(data.get("reinforced", data["created"])), int(data.get("evidence", 1)),
+                   str(data.get("cue", "explicit")), int(data.get("uses", 0)), int(data.get("injected", 0)),
+                   _epoch(forgotten) if forgotten else None)
+
+
+@dataclass
+class _Delta:
+    """What this process changed since its last save: counts to add, times to take."""
+
+    created: float | None = None
+    cue: str | None = None
+    reinforced: float | None = None
+    evidence: int = 0
+    uses: int = 0
+    injected: int = 0
+    forgotten: float | None = None
+    restored: bool = False
+
+    def apply(self, base: Meta | None, now: float) -> Meta:
+        if base is None:
+            created = self.created if self.created is not None else now
+            base = Meta(created, created, 0, self.cue or "explicit")
+        reinforced = base.reinforced if self.reinforced is None else max(base.reinforced, self.reinforced)
+        forgotten = self.forgotten if self.forgotten is not None else None if self.restored else base.forgotten
+        return Meta(base.created, reinforced, max(1, base.evidence + self.evidence), base.cue,
+                    base.uses + self.uses, base.injected + self.injected, forgotten)
+
+
+class Lifecycle:
+    """The metadata of one memory directory (``store.lifecycle``)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, scoring: Scoring | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.path = Path(path)
+        self.scoring = scoring or Scoring()
+        self.clock = clock
+        self._disk: dict[str, Meta] = {}
+        self._sig: tuple[int, int, int] | None = None
+        self._checked = -math.inf
+        self._delta: dict[str, _Delta] = {}
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        _OPEN.add(self)
+
+    @property
+    def file(self) -> Path:
+        return self.path / META_NAME
+
+    # ------------------------------------------------------------------ reading
+
+    def get(self, mem: Memory) -> Meta:
+        """``mem``'s metadata (for one nobody recorded: a person's, created at its markdown date
+        or now)."""
+        return self.get_many([mem])[0]
+
+    def get_many(self, mems: Iterable[Memory]) -> list[Meta]:
+        self._sync()
+        now = self.clock()
+        out = []
+        with self._lock:
+            for mem in mems:
+                base, delta = self._disk.get(mem.id), self._delta.get(mem.id)
+                if delta is not None:
+                    out.append(delta.apply(base, now))
+                elif base is not None:
+                    out.append(base)
+                else:
+                    when = _date(mem.date) or now
+                    out.append(Meta(when, when, recorded=False))
+        return out
+
+    def score(self, mem: Memory, now: float | None = None) -> float:
+        return self.scoring.stability(mem, self.get(mem), self.clock() if now is None else now)
+
+    def state(self, mem: Memory, now: float | None = None) -> str:
+        return self.scoring.state(self.score(mem, now))
+
+    def priors(self, mems: list[Memory]) -> list[float]:
+        """The ranking factors of ``mems`` (see ``Scoring.prior``)."""
+        now, sc = self.clock(), self.scoring
+        return [sc.prior(sc.stability(m, meta, now)) for m, meta in zip(mems, self.get_many(mems))]
+
+    # ------------------------------------------------------------------ recording
+
+    def added(self, mems: Iterable[Memory], cue: str = "explicit") -> None:
+        """New memories (``cue``: how they got in); one already recorded is reinforced instead."""
+        if cue not in CUES:
+            raise ValueError(f"cue must be one of {', '.join(CUES)}, got {cue!r}")
+        now = self.clock()
+        self._sync()
+        with self._lock:
+            for m in mems:
+                d = self._delta.setdefault(m.id, _Delta())
+                if m.id in self._disk or d.created is not None:
+                    d.evidence += 1
+                    d.reinforced = now
+                else:
+                    when = _date(m.date) or now  # a dated memory (imported, say) is as old as its date
+                    d.created, d.cue, d.reinforced, d.evidence = when, cue, when, 1
+                d.forgotten, d.restored = None, True  # added again after it was forgotten: back
+        self._changed()
+
+    def reinforce(self, ids: Iterable[str], *, used: bool = False) -> None:
+        """Said again, or used by a reply (``used``): more evidence, and the decay starts over."""
+        now = self.clock()
+        with self._lock:
+            for mid in ids:
+                d = self._delta.setdefault(mid, _Delta())
+                d.evidence += 1
+                d.reinforced = now
+                d.uses += used
+        self._changed()
+
+    def injected(self, ids: Iterable[str]) -> None:
+        with self._lock:
+            for mid in ids:
+                self._delta.setdefault(mid, _Delta()).injected += 1
+        self._changed()
+
+    def forgotten(self, ids: Iterable[str]) -> None:
+        now = self.clock()
+        with self._lock:
+            for mid in ids:
+                d = self._delta.setdefault(mid, _Delta())
+                d.forgotten, d.restored = now, False
+        self._changed()
+
+    def seen(self, mems: Iterable[Memory]) -> None:
+        """Record memories nobody recorded yet, as a person's, first seen now (or at their date)."""
+        self._sync()
+        now = self.clock()
+        with self._lock:
+            for m in mems:
+                if m.id not in self._disk and m.id not in self._delta:
+                    when = _date(m.date) or now
+                    self._delta[m.id] = _Delta(created=when, cue="explicit", reinforced=when, evidence=1)
+        self._changed()
+
+    # ------------------------------------------------------------------ the file
+
+    def _changed(self) -> None:
+        with self._lock:
+            if self._timer is None and self._delta:
+                self._timer = threading.Timer(SAVE_INTERVAL_S, self._timed_flush)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _timed_flush(self) -> None:
+        with self._lock:
+            self._timer = None
+        try:
+            self.flush()
+        except Exception as exc:  # noqa: BLE001 - counts are not worth a crash; kept for the next try
+            log.warning("memwire: could not save memory metadata to %s (%s: %s)", self.file, type(exc).__name__, exc)
+
+    def flush(self) -> None:
+        """Merge this process's changes into the file now."""
+        with self._lock:
+            if not self._delta:
+                return
+            delta, self._delta = self._delta, {}
+        from .._locks import write_lock
+
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            with write_lock(self.path / ".meta.lock"):
+                disk = self._read()
+                now = self.clock()
+                for mid, d in delta.items():
+                    disk[mid] = d.apply(disk.get(mid), now)
+                self._write(disk)
+        except BaseException:
+            with self._lock:  # not saved: keep the changes (merged with any made meanwhile)
+                for mid, d in delta.items():
+                    self._delta[mid] = _merge(d, self._delta.get(mid))
+            raise
+        with self._lock:
+            self._disk, self._checked = disk, time.monotonic()
+
+    def _sync(self) -> None:
+        """Re-read the file when another process changed it (looked at most once a second)."""
+        now = time.monotonic()
+        if now - self._checked < 1.0:
+            return
+        self._checked = now
+        try:
+            st = self.file.stat()
+        except FileNotFoundError:
+            return
+        sig = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if sig != self._sig:
+            disk = self._read()
+            with self._lock:
+                self._disk = disk
+
+    def _read(self) -> dict[str, Meta]:
+        try:
+            raw = self.file.read_bytes()
+            st = self.file.stat()
+        except FileNotFoundError:
+            return {}
+        self._sig = (st.st_mtime_ns, st.st_size, st.st_ino)
+        try:
+            entries = json.loads(raw)["memories"]
+            return {mid: Meta.from_json(e) for mid, e in entries.items()}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            # never lose the damaged file: keep it aside, start over (the memories are in the markdown)
+            aside = self.file.with_name(f"{META_NAME}.damaged")
+            with contextlib.suppress(OSError):
+                os.replace(self.file, aside)
+            log.warning("memwire: %s is damaged (%s); moved to %s, metadata starts over", self.file, exc, aside.name)
+            return {}
+
+    def _write(self, disk: Mapping[str, Meta]) -> None:
+        data = json.dumps({"version": 1, "memories": {k: m.to_json() for k, m in sorted(disk.items())}},
+                          indent=0, ensure_ascii=False).encode("utf-8")
+        fd, tmp = tempfile.mkstemp(prefix=".meta.", suffix=".tmp", dir=self.path)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.file)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        st = self.file.stat()
+        self._sig = (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _merge(a: _Delta, b: _Delta | None) -> _Delta:
+    if b is None:
+        return a
+    return _Delta(a.created if a.created is not None else b.created, a.cue or b.cue,
+                  max((t for t in (a.reinforced, b.reinforced) if t is not None), default=None),
+                  a.evidence + b.evidence, a.uses + b.uses, a.injected + b.injected,
+                  b.forgotten if b.forgotten is not None else a.forgotten, a.restored or b.restored)
+
+
+def _iso(t: float) -> str:
+    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _epoch(s: Any) -> float:
+    if isinstance(s, (int, float)):
+        return float(s)
+    return _dt.datetime.strptime(str(s), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.timezone.utc).timestamp()
+
+
+@functools.lru_cache(maxsize=4096)
+def _date(date: str | None) -> float | None:
+    """A markdown date (``2026-11-24``) as a time, or None."""
+    if not date:
+        return None
+    try:
+        return _dt.datetime.strptime(date.strip()[:10], "%Y-%m-%d").replace(tzinfo=_dt.timezone.utc).timestamp()
+    except ValueError:
+        return None
+
+
+_OPEN: "weakref.WeakSet[Lifecycle]" = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_all() -> None:
+    for lc in list(_OPEN):
+        with contextlib.suppress(Exception):
+            lc.flush()

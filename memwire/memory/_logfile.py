@@ -1,0 +1,46 @@
+"""The JSON Lines logs memwire keeps beside the memory files (capture events, telemetry): appended
+one line at a time, never through a symlink, bounded (past ``max_bytes`` the file becomes
+``NAME.1`` and a new one starts: at most twice ``max_bytes`` on disk)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["append_jsonl", "read_jsonl", "LOG_MAX_BYTES"]
+
+LOG_MAX_BYTES = 1 << 20
+
+
+def append_jsonl(path: Path, record: Mapping[str, Any], max_bytes: int = LOG_MAX_BYTES) -> None:
+    line = json.dumps(record, ensure_ascii=False) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if path.stat().st_size > max_bytes:
+            os.replace(path, path.with_name(path.name + ".1"))
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, line.encode("utf-8"))  # one write per line: lines of two writers never interleave
+    finally:
+        os.close(fd)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The records of ``path`` and its rotated ``.1``, oldest first (unreadable lines skipped)."""
+    records = []
+    for p in (path.with_name(path.name + ".1"), path):
+        try:
+            lines = p.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            continue
+        for ln in lines:
+            try:
+                records.append(json.loads(ln))
+            except ValueError:
+                continue
+    return records

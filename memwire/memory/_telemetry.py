@@ -1,0 +1,94 @@
+"""Telemetry: did the model's reply use the memories injected into its request?
+
+The overlap measure (``used``): a memory's terms are its index terms (``text.analyze``: folded,
+stemmed, stopwords out) minus common English words; the reply used it when it holds at least
+``USED_SHARE`` of them and at least two (one, for a memory of one such term), or any of its
+numbers and identifiers ("5433", "v2.3", "py311"), which a reply rarely repeats by chance.
+Crude on purpose: cheap, explainable, and the same in every language memwire indexes.
+
+Each read reply appends one line to ``DIR/.telemetry.jsonl`` (bounded: ``LOG_MAX_BYTES``, then one
+older file): when, the session, the mode, the memories injected and those used. Each injected
+memory's ``injected`` count goes up; a used one is reinforced (``uses`` + 1, evidence + 1, its
+decay starts over). All of it on one background thread: the reply reaches the caller first.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .._errors import MemoryNotFoundError
+from .._worker import Worker
+from ._logfile import append_jsonl, read_jsonl
+from ._model import Memory
+from ._text import analyze, common_terms
+
+if TYPE_CHECKING:
+    from ._store import MemoryStore
+
+__all__ = ["used", "Telemetry", "read_telemetry", "TELEMETRY_NAME", "USED_SHARE"]
+
+log = logging.getLogger("memwire")
+
+TELEMETRY_NAME = ".telemetry.jsonl"
+USED_SHARE = 0.5
+MAX_PENDING = 1000  # replies waiting for the worker at most; past it they are not read (logged once)
+
+
+def _terms(text: str) -> set[str]:
+    common = common_terms()
+    return {t for t in analyze(text) if t not in common}
+
+
+def used(mem: Memory, reply_terms: set[str]) -> bool:
+    """Whether a reply (its ``_terms``) used ``mem`` (see the module)."""
+    terms = _terms(mem.text)
+    if not terms:
+        return False
+    if any(any(c.isdigit() for c in t) and t in reply_terms for t in terms):
+        return True
+    hits = len(terms & reply_terms)
+    return hits >= max(min(2, len(terms)), math.ceil(USED_SHARE * len(terms)))
+
+
+class Telemetry:
+    """Records what replies used, off the caller's path (one worker thread per middleware)."""
+
+    def __init__(self) -> None:
+        self._worker = Worker("memwire-telemetry", "telemetry", "replies", lambda: MAX_PENDING)
+
+    def offer(self, store: "MemoryStore", ids: Sequence[str], reply: str, session: str, mode: str) -> None:
+        self._worker.submit(self._record, store, tuple(ids), reply, session, mode)
+
+    def flush(self, timeout: float | None = None) -> None:
+        self._worker.flush(timeout)
+
+    def _record(self, store: "MemoryStore", ids: tuple[str, ...], reply: str, session: str, mode: str) -> None:
+        from ._upkeep import sweep_if_due
+
+        try:
+            reply_terms = _terms(reply)
+            mems = []
+            for mid in dict.fromkeys(ids):
+                try:
+                    mems.append(store.get(mid))
+                except MemoryNotFoundError:  # forgotten or edited since: nothing to credit
+                    continue
+            took = [m.id for m in mems if used(m, reply_terms)]
+            append_jsonl(store.path / TELEMETRY_NAME, {
+                "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "session": session, "mode": mode,
+                "injected": [m.id for m in mems], "used": took, "reply_chars": len(reply)})
+            if store.track:
+                store.lifecycle.injected([m.id for m in mems])
+                store.lifecycle.reinforce(took, used=True)
+                sweep_if_due(store)
+        except Exception as exc:  # noqa: BLE001 - telemetry is never worth more than a log line
+            log.warning("memwire: telemetry failed (%s: %s)", type(exc).__name__, exc)
+
+
+def read_telemetry(store: "MemoryStore") -> list[dict[str, object]]:
+    """The telemetry records of ``store``'s directory, oldest first."""
+    return read_jsonl(store.path / TELEMETRY_NAME)
