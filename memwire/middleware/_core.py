@@ -287,14 +287,6 @@ class Middleware:
         except Exception as exc:  # noqa: BLE001 - telemetry never fails a call
             log.warning("memwire: telemetry not recorded (%s: %s)", type(exc).__name__, exc)
 
-    # lead: replaced by the telemetry recorder at merge
-    def observe_reply(self, injection: Injection | None, text: str) -> None:
-        """Record, per memory ``injection`` put into a request, whether the model's reply ``text``
-        used it. The adapters call it once per call whose request got memories, after the reply
-        has fully arrived (``memwire.middleware._reply``), from the thread or event loop where the
-        reply ended: it must hand its work to the background."""
-        pass
-
     # ------------------------------------------------------------------ retrieval, two faces
 
     # A store that is loaded and unchanged on disk answers from memory in well under a millisecond

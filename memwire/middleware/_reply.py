@@ -21,14 +21,13 @@ past it); the reply is then read from what was kept: a stream's first events, a 
 
 from __future__ import annotations
 
-import concurrent.futures
-import functools
 import json
 import logging
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .._worker import Worker
 from ._formats import text_of
 
 if TYPE_CHECKING:
@@ -40,12 +39,10 @@ log = logging.getLogger("memwire")
 
 MAX_REPLY_BYTES = 1 << 20  # of body kept per reply: a longer one is read from its first MiB
 INLINE_BYTES = 64 << 10    # a bigger body is parsed in a worker thread, not where the stream ended
+MAX_PENDING = 64           # big replies waiting to be parsed at most (each holds up to MAX_REPLY_BYTES)
 
-
-@functools.cache
-def _worker() -> concurrent.futures.ThreadPoolExecutor:
-    """Its own thread: a big reply's parse never waits behind, or holds up, a retrieval."""
-    return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="memwire-reply")
+# its own thread: a big reply's parse never waits behind, or holds up, a retrieval or a capture
+_parser = Worker("memwire-reply", "reading replies", "replies", lambda: MAX_PENDING)
 
 
 # ---------------------------------------------------------------------- reading one reply
@@ -318,7 +315,7 @@ class ReplyTap(ReplyReader):
             return
         self._finished = True
         if self.size > INLINE_BYTES:
-            _worker().submit(self._observe, ended)
+            _parser.submit(self._observe, ended)
         else:
             self._observe(ended)
 

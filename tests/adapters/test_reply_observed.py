@@ -25,6 +25,7 @@ from memwire import MemoryStore, Middleware
 from memwire.adapters.anthropic import wrap as wrap_anthropic
 from memwire.adapters.openai import wrap as wrap_openai
 from memwire.adapters.proxy import create_app
+from memwire.memory._telemetry import read_telemetry
 from memwire._sim.fake_provider import ServerThread, serve_in_thread
 
 from ..replies import APIS, PATHS, TEXT, Spy, recorded, request
@@ -180,6 +181,15 @@ def test_sdk_reads_a_gzipped_reply_from_a_copy(mw: Middleware, spy: Spy, upstrea
         got = b"".join(r.http_response.iter_raw())
     assert got == upstream[0].sent[-1] and got[:2] == b"\x1f\x8b"  # gzip, as it came
     spy.once()
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_the_reply_reaches_the_telemetry_recorder(store: MemoryStore, mw: Middleware, upstream: Any, api: str) -> None:
+    list(resource(client(api, mw, upstream[1]), api).create(**request(api, True)))
+    mw.flush()
+    [record] = read_telemetry(store)
+    tabs = next(m.id for m in store if "tabs" in m.text)
+    assert record["injected"] == [tabs] and record["used"] == [tabs] and record["reply_chars"] == len(TEXT)
 
 
 def test_sdk_stream_closed_before_its_end_is_not_observed(mw: Middleware, spy: Spy, upstream: Any) -> None:
