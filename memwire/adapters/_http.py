@@ -8,13 +8,17 @@ Agents SDK). Everything else goes through byte for byte; only ``x-memwire-*`` he
 
 Works with httpx and httpx2 clients alike (the anthropic SDK 2.x is built on httpx2): requests are
 rebuilt with the classes of the module the client came from.
+
+The reply is read as the SDK reads it (for ``Middleware.observe_reply``): when memories went into a
+request, the response's byte stream is wrapped so that each chunk is copied as it passes, unchanged,
+and the reply's text is handed over when the stream ends or the SDK closes it.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
@@ -23,7 +27,8 @@ import httpx
 
 from .._errors import RequestFormatError
 from .._errors import UsageError
-from ..middleware._core import Middleware
+from ..middleware._core import Middleware, Prepared
+from ..middleware._reply import ReplyTap, tap_reply
 from ._common import NAMESPACE_HEADER, SESSION_HEADER, dump_json, fail_open
 
 __all__ = ["wrap_sdk_client", "MemwireTransport", "AsyncMemwireTransport"]
@@ -73,10 +78,11 @@ class _Rewrite:
         return _Call(api, body, headers.get(SESSION_HEADER) or self.session,
                      headers.get(NAMESPACE_HEADER) or self.namespace)
 
-    def build(self, request: httpx.Request, call: _Call | None, body: Mapping[str, Any] | None) -> httpx.Request:
+    def build(self, request: httpx.Request, call: _Call | None, prepared: Prepared | None) -> httpx.Request:
         """The request to send: the new body if memwire changed it, else the original bytes; never
         memwire's own headers."""
         ours = [name for name in request.headers if name.lower().startswith(_PREFIX)]
+        body = prepared.body if prepared is not None else None
         changed = call is not None and body is not None and body != call.body
         if not changed and not ours:
             return request
@@ -91,27 +97,83 @@ class _Rewrite:
         headers["content-length"] = str(len(data))
         return cls(request.method, request.url, headers=headers, content=data, extensions=request.extensions)
 
+    def watch(self, response: httpx.Response, call: _Call | None, prepared: Prepared | None, tee: type[Any]) -> None:
+        """When memories went into the request, read the reply as the SDK reads the response's
+        stream (wrapped in ``tee``), or at once when a mock transport handed it over read already."""
+        if call is None or prepared is None:
+            return
+        tap = tap_reply(self.middleware, prepared.injection, call.api, response.status_code, response.headers)
+        if tap is None:
+            return
+        if response.is_stream_consumed:
+            tap.feed(response.content)
+            tap.finish()
+        else:
+            response.stream = tee(response.stream, tap)
+
+
+class _TeeStream(httpx.SyncByteStream):
+    """The response's byte stream, each chunk copied to ``tap`` as the SDK reads it."""
+
+    def __init__(self, stream: Any, tap: ReplyTap) -> None:
+        self.stream, self.tap = stream, tap
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.stream:
+            self.tap.feed(chunk)
+            yield chunk
+        self.tap.finish()
+
+    def close(self) -> None:
+        try:
+            self.stream.close()
+        finally:
+            self.tap.finish(ended=False)  # the SDK stops reading a stream at its end marker ([DONE])
+
+
+class _AsyncTeeStream(httpx.AsyncByteStream):
+    """The async face of :class:`_TeeStream`."""
+
+    def __init__(self, stream: Any, tap: ReplyTap) -> None:
+        self.stream, self.tap = stream, tap
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.stream:
+            self.tap.feed(chunk)
+            yield chunk
+        self.tap.finish()
+
+    async def aclose(self) -> None:
+        try:
+            await self.stream.aclose()
+        finally:
+            self.tap.finish(ended=False)
+
 
 class MemwireTransport(httpx.BaseTransport):
-    """Adds memory to the requests ``rewrite`` understands, then sends them with ``inner``.
+    """Adds memory to the requests ``rewrite`` understands, then sends them with ``inner``, and
+    reads the replies to them as the SDK does.
 
     ``owner`` is the http client ``inner`` belongs to: held so that it is not garbage-collected
     (the SDKs' default http clients close their transport when they are)."""
+
+    tee: type[_TeeStream] = _TeeStream  # a byte stream class of the client's http module
 
     def __init__(self, inner: Any, rewrite: _Rewrite, owner: Any = None) -> None:
         self.inner, self.rewrite, self._owner = inner, rewrite, owner
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         call = self.rewrite.read(request)
-        body = None
+        prepared = None
         if call is not None:
             try:
-                body = self.rewrite.middleware.prepare_request(
+                prepared = self.rewrite.middleware.prepare_request(
                     call.body, call.api, session_id=call.session, namespace=call.namespace, headers=request.headers
-                ).body
+                )
             except Exception as exc:  # noqa: BLE001 - memory never fails the user's call
                 fail_open(f"{call.api} prepare", exc)
-        response: httpx.Response = self.inner.handle_request(self.rewrite.build(request, call, body))
+        response: httpx.Response = self.inner.handle_request(self.rewrite.build(request, call, prepared))
+        self.rewrite.watch(response, call, prepared, self.tee)
         return response
 
     def close(self) -> None:
@@ -122,21 +184,23 @@ class MemwireTransport(httpx.BaseTransport):
 class AsyncMemwireTransport(httpx.AsyncBaseTransport):
     """The async face of :class:`MemwireTransport`."""
 
+    tee: type[_AsyncTeeStream] = _AsyncTeeStream
+
     def __init__(self, inner: Any, rewrite: _Rewrite, owner: Any = None) -> None:
         self.inner, self.rewrite, self._owner = inner, rewrite, owner
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         call = self.rewrite.read(request)
-        body = None
+        prepared = None
         if call is not None:
             try:
                 prepared = await self.rewrite.middleware.aprepare_request(
                     call.body, call.api, session_id=call.session, namespace=call.namespace, headers=request.headers
                 )
-                body = prepared.body
             except Exception as exc:  # noqa: BLE001 - memory never fails the user's call
                 fail_open(f"{call.api} prepare", exc)
-        response: httpx.Response = await self.inner.handle_async_request(self.rewrite.build(request, call, body))
+        response: httpx.Response = await self.inner.handle_async_request(self.rewrite.build(request, call, prepared))
+        self.rewrite.watch(response, call, prepared, self.tee)
         return response
 
     async def aclose(self) -> None:
@@ -148,13 +212,16 @@ _classes: dict[str, tuple[type[MemwireTransport], type[AsyncMemwireTransport]]] 
 
 def _transport_classes(http: ModuleType) -> tuple[type[MemwireTransport], type[AsyncMemwireTransport]]:
     """The transport classes for an http module: httpx's own, or subclasses that are also httpx2's
-    base transports (httpx2 calls them by duck typing; the subclass keeps ``isinstance`` true)."""
+    base transports (httpx2 calls them by duck typing; the subclass keeps ``isinstance`` true), with
+    byte streams that are httpx2's too (its client checks the class of a response's stream)."""
     if http is httpx:
         return MemwireTransport, AsyncMemwireTransport
     if http.__name__ not in _classes:
+        tee = type("TeeStream", (_TeeStream, http.SyncByteStream), {})
+        async_tee = type("AsyncTeeStream", (_AsyncTeeStream, http.AsyncByteStream), {})
         _classes[http.__name__] = (
-            type("MemwireTransport", (MemwireTransport, http.BaseTransport), {}),
-            type("AsyncMemwireTransport", (AsyncMemwireTransport, http.AsyncBaseTransport), {}),
+            type("MemwireTransport", (MemwireTransport, http.BaseTransport), {"tee": tee}),
+            type("AsyncMemwireTransport", (AsyncMemwireTransport, http.AsyncBaseTransport), {"tee": async_tee}),
         )
     return _classes[http.__name__]
 

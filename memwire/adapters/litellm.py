@@ -19,6 +19,11 @@ The request reaches litellm in OpenAI chat format whatever provider it routes to
 so the memory message always has the ``user`` role here, whatever ``memory_role`` says: the
 provider's system prompt stays byte-identical (DESIGN rule 2).
 
+The reply is read for ``Middleware.observe_reply`` when memories went into the request: a response
+when it is returned; a stream chunk by chunk as the caller iterates it (each chunk passes through
+unchanged), handed over at its end. The proxy callback keeps a request's injection from its pre-call
+hook to its post-call hooks under litellm's call id (``litellm_call_id``).
+
 Importing this module does not import litellm (that takes seconds), but needs it installed
 (``pip install 'memwire[litellm]'``; a :class:`MissingDependencyError` says so otherwise). ``MemwireCallback`` must
 subclass litellm's ``CustomLogger``, so the class is built on first access through the module's
@@ -31,12 +36,15 @@ import functools
 import hashlib
 import importlib.util
 import inspect
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._errors import MissingDependencyError, NamespaceError, UsageError
 from ..memory._store import validate_namespace
-from ..middleware._core import Middleware, Prepared
+from ..middleware._core import Injection, Middleware, Prepared
+from ..middleware._reply import ReplyTap, observe, reply_text, tap_reply
+from ..middleware._session import LRU
 from ._common import as_list, fail_open, readable, restore, split_kwargs
 
 if TYPE_CHECKING:
@@ -70,6 +78,8 @@ if not _litellm_installed():  # litellm is an extra: say how to get it, before a
         name="litellm")
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+log = logging.getLogger("memwire")
 
 # proxy call types whose request memwire understands, and the format it arrives in
 CALL_TYPES: dict[str, str] = {
@@ -129,30 +139,87 @@ def wrap(fn: F, middleware: Middleware) -> F:
         @functools.wraps(fn)
         async def awrapper(*args: Any, **kwargs: Any) -> Any:
             call, session, namespace = split(args, kwargs)
+            injection = None
             try:
                 shown, back = readable(call, "messages")
                 p = await middleware.aprepare_request(shown, api="openai.chat", session_id=session, namespace=namespace,
                                                       memory_role="user")
-                call = restore(p.body, "messages", back)
+                call, injection = restore(p.body, "messages", back), p.injection
             except Exception as exc:  # noqa: BLE001 - fail open
                 fail_open("litellm prepare", exc)
-            return await fn(**call)
+            return _watched(await fn(**call), middleware, injection)
 
         return cast(F, awrapper)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         call, session, namespace = split(args, kwargs)
+        injection = None
         try:
             shown, back = readable(call, "messages")  # litellm Message objects passed back
             p = middleware.prepare_request(shown, api="openai.chat", session_id=session, namespace=namespace,
                                            memory_role="user")
-            call = restore(p.body, "messages", back)
+            call, injection = restore(p.body, "messages", back), p.injection
         except Exception as exc:  # noqa: BLE001 - fail open
             fail_open("litellm prepare", exc)
-        return fn(**call)
+        return _watched(fn(**call), middleware, injection)
 
     return cast(F, wrapper)
+
+
+def _watched(result: Any, middleware: Middleware, injection: Injection | None) -> Any:
+    """``result`` itself, its reply read for ``observe_reply``: a response now, a stream (litellm's
+    ``CustomStreamWrapper``) as the caller iterates it."""
+    tap = tap_reply(middleware, injection, "openai.chat")
+    if tap is None:
+        return result
+    if hasattr(result, "__next__") or hasattr(result, "__anext__"):
+        return _teed(result, tap)
+    observe(middleware, tap.injection, reply_text("openai.chat", result))
+    return result
+
+
+class _TeedStream:
+    """Mixed into a litellm stream's own class (:func:`_teed`): each chunk goes to the caller
+    unchanged and to the tap, which hands the reply over when the stream is exhausted."""
+
+    _memwire_tap: ReplyTap
+
+    def __next__(self) -> Any:
+        try:
+            chunk = super().__next__()  # type: ignore[misc]
+        except StopIteration:
+            self._memwire_tap.finish()
+            raise
+        self._memwire_tap.feed_event(chunk)
+        return chunk
+
+    async def __anext__(self) -> Any:
+        try:
+            chunk = await super().__anext__()  # type: ignore[misc]
+        except StopAsyncIteration:
+            self._memwire_tap.finish()
+            raise
+        self._memwire_tap.feed_event(chunk)
+        return chunk
+
+
+_teed_classes: dict[type, type] = {}
+
+
+def _teed(stream: Any, tap: ReplyTap) -> Any:
+    """``stream`` with its chunks teed to ``tap``. The caller keeps litellm's own object (its type,
+    attributes, ``close``, context manager): only its class becomes a subclass that tees."""
+    cls = type(stream)
+    teed = _teed_classes.get(cls)
+    if teed is None:
+        teed = _teed_classes.setdefault(cls, type(cls.__name__, (_TeedStream, cls), {"__module__": cls.__module__}))
+    try:
+        stream.__class__ = teed
+        stream._memwire_tap = tap
+    except TypeError as exc:  # a class whose layout forbids it: the stream goes on, unread
+        log.warning("memwire: the reply of a %s cannot be read (%s)", cls.__name__, exc)
+    return stream
 
 
 # ---------------------------------------------------------------------- the proxy callback
@@ -221,7 +288,7 @@ def proxy_session(data: Mapping[str, Any]) -> str | None:
 
 async def _pre_call(
     middleware: Middleware, namespace_fn: Callable[[Any, Mapping[str, Any]], str | None],
-    user_api_key_dict: Any, data: dict[str, Any], call_type: str,
+    user_api_key_dict: Any, data: dict[str, Any], call_type: str, injected: _Injected,
 ) -> dict[str, Any]:
     api = CALL_TYPES.get(str(getattr(call_type, "value", call_type)))
     if api is None or not isinstance(data, dict):  # embeddings, images, text completion, ...: not ours
@@ -233,10 +300,40 @@ async def _pre_call(
             data, api=api, session_id=proxy_session(data), namespace=namespace_fn(user_api_key_dict, data),
             memory_role="user", headers=_headers(data),
         )
-        return p.body
     except Exception as exc:  # noqa: BLE001 - fail open
         fail_open(f"LiteLLM proxy hook ({call_type})", exc)
         return data
+    call_id = data.get("litellm_call_id")
+    if isinstance(call_id, str) and p.injection is not None and p.injection.memory_ids:
+        injected.setdefault(call_id, (api, p.injection))  # for the post-call hooks, which get the same id
+    return p.body
+
+
+# a request's (api, injection), by litellm call id, from the pre-call hook to the post-call hooks;
+# bounded: a call that fails never reaches them
+_Injected = LRU[str, tuple[str, Injection]]
+
+
+def _taken(injected: _Injected, data: Any) -> tuple[str, Injection] | None:
+    """The (api, injection) of the request ``data``, taken out: one reply per call."""
+    call_id = data.get("litellm_call_id") if isinstance(data, Mapping) else None
+    return injected.pop(call_id) if isinstance(call_id, str) else None
+
+
+async def _stream_through(middleware: Middleware, found: tuple[str, Injection] | None,
+                          response: Any) -> AsyncIterator[Any]:
+    """Every item of a proxy stream, unchanged; when its request got memories, each is also read
+    for the reply: litellm's chunk objects, or the raw server-sent events of ``/v1/messages``."""
+    tap = tap_reply(middleware, found[1], found[0], headers={"content-type": "text/event-stream"}) if found else None
+    async for item in response:
+        if tap is not None:
+            if isinstance(item, (bytes, bytearray, str)):
+                tap.feed(item.encode() if isinstance(item, str) else item)
+            else:
+                tap.feed_event(item)
+        yield item
+    if tap is not None:
+        tap.finish()
 
 
 def _build_callback_class() -> type:
@@ -257,12 +354,24 @@ def _build_callback_class() -> type:
             super().__init__(**kwargs)
             self.middleware = middleware if middleware is not None else Middleware.from_config()
             self.namespace = namespace or proxy_namespace
+            self._injected: _Injected = LRU(4096)
             self.middleware.warm_up(background=True)  # the proxy's first request does not load them
 
         async def async_pre_call_hook(
             self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any,
         ) -> dict[str, Any]:
-            return await _pre_call(self.middleware, self.namespace, user_api_key_dict, data, call_type)
+            return await _pre_call(self.middleware, self.namespace, user_api_key_dict, data, call_type, self._injected)
+
+        async def async_post_call_success_hook(self, data: dict[str, Any], user_api_key_dict: Any, response: Any) -> None:
+            found = _taken(self._injected, data)
+            if found is not None:  # None back: the response goes on unchanged
+                observe(self.middleware, found[1], reply_text(found[0], response))
+
+        async def async_post_call_streaming_iterator_hook(
+            self, user_api_key_dict: Any, response: Any, request_data: dict[str, Any],
+        ) -> AsyncIterator[Any]:
+            async for item in _stream_through(self.middleware, _taken(self._injected, request_data), response):
+                yield item
 
     MemwireCallback.__module__ = __name__
     return MemwireCallback

@@ -8,7 +8,9 @@ or ``anthropic-version``, else to the OpenAI upstream.
 
 Responses are relayed chunk by chunk as they arrive (server-sent events are never buffered) and a
 client that goes away closes the upstream stream. Memory fails open: if preparing the request
-breaks, the original bytes go upstream.
+breaks, the original bytes go upstream. When memories went into a request, a copy of its answer's
+chunks is kept as they pass and, once the last one is out, the reply's text goes to
+``Middleware.observe_reply`` (``memwire.middleware._reply``).
 
 Limits (docs/proxy.md, "Limits"): a request body must arrive within ``body_timeout`` seconds (else
 408, on every route); a client may start ``proxy_new_namespaces_per_minute`` new namespaces a minute
@@ -44,6 +46,7 @@ from .._errors import ConfigError, NamespaceError, RequestFormatError
 from ..memory._store import validate_namespace
 from ..middleware._core import Injection, Middleware, Prepared
 from ..middleware._distill import Complete, upstream_complete
+from ..middleware._reply import ReplyTap, tap_reply
 from ._common import WRONG_KEY, dump_json, wrong_key
 from ._limits import NamespaceQuota, Refusal, read_body
 from ._memory_api import memory_api
@@ -220,7 +223,7 @@ class _Proxy:
         headers = {"x-memwire-injected": str(injected), "x-memwire-mode": mode}
         if injection is not None and injection.profile_ids:  # contextPerTurn with profile=true
             headers["x-memwire-profile"] = str(len(injection.profile_ids))
-        return await self._forward(request, body, headers)
+        return await self._forward(request, body, headers, partial(tap_reply, self.middleware, injection, api))
 
     async def pass_through(self, request: Request) -> Response:
         self._check(request)
@@ -293,9 +296,10 @@ class _Proxy:
 
     # ---------------------------------------------------------------- upstream
 
-    async def _forward(self, request: Request, body: bytes | None, extra: Mapping[str, str]) -> Response:
+    async def _forward(self, request: Request, body: bytes | None, extra: Mapping[str, str],
+                       tap: _Tap | None = None) -> Response:
         """Send the request upstream and relay the answer. ``body=None``: stream the client's body
-        through untouched."""
+        through untouched. ``tap(status, headers)``: what reads the reply, if anything."""
         headers = request.headers
         base = self.upstreams[upstream_family(request.scope["path"], headers)]
         streamed = body is None and ("content-length" in headers or "transfer-encoding" in headers)
@@ -306,8 +310,8 @@ class _Proxy:
             request.method, url, headers=_upstream_headers(headers.raw, keep_length=streamed),
             content=read_body(request, self.body_timeout) if streamed else body)
         if streamed:  # read from the client's messages, which the relay listens to for a disconnect: sent first
-            return _Relay(await self._send(upstream, base, retry=False), extra)
-        return _Relay(partial(self._send, upstream, base, retry=True), extra)  # sent while the relay listens
+            return _Relay(await self._send(upstream, base, retry=False), extra, tap)
+        return _Relay(partial(self._send, upstream, base, retry=True), extra, tap)  # sent while the relay listens
 
     async def _send(self, request: httpx.Request, base: str, retry: bool) -> httpx.Response:
         """Send upstream; failures become 504 and 502 refusals. ``retry``: the body can be sent again."""
@@ -345,24 +349,31 @@ def _upstream_headers(raw: Sequence[tuple[bytes, bytes]], keep_length: bool) -> 
     return out
 
 
+_Tap = Callable[[int, httpx.Headers], ReplyTap | None]  # reads the reply of an answer (status, headers)
+
+
 class _Relay(StreamingResponse):
     """The upstream's answer as it arrives: its status, its headers but hop-by-hop ones, and its
     body as it came over the wire (still compressed if it was). The answer is awaited here, while
     Starlette listens for the client leaving: that stops the wait or the relay. The upstream
-    response is closed however the relay ends."""
+    response is closed however the relay ends. ``tap`` reads the reply of an answer relayed whole."""
 
     def __init__(self, answer: httpx.Response | Callable[[], Awaitable[httpx.Response]],
-                 extra: Mapping[str, str]) -> None:
+                 extra: Mapping[str, str], tap: _Tap | None = None) -> None:
         super().__init__((), headers=extra)  # the body comes with the answer
         self.answer = answer
+        self.tap = tap
 
     async def stream_response(self, send: Send) -> None:
         upstream = self.answer if isinstance(self.answer, httpx.Response) else await self.answer()
         try:
             self.status_code = upstream.status_code
             self.raw_headers[:0] = [(k.lower(), v) for k, v in upstream.headers.raw if k.lower() not in _DROP_RESPONSE]
-            self.body_iterator = _raw_chunks(upstream)
+            tap = self.tap(upstream.status_code, upstream.headers) if self.tap is not None else None
+            self.body_iterator = _raw_chunks(upstream, tap)
             await super().stream_response(send)
+            if tap is not None:  # the client has it all, end of body included: only now the reply is read
+                tap.finish()
         except httpx.HTTPError as exc:  # the headers are gone already: all we can do is cut the stream
             log.warning("memwire proxy: upstream stream broke off (%s)", type(exc).__name__)
         finally:
@@ -370,13 +381,18 @@ class _Relay(StreamingResponse):
                 await upstream.aclose()
 
 
-async def _raw_chunks(upstream: httpx.Response) -> AsyncIterator[bytes]:
-    """The body as it came over the wire; mock transports hand over responses that are already read."""
-    if upstream.is_stream_consumed:
-        yield upstream.content
-        return
-    async for chunk in upstream.aiter_raw():
+async def _raw_chunks(upstream: httpx.Response, tap: ReplyTap | None = None) -> AsyncIterator[bytes]:
+    """The body as it came over the wire (mock transports hand over responses that are already
+    read), each chunk copied to ``tap`` on its way."""
+    chunks = _one(upstream.content) if upstream.is_stream_consumed else upstream.aiter_raw()
+    async for chunk in chunks:
+        if tap is not None:
+            tap.feed(chunk)
         yield chunk
+
+
+async def _one(chunk: bytes) -> AsyncIterator[bytes]:
+    yield chunk
 
 
 async def _run(offload: bool, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -517,6 +517,12 @@ class MemoryStore:
             merged = self._merged
             return {mid for mid in ids if mid not in merged}
 
+    def known(self, ids: Iterable[str]) -> list[Memory]:
+        """The memories of these full ids as last read (no re-read; ids no longer there are left out)."""
+        with self._reading(False, True):
+            merged = self._merged
+            return [merged[mid] for mid in ids if mid in merged]
+
     def get(self, mid: str) -> Memory:
         """The memory with id ``mid`` (or a unique prefix of it)."""
         with self._reading(True, True):

@@ -20,7 +20,6 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .._errors import MemoryNotFoundError
 from .._worker import Worker
 from ._logfile import append_jsonl, read_jsonl
 from ._model import Memory
@@ -71,12 +70,7 @@ class Telemetry:
 
         try:
             reply_terms = _terms(reply)
-            mems = []
-            for mid in dict.fromkeys(ids):
-                try:
-                    mems.append(store.get(mid))
-                except MemoryNotFoundError:  # forgotten or edited since: nothing to credit
-                    continue
+            mems = store.known(dict.fromkeys(ids))  # one forgotten or edited since has nothing to credit
             took = [m.id for m in mems if used(m, reply_terms)]
             append_jsonl(store.path / TELEMETRY_NAME, {
                 "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "session": session, "mode": mode,

@@ -283,11 +283,14 @@ class Middleware:
         """The model's reply to a request memwire prepared: which of the injected memories it used
         is recorded in the background (``memory/_telemetry``). Called by the adapters and the
         proxy once the reply has fully arrived; never raises."""
-        if injection is None or not injection.memory_ids or injection.skipped or not text:
+        if injection is None or not text:
+            return
+        ids = (() if injection.skipped else injection.memory_ids) + injection.profile_ids
+        if not ids:
             return
         try:
             store = self.store_for(injection.namespace or None)
-            self.telemetry.offer(store, injection.memory_ids, text, injection.session, injection.mode)
+            self.telemetry.offer(store, ids, text, injection.session, injection.mode)
         except Exception as exc:  # noqa: BLE001 - telemetry never fails a call
             log.warning("memwire: telemetry not recorded (%s: %s)", type(exc).__name__, exc)
 

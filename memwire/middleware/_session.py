@@ -138,6 +138,10 @@ class LRU(Generic[K, V]):
                 self._data.popitem(last=False)
             return value
 
+    def pop(self, key: K) -> V | None:
+        with self._lock:
+            return self._data.pop(key, None)
+
     def __len__(self) -> int:
         return len(self._data)
 

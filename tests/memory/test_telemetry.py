@@ -102,3 +102,17 @@ def test_a_failure_costs_a_log_line(mw: Middleware, monkeypatch: pytest.MonkeyPa
     mw.observe_reply(inj, "5433")
     mw.flush()
     assert "telemetry failed (ZeroDivisionError" in caplog.text
+
+
+def test_memories_in_the_profile_are_credited_too(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "mem")
+    pinned = store.add("Always answer in British English", ["instruction"], pinned=True)
+    port = store.add("The staging database listens on port 5433", ["infra"])
+    mw = Middleware(store=store, mode="contextPerTurn", capture="off", profile=True)
+    mw.warm_up()
+    inj = ask(mw, "Thanks!")  # a closer: no per-turn block, the profile still goes in
+    assert inj.profile_ids and not inj.memory_ids
+    mw.observe_reply(inj, "You're welcome: staging listens on 5433, in British English as always.")
+    mw.flush()
+    [record] = read_telemetry(store)
+    assert set(record["injected"]) == {pinned.id, port.id} and set(record["used"]) == {pinned.id, port.id}

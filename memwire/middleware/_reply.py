@@ -1,0 +1,331 @@
+"""The model's reply, read as it passes on its way to the caller, for telemetry
+(``Middleware.observe_reply``: did the reply use the memories injected into its request?).
+
+A :class:`ReplyReader` is fed the response body chunk by chunk, as the caller receives it, and only
+appends the bytes; the body is parsed once, at the end (:meth:`ReplyReader.text`). A
+:class:`ReplyTap` is a reader for one call with memories injected: when the body is over it hands
+the reply's text to ``observe_reply``. Nothing here changes or holds back a byte.
+
+What the reply's text is: the assistant's text, and a refusal (what the model said to the person
+instead: a reply too). Not text: tool calls and their arguments, reasoning and thinking, images,
+audio. The pieces of one answer are joined as the SDKs join them (Responses ``output_text``,
+Anthropic text blocks): end to end; several choices (chat ``n > 1``) by a blank line. A reply
+without text (tool calls only), an error status, a body that cannot be read: no text (None).
+
+Bodies: JSON, or server-sent events (``text/event-stream``) of chat chunks, Anthropic events or
+Responses events (whose ``response.completed`` copy of the whole reply wins over the deltas).
+Compressed bodies (the proxy relays them as they came): gzip and deflate are decompressed from the
+copy; other encodings are not read (a debug log). At most ``cap`` bytes are kept (one log line
+past it); the reply is then read from what was kept: a stream's first events, a JSON body not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import zlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .._worker import Worker
+from ._formats import text_of
+
+if TYPE_CHECKING:
+    from ._core import Injection, Middleware
+
+__all__ = ["ReplyReader", "ReplyTap", "tap_reply", "reply_text", "observe", "MAX_REPLY_BYTES"]
+
+log = logging.getLogger("memwire")
+
+MAX_REPLY_BYTES = 1 << 20  # of body kept per reply: a longer one is read from its first MiB
+INLINE_BYTES = 64 << 10    # a bigger body is parsed in a worker thread, not where the stream ended
+MAX_PENDING = 64           # big replies waiting to be parsed at most (each holds up to MAX_REPLY_BYTES)
+
+# its own thread: a big reply's parse never waits behind, or holds up, a retrieval or a capture
+_parser = Worker("memwire-reply", "reading replies", "replies", lambda: MAX_PENDING)
+
+
+# ---------------------------------------------------------------------- reading one reply
+
+
+def _get(obj: Any, key: str) -> Any:
+    """A field of a JSON object or of an SDK object (litellm's responses and stream chunks)."""
+    return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
+
+
+def _kind(obj: Any) -> str | None:
+    """The ``type`` of an object or event, as a plain string (litellm's are enums)."""
+    kind = _get(obj, "type")
+    kind = getattr(kind, "value", kind)
+    return kind if isinstance(kind, str) else None
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _index(obj: Any, key: str = "index") -> int:
+    i = _get(obj, key)
+    return i if isinstance(i, int) and not isinstance(i, bool) else 0
+
+
+class _Text:
+    """A reply's text as it is read: pieces by place (choice, content block, output part)."""
+
+    def __init__(self, sep: str) -> None:
+        self.sep = sep
+        self.pieces: dict[Any, list[str]] = {}
+        self.size = 0
+        self.final: str | None = None  # the whole reply, as a stream's last event repeats it (Responses)
+        self.done = False              # the stream's end marker was read
+
+    def add(self, place: Any, piece: Any) -> None:
+        if isinstance(piece, str) and piece:
+            self.pieces.setdefault(place, []).append(piece)
+            self.size += len(piece)
+
+    def text(self) -> str:
+        return self.final or self.sep.join("".join(self.pieces[p]) for p in sorted(self.pieces))
+
+
+def _chat(out: _Text, body: Any, field: str = "message") -> None:
+    """Chat completions: each choice's message (a chunk: its delta) content and refusal."""
+    for choice in _list(_get(body, "choices")):
+        message = _get(choice, field)
+        content = _get(message, "content")
+        out.add(_index(choice), content if isinstance(content, str) else text_of(content, ("text",)))
+        out.add(_index(choice), _get(message, "refusal"))
+
+
+def _chat_event(out: _Text, event: Any) -> None:
+    _chat(out, event, "delta")
+
+
+def _anthropic(out: _Text, body: Any) -> None:
+    for i, block in enumerate(_list(_get(body, "content"))):
+        if _kind(block) == "text":
+            out.add(i, _get(block, "text"))
+
+
+def _anthropic_event(out: _Text, event: Any) -> None:
+    kind = _kind(event)
+    if kind == "content_block_start":
+        block = _get(event, "content_block")
+        if _kind(block) == "text":
+            out.add(_index(event), _get(block, "text"))
+    elif kind == "content_block_delta":
+        delta = _get(event, "delta")
+        if _kind(delta) == "text_delta":
+            out.add(_index(event), _get(delta, "text"))
+    elif kind == "message_stop":
+        out.done = True
+
+
+_RESPONSES_PARTS = {"output_text": "text", "refusal": "refusal"}  # content part type -> its text field
+_RESPONSES_DELTAS = ("response.output_text.delta", "response.refusal.delta")
+_RESPONSES_ENDS = ("response.completed", "response.incomplete", "response.failed")
+
+
+def _responses(out: _Text, body: Any) -> None:
+    for i, item in enumerate(_list(_get(body, "output"))):
+        if _kind(item) == "message":
+            for j, part in enumerate(_list(_get(item, "content"))):
+                field = _RESPONSES_PARTS.get(_kind(part) or "")
+                if field:
+                    out.add((i, j), _get(part, field))
+
+
+def _responses_event(out: _Text, event: Any) -> None:
+    kind = _kind(event)
+    if kind in _RESPONSES_DELTAS:
+        out.add((_index(event, "output_index"), _index(event, "content_index")), _get(event, "delta"))
+    elif kind in _RESPONSES_ENDS:
+        out.done = True
+        whole = _Text("")
+        _responses(whole, _get(event, "response"))
+        out.final = whole.text() or None
+
+
+class _Api(NamedTuple):
+    whole: Callable[[_Text, Any], None]  # a reply read whole (JSON)
+    event: Callable[[_Text, Any], None]  # one event of a streamed reply
+    sep: str = ""                        # between the answers of several choices
+
+
+_APIS = {
+    "openai.chat": _Api(_chat, _chat_event, "\n\n"),
+    "anthropic.messages": _Api(_anthropic, _anthropic_event),
+    "openai.responses": _Api(_responses, _responses_event),
+}
+
+
+def _api(api: str) -> _Api:
+    try:
+        return _APIS[api]
+    except KeyError:
+        raise ValueError(f"unknown api {api!r}; expected one of {', '.join(_APIS)}") from None
+
+
+def reply_text(api: str, body: Any) -> str | None:
+    """The text of a whole reply of ``api``: parsed JSON, or an SDK object (a litellm
+    ``ModelResponse``, a Responses object). None when it has none or cannot be read."""
+    spec = _api(api)
+    out = _Text(spec.sep)
+    try:
+        spec.whole(out, body)
+        return out.text() or None
+    except Exception as exc:  # noqa: BLE001 - an odd body is no reply, never an error for the caller
+        log.debug("memwire: reply not read (%s: %s)", type(exc).__name__, exc)
+        return None
+
+
+def _sse_data(body: str) -> Iterator[str]:
+    """The data of each server-sent event, in order (its ``data:`` lines joined)."""
+    for event in body.replace("\r\n", "\n").replace("\r", "\n").split("\n\n"):
+        lines = [line[5:].removeprefix(" ") for line in event.split("\n") if line.startswith("data:")]
+        if lines:
+            yield "\n".join(lines)
+
+
+def _inflate(data: bytes, cap: int) -> bytes:
+    """gzip or zlib data (raw deflate as a fallback), decompressed up to ``cap`` bytes: what a
+    truncated stream holds is kept; a compression bomb stops at the cap."""
+    try:
+        return zlib.decompressobj(wbits=zlib.MAX_WBITS | 32).decompress(data, cap)
+    except zlib.error:
+        return zlib.decompressobj(wbits=-zlib.MAX_WBITS).decompress(data, cap)
+
+
+class ReplyReader:
+    """Reads the reply of ``api`` ("openai.chat", "anthropic.messages", "openai.responses") from a
+    response with ``status`` and ``headers`` (content type and encoding), fed as it passes:
+    :meth:`feed` for body bytes, :meth:`feed_event` for stream events already parsed (litellm's
+    chunks); :meth:`text` at the end. Never raises on what it is fed."""
+
+    def __init__(self, api: str, status: int = 200, headers: Mapping[str, str] | None = None, *,
+                 cap: int = MAX_REPLY_BYTES) -> None:
+        self.api = api
+        self._spec = _api(api)
+        self.ok = 200 <= status < 300  # an error's body is no reply: not even kept
+        headers = headers or {}
+        self.sse = (headers.get("content-type") or "").split(";")[0].strip().lower() == "text/event-stream"
+        self.encoding = (headers.get("content-encoding") or "identity").strip().lower()
+        self.cap = cap
+        self.size = 0  # bytes (and event text) kept
+        self._body = bytearray()
+        self._events = _Text(self._spec.sep)
+        self._full = False
+
+    def feed(self, chunk: bytes) -> None:
+        """Keep a copy of the next body chunk (up to the cap)."""
+        if self.ok and self._room(len(chunk)):
+            self._body += chunk[: self.cap - len(self._body)]
+
+    def feed_event(self, event: Any) -> None:
+        """Read one event of a streamed reply (a dict, or an SDK object such as litellm's chunk)."""
+        if not (self.ok and self._room(0)):
+            return
+        before = self._events.size
+        try:
+            self._spec.event(self._events, event)
+        except Exception as exc:  # noqa: BLE001 - an odd event is skipped, never the caller's problem
+            log.debug("memwire: reply event not read (%s: %s)", type(exc).__name__, exc)
+        self._room(self._events.size - before)
+
+    def _room(self, n: int) -> bool:
+        """Count ``n`` more bytes; False once the cap was passed (logged once, when it is)."""
+        if self._full:
+            return False
+        self.size += n
+        if self.size > self.cap:
+            self._full = True
+            log.info("memwire: reply longer than %d bytes; its text is read from the first %d", self.cap, self.cap)
+        return True
+
+    def text(self, ended: bool = True) -> str | None:
+        """The reply's text, or None (see the module docstring). ``ended``: the body ran to its
+        end; False: the caller closed it first, and a stream counts only if its end marker was read."""
+        if not self.ok:
+            return None
+        try:
+            if self._body and not self.sse:
+                body = self._decoded()
+                return reply_text(self.api, json.loads(body)) if body else None
+            out = self._read_events() if self._body else self._events
+            if not (ended or out.done):
+                return None
+            return out.text() or None
+        except Exception as exc:  # noqa: BLE001 - garbage is no reply, never an exception
+            log.debug("memwire: reply not read (%s: %s)", type(exc).__name__, exc)
+            return None
+
+    def _read_events(self) -> _Text:
+        out = _Text(self._spec.sep)
+        body = self._decoded() or b""
+        for data in _sse_data(body.decode("utf-8", "replace")):
+            if data == "[DONE]":  # chat completions' end marker
+                out.done = True
+                continue
+            try:
+                event = json.loads(data)
+            except ValueError:
+                continue  # a cut or broken event: the others still count
+            self._spec.event(out, event)
+        return out
+
+    def _decoded(self) -> bytes | None:
+        data = bytes(self._body)
+        if self.encoding == "identity":
+            return data
+        if self.encoding in ("gzip", "x-gzip", "deflate"):
+            return _inflate(data, self.cap)
+        log.debug("memwire: a reply in %r encoding is not read", self.encoding)
+        return None
+
+
+# ---------------------------------------------------------------------- handing it over
+
+
+def observe(middleware: Middleware, injection: Injection, text: str | None) -> None:
+    """``middleware.observe_reply(injection, text)`` when there is text; a failure is logged, never
+    raised: telemetry must not fail the call it watches."""
+    if not text:
+        return
+    try:
+        middleware.observe_reply(injection, text)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("memwire: observing the reply failed (%s: %s)", type(exc).__name__, exc)
+
+
+class ReplyTap(ReplyReader):
+    """The reader of one call's reply that, when the body is over (:meth:`finish`), hands its text
+    to ``middleware.observe_reply``, once. Finishing costs little where it is called (the end of a
+    stream, on the caller's thread or the event loop): a big body is parsed in a worker thread."""
+
+    def __init__(self, middleware: Middleware, injection: Injection, api: str, status: int = 200,
+                 headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(api, status, headers)
+        self.middleware = middleware
+        self.injection = injection
+        self._finished = False
+
+    def finish(self, ended: bool = True) -> None:
+        """The body is over: ``ended`` (it ran to its end) or closed by the caller before its end."""
+        if self._finished:
+            return
+        self._finished = True
+        if self.size > INLINE_BYTES:
+            _parser.submit(self._observe, ended)
+        else:
+            self._observe(ended)
+
+    def _observe(self, ended: bool) -> None:
+        observe(self.middleware, self.injection, self.text(ended))
+
+
+def tap_reply(middleware: Middleware, injection: Injection | None, api: str, status: int = 200,
+              headers: Mapping[str, str] | None = None) -> ReplyTap | None:
+    """A tap on the reply of a call, or None when its request got no memories (nothing to observe)."""
+    if injection is None or not (injection.memory_ids or injection.profile_ids):
+        return None
+    return ReplyTap(middleware, injection, api, status, headers)
