@@ -121,6 +121,19 @@ MUTATIONS = [
              "search(f, exclude | shown)", "search(f, exclude)"),
     Mutation("the profile is not read back from the ledger", "memwire/middleware/_replay.py",
              "            profile = by_key.pop(PROFILE_KEY, None)", "            profile = None"),
+    Mutation("a pinned memory decays", "memwire/memory/_lifecycle.py",
+             "decay = 1.0 if mem.pinned else", "decay = 1.0 if False else"),
+    Mutation("the stability prior is not applied", "memwire/memory/_store.py",
+             "Hit(h.memory, h.score * p)", "Hit(h.memory, h.score)"),
+    Mutation("forget deletes instead of archiving", "memwire/memory/_store.py",
+             "                self._archive_copy(d.files[name][full], reason)", "                pass"),
+    Mutation("a sweep moves a person's own memory", "memwire/memory/_upkeep.py",
+             '    return s.cue != "explicit" and not s.memory.pinned', "    return not s.memory.pinned"),
+    Mutation("a used memory is not reinforced", "memwire/memory/_telemetry.py",
+             "                store.lifecycle.reinforce(took, used=True)", "                pass"),
+    Mutation("two processes' counts overwrite each other", "memwire/memory/_lifecycle.py",
+             "                disk = self._read()\n                now = self.clock()",
+             "                disk = {}\n                now = self.clock()"),
 ]
 
 
