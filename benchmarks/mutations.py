@@ -126,7 +126,7 @@ MUTATIONS = [
     Mutation("the stability prior is not applied", "memwire/memory/_store.py",
              "Hit(h.memory, h.score * p)", "Hit(h.memory, h.score)"),
     Mutation("forget deletes instead of archiving", "memwire/memory/_store.py",
-             "                self._archive_copy(d.files[name][full], reason)", "                pass"),
+             "                self.archive_copy([d.files[name][full]], reason)", "                pass"),
     Mutation("a sweep moves a person's own memory", "memwire/memory/_upkeep.py",
              '    return s.cue != "explicit" and not s.memory.pinned', "    return not s.memory.pinned"),
     Mutation("a used memory is not reinforced", "memwire/memory/_telemetry.py",

@@ -156,7 +156,7 @@ def test_proxy_limits_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 def test_inbox_list_approve_reject(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from memwire import MemoryStore
-    from memwire.memory._inbox import archive_of, inbox_of
+    from memwire.memory._inbox import inbox_of
 
     d = tmp_path / "mem"
     store = MemoryStore(d)
@@ -172,7 +172,7 @@ def test_inbox_list_approve_reject(tmp_path: Path, capsys: pytest.CaptureFixture
     code, out, _ = run(capsys, "inbox", "reject", "--dir", str(d), short.id)  # ... or after it
     assert code == 0 and "rejected" in out
     assert [m.text for m in store] == ["CI runs on Node 20"] and store.get(ci.id).topic == "Facts"
-    assert "rejected" in archive_of(store).get(short.id).tags
+    assert "rejected" in store.archive.get(short.id).tags
     for bad in (["approve"], ["approve", java.id, "--all"], ["reject", "zzzz"]):
         code, _, err = run(capsys, "inbox", "--dir", str(d), *bad)
         assert code == 2 and err.startswith("memwire: error: ") and "Traceback" not in err

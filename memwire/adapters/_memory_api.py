@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
 from .._errors import InvalidMemoryError, MemoryNotFoundError, MemwireError, NamespaceError
-from ..memory._inbox import approve, archive, inbox_of, reject
+from ..memory._inbox import approve, inbox_of, reject
 from ..memory._model import Memory
 from ..memory._store import MemoryStore
 from ..middleware._core import Middleware
@@ -127,7 +127,7 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None) -> Mount
 
     def forget(request: Request) -> JSONResponse:
         s = store(request)
-        return JSONResponse(_out(archive(s, _found(s, request.path_params["id"]), "forgotten")))
+        return JSONResponse(_out(s.forget(_found(s, request.path_params["id"]).id)))  # to the archive
 
     def inbox(request: Request) -> JSONResponse:
         items = [_out(m) for m in inbox_of(store(request)).memories()[: limit(request)]]

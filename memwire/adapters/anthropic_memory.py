@@ -31,7 +31,6 @@ import errno
 import os
 import re
 import stat
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -53,9 +52,7 @@ from anyio import to_thread
 from typing_extensions import override
 
 from .._errors import InvalidMemoryError, MemoryFileError
-from ..memory._inbox import archive_of
 from ..memory._markdown import parse_text
-from ..memory._model import Memory
 from ..memory._store import MemoryStore, _read_all
 from ..policies._secrets import find_secret
 
@@ -321,12 +318,10 @@ class MemoryTool(BetaAbstractMemoryTool):
     def _archive(self, text: str) -> None:
         """Keep a deleted file's memories in the archive, tagged ``forgotten`` (never injected,
         never lost), before the file goes."""
-        today = time.strftime("%Y-%m-%d")
-        kept = [Memory.create(e.memory.text, (*[t for t in e.memory.tags if t != "forgotten"], "forgotten"),
-                              topic=e.memory.topic, date=today) for e in parse_text(_as_memory(text)).entries]
+        kept = [e.memory for e in parse_text(_as_memory(text)).entries]
         if kept:
             try:
-                archive_of(self.store).add_many(kept)
+                self.store.archive_copy(kept, "forgotten")
             except InvalidMemoryError as exc:
                 raise ToolError(f"Not deleted: its memories could not be archived ({exc}); edit the file instead") from None
 

@@ -25,7 +25,6 @@ from pydantic import BaseModel, Field
 
 from .. import __version__
 from .._errors import MemwireError
-from ..memory._inbox import archive
 from ..memory._model import Memory
 from ..memory._store import MAX_MEMORY_CHARS, MemoryStore
 from ..middleware._core import Middleware
@@ -139,7 +138,7 @@ def build_server(source: Middleware | MemoryStore, namespace: str | None = None)
         id: Annotated[str, Field(min_length=1, description="the memory's id (or a unique prefix of 4+ characters)")],
     ) -> MemoryOut:
         try:
-            return _out(archive(store, store.get(id), "forgotten"))
+            return _out(store.forget(id))  # to the archive
         except (MemwireError, OSError) as exc:
             raise _failed("forget", exc) from None
 

@@ -23,7 +23,7 @@ from ._logfile import LOG_MAX_BYTES, append_jsonl, read_jsonl
 from ._model import Memory
 from ._store import MemoryStore, cue_of
 
-__all__ = ["inbox_of", "archive_of", "archive", "approve", "reject", "was_rejected", "log_event", "read_log",
+__all__ = ["inbox_of", "approve", "reject", "was_rejected", "log_event", "read_log",
            "CAPTURED_TAG", "LOG_NAME", "LOG_MAX_BYTES"]
 
 CAPTURED_TAG = "captured"
@@ -33,15 +33,6 @@ LOG_NAME = ".captured.jsonl"
 def inbox_of(store: MemoryStore) -> MemoryStore:
     """The review inbox of ``store``'s directory (its own store: never searched with it)."""
     return MemoryStore(store.path / "inbox", min_score=store.min_score, track=False)
-
-
-def archive_of(store: MemoryStore) -> MemoryStore:
-    return store.archive
-
-
-def archive(store: MemoryStore, mem: Memory, reason: str) -> Memory:
-    """Move ``mem`` out of ``store`` into the archive (see ``MemoryStore.forget``)."""
-    return store.forget(mem.id, reason=reason)
 
 
 def approve(store: MemoryStore, ids: Iterable[str]) -> list[Memory]:
@@ -60,7 +51,7 @@ def reject(store: MemoryStore, ids: Iterable[str]) -> list[Memory]:
     inbox, gone = inbox_of(store), []
     for mid in _resolved(inbox, ids):
         mem = inbox.get(mid)
-        store._archive_copy(mem, "rejected")
+        store.archive_copy([mem], "rejected")
         gone.append(inbox.forget(mid, reason=None))
         log_event(store, "rejected", mem)
     return gone
@@ -72,7 +63,7 @@ def _resolved(inbox: MemoryStore, ids: Iterable[str]) -> list[str]:
 
 
 def was_rejected(store: MemoryStore, mem_id: str) -> bool:
-    arch = archive_of(store)
+    arch = store.archive
     if not arch.path.is_dir():
         return False
     try:

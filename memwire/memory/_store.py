@@ -549,9 +549,8 @@ class MemoryStore:
             found = self._index.search(Query(query, tuple(context)), k + _PRIOR_POOL, cut, exclude)
             merged = self._merged
         hits = [Hit(merged[mid], score) for mid, score in found if mid in merged]
-        lc = self.lifecycle
-        if self.track and lc.scoring.rank_prior and len(hits) > 1:  # stability as a small prior: see Scoring.prior
-            priors = lc.priors([h.memory for h in hits])
+        if self.track and len(hits) > 1 and self.lifecycle.scoring.rank_prior:  # a small prior: see Scoring.prior
+            priors = self.lifecycle.priors([h.memory for h in hits])
             hits = sorted((Hit(h.memory, h.score * p) for h, p in zip(hits, priors)), key=lambda h: (-h.score, h.memory.id))
         return hits[:k]
 
@@ -740,7 +739,7 @@ class MemoryStore:
 
         with self._locked(mid) as (d, name, full):
             if reason is not None:
-                self._archive_copy(d.files[name][full], reason)
+                self.archive_copy([d.files[name][full]], reason)
             entry, _ = self._rewrite(d, name, full, edit)
         if reason is not None and self.track:
             self.lifecycle.forgotten([full])
@@ -748,10 +747,12 @@ class MemoryStore:
             log.info("memwire: %s forgotten in %s but still present in another scope", full, d.path)
         return entry.memory  # type: ignore[no-any-return]
 
-    def _archive_copy(self, mem: Memory, reason: str) -> None:
-        """Write ``mem`` to the archive, tagged with why (only the latest why)."""
-        self.archive.add(mem.text, tags=[t for t in mem.tags if t not in ARCHIVE_REASONS] + [reason],
-                         pinned=mem.pinned, topic=mem.topic, date=time.strftime("%Y-%m-%d"))
+    def archive_copy(self, mems: Iterable[Memory], reason: str) -> None:
+        """Write ``mems`` to the archive in one write, each tagged with why (only the latest why)
+        and dated today; the caller removes them where they were."""
+        today = time.strftime("%Y-%m-%d")
+        self.archive.add_many([Memory.create(m.text, [t for t in m.tags if t not in ARCHIVE_REASONS] + [reason],
+                                             m.pinned, m.topic, today) for m in mems])
 
     def restore(self, mid: str) -> Memory:
         """Bring a memory back from the archive (``mid``: its id or a unique prefix), without the

@@ -60,8 +60,8 @@ def _movable(s: Scored) -> bool:
     return s.cue != "explicit" and not s.memory.pinned
 
 
-def _sweepable(store: "MemoryStore", now: float | None = None) -> list[tuple[Scored, str]]:
-    rows = scored(store, now)
+def _sweepable(store: "MemoryStore", rows: list[Scored]) -> list[tuple[Scored, str]]:
+    """What a sweep archives, of ``rows`` (``scored``, strongest first), and why."""
     out = [(s, "decayed") for s in rows if s.state == "dropped" and _movable(s)]
     decayed = {s.memory.id for s, _ in out}
     caps = store.lifecycle.scoring.caps
@@ -76,8 +76,9 @@ def _sweepable(store: "MemoryStore", now: float | None = None) -> list[tuple[Sco
 def stale(store: "MemoryStore", now: float | None = None) -> list[tuple[Scored, str]]:
     """What is fading (``candidate`` or ``dropped``) or over its cap, weakest first, each with what
     a sweep does to it: ``decayed``/``capped`` (archived) or ``kept`` (a person's or pinned)."""
-    moving = {s.memory.id: why for s, why in _sweepable(store, now)}
-    rows = [s for s in scored(store, now) if s.state in ("candidate", "dropped") or s.memory.id in moving]
+    every = scored(store, now)
+    moving = {s.memory.id: why for s, why in _sweepable(store, every)}
+    rows = [s for s in every if s.state in ("candidate", "dropped") or s.memory.id in moving]
     return [(s, moving.get(s.memory.id, "kept")) for s in sorted(rows, key=lambda s: (s.score, s.memory.id))]
 
 
@@ -85,7 +86,7 @@ def sweep(store: "MemoryStore", now: float | None = None) -> list[tuple[Memory, 
     """Archive what decayed or overflows its category (see the module); returns what moved."""
     store.lifecycle.seen(store.memories())  # from now on a hand-written memory's age counts
     moved = []
-    for s, why in _sweepable(store, now):
+    for s, why in _sweepable(store, scored(store, now)):
         try:
             store.forget(s.memory.id, reason=why)
             moved.append((s.memory, why))
@@ -98,7 +99,10 @@ def sweep(store: "MemoryStore", now: float | None = None) -> list[tuple[Memory, 
 
 
 def sweep_if_due(store: "MemoryStore") -> None:
-    """A background sweep, at most every ``SWEEP_INTERVAL_S`` per directory in this process."""
+    """A background sweep, at most every ``SWEEP_INTERVAL_S`` per directory in this process (none
+    for a directory not there: nothing to sweep, or not a directory, which its caller reports)."""
+    if not store.path.is_dir():
+        return
     key = str(store.path)
     now = time.monotonic()
     with _sweep_lock:

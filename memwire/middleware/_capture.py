@@ -32,7 +32,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from .._worker import Worker
-from ..memory._inbox import CAPTURED_TAG, archive, inbox_of, log_event, reject, was_rejected
+from ..memory._inbox import CAPTURED_TAG, inbox_of, log_event, reject, was_rejected
 from ..memory._model import Memory, memory_id, normalized
 from ..memory._text import analyze
 from ..memory._upkeep import sweep_if_due
@@ -121,7 +121,7 @@ class Capture:
                     self._write(store, st.kind, st.text, {"kind": st.kind, "session": session, "turn": turn})
             if exchange is not None:
                 self._distill(store, session, turn, *exchange, complete=complete)
-            if store.track and store.path.is_dir():
+            if store.track:
                 sweep_if_due(store)  # the lifecycle's upkeep, at most every few hours
         except Exception as exc:  # noqa: BLE001 - capture is never worth more than a log line
             log.warning("memwire: capture failed (%s: %s)", type(exc).__name__, exc)
@@ -165,7 +165,7 @@ class Capture:
                       "confidence": f"{p.confidence:.2f}"}
             old = next((m for m in existing if p.replaces and m.id.startswith(p.replaces)), None)
             if p.action == "update" and old is not None and old.id in store and _near_duplicate(store, p.text) is None:
-                log_event(store, "superseded", archive(store, old, "superseded"), source)
+                log_event(store, "superseded", store.forget(old.id, reason="superseded"), source)
             self._write(store, p.kind, p.text, source, extra_tags=(DISTILLED_TAG,))
 
     def _supersede(self, store: "MemoryStore", text: str, source: dict[str, str]) -> None:
@@ -173,7 +173,7 @@ class Capture:
         key = text[: text.find(" is ") + 4].lower()
         for mem in store.memories():
             if CAPTURED_TAG in mem.tags and mem.text.lower().startswith(key) and mem.text != text:
-                log_event(store, "superseded", archive(store, mem, "superseded"), source)
+                log_event(store, "superseded", store.forget(mem.id, reason="superseded"), source)
 
     def _forget(self, store: "MemoryStore", session: str, st: Statement) -> None:
         inbox = inbox_of(store) if self.setting == "review" else None
@@ -189,7 +189,7 @@ class Capture:
             if inbox is not None and mem.id in inbox:  # not approved yet: it was never memory
                 reject(store, [mem.id])
             else:
-                log_event(store, "forgotten", archive(store, mem, "forgotten"), {"session": session})
+                log_event(store, "forgotten", store.forget(mem.id), {"session": session})
             log.info("memwire: forgot captured memory %s: %s", mem.id, mem.text)
 
 

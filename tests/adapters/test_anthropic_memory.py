@@ -19,7 +19,6 @@ from anthropic.lib.tools import ToolError
 
 from memwire import MemoryStore, Middleware
 from memwire.adapters.anthropic_memory import FRONT_MATTER, AsyncMemoryTool, MemoryTool
-from memwire.memory._inbox import archive_of
 
 LISTING = "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items:\n"
 
@@ -174,7 +173,7 @@ def test_delete_moves_the_memories_to_the_archive(tool: MemoryTool, mem: Path) -
     assert run(tool, command="delete", path="/memories/a.md") == "Successfully deleted /memories/a.md"
     run(tool, command="delete", path="/memories/p.md")
     assert files(mem) == ["archive"] and list(tool.store) == []
-    archived = {m.text: m.tags for m in archive_of(tool.store)}
+    archived = {m.text: m.tags for m in tool.store.archive}
     assert archived == {"Uses tabs": ("style", "forgotten"), "Deploys on Tuesdays": ("forgotten",),
                         "A hand-written paragraph.": ("forgotten",)}
     refused(tool, "^The path /memories/a.md does not exist$", command="delete", path="/memories/a.md")
@@ -337,7 +336,7 @@ def test_the_async_tool_does_the_same_work(mem: Path) -> None:
 
     out = asyncio.run(main())
     assert out[0] == "File created successfully at: /memories/a.md" and out[4].endswith("1\t- one\n     2\t- 2\n     3\t")
-    assert out[5] == "Successfully deleted /memories/b.md" and {m.text for m in archive_of(tool.tool.store)} == {"one", "2"}
+    assert out[5] == "Successfully deleted /memories/b.md" and {m.text for m in tool.tool.store.archive} == {"one", "2"}
     with pytest.raises(ToolError, match="escape"):
         asyncio.run(tool.call({"command": "view", "path": "/memories/../x.md"}))
 

@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 
 from memwire import MemoryStore, Middleware
 from memwire.adapters._memory_api import memory_api
-from memwire.memory._inbox import archive_of, inbox_of
+from memwire.memory._inbox import inbox_of
 
 V1 = "/memwire/v1"
 
@@ -71,7 +71,7 @@ async def test_add_get_and_forget_to_the_archive(http: httpx.AsyncClient, store:
     assert (await http.get(f"{V1}/memories/{mem['id'][:6]}")).json()["id"] == mem["id"]
     r = await http.delete(f"{V1}/memories/{mem['id']}")
     assert r.status_code == 200 and mem["id"] not in store
-    assert "forgotten" in archive_of(store).get(mem["id"]).tags
+    assert "forgotten" in store.archive.get(mem["id"]).tags
     assert error(await http.get(f"{V1}/memories/{mem['id']}")) == (404, "not_found")
     assert error(await http.delete(f"{V1}/memories/{mem['id']}")) == (404, "not_found")
 
@@ -121,7 +121,7 @@ async def test_inbox_approve_and_reject(http: httpx.AsyncClient, store: MemorySt
     assert (await http.post(f"{V1}/inbox/{keep.id}/approve")).json()["text"] == "CI runs on Node 20"
     assert keep.id in store
     assert (await http.post(f"{V1}/inbox/{drop.id}/reject")).status_code == 200
-    assert drop.id not in store and "rejected" in archive_of(store).get(drop.id).tags
+    assert drop.id not in store and "rejected" in store.archive.get(drop.id).tags
     assert (await http.get(f"{V1}/inbox")).json() == {"data": [], "count": 0}
     assert error(await http.post(f"{V1}/inbox/{keep.id}/approve")) == (404, "not_found")
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from memwire import MemoryStore, Middleware
-from memwire.memory._inbox import approve, archive_of, inbox_of, read_log, reject
+from memwire.memory._inbox import approve, inbox_of, read_log, reject
 from memwire.middleware._capture import Capture
 
 PORT = "Remember that the staging database listens on port 5433."
@@ -184,8 +184,8 @@ def test_forget_that_archives_the_captured_memory(store: MemoryStore, clock: Clo
     say(mw, PORT)
     say(mw, "Forget that the staging database listens on port 5433.", "s1", PORT)
     assert captured(store) == []
-    assert [m.text for m in archive_of(store).memories()] == ["The staging database listens on port 5433."]
-    assert "forgotten" in archive_of(store).memories()[0].tags
+    assert [m.text for m in store.archive.memories()] == ["The staging database listens on port 5433."]
+    assert "forgotten" in store.archive.memories()[0].tags
     assert mw.prepare(chat(QUESTION), session_id="s2").injection.memory_ids == ()
 
 
@@ -227,7 +227,7 @@ def test_a_new_profile_value_supersedes_the_old_one(store: MemoryStore, clock: C
     say(mw, "My timezone is Europe/Lisbon.")
     say(mw, "My timezone is America/New_York now", "s2")
     assert captured(store) == ["User's timezone is America/New_York now."]
-    assert [(m.text, "superseded" in m.tags) for m in archive_of(store).memories()] == [
+    assert [(m.text, "superseded" in m.tags) for m in store.archive.memories()] == [
         ("User's timezone is Europe/Lisbon.", True)]
 
 
@@ -248,7 +248,7 @@ def test_a_rejected_capture_is_not_proposed_again(store: MemoryStore, clock: Clo
     say(mw, PORT)
     [waiting] = inbox_of(store).memories()
     reject(store, [waiting.id])
-    assert len(inbox_of(store)) == 0 and "rejected" in archive_of(store).get(waiting.id).tags
+    assert len(inbox_of(store)) == 0 and "rejected" in store.archive.get(waiting.id).tags
     clock.now += 10_000
     say(mw, PORT, "s2")
     assert len(inbox_of(store)) == 0

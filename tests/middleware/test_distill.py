@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from memwire import MemoryStore, Middleware
-from memwire.memory._inbox import archive_of, inbox_of, read_log
+from memwire.memory._inbox import inbox_of, read_log
 from memwire.middleware._capture import Capture
 from memwire.middleware._distill import PROMPT, Distiller
 
@@ -83,7 +83,7 @@ def test_what_is_stored_is_exactly_what_the_rules_say(store: MemoryStore, caplog
         mw.prepare(conversation(EXCHANGE), session_id="s")
         mw.flush()
     assert sorted(distilled(store)) == ["Lint with `pnpm lint` (eslint on src/)", "The project uses pnpm, not npm"]
-    assert old.id not in store and "superseded" in archive_of(store).get(old.id).tags  # archived, never lost
+    assert old.id not in store and "superseded" in store.archive.get(old.id).tags  # archived, never lost
     assert [m.text for m in store.memories() if "Tuesdays" in m.text] == ["Deploys go out on Tuesdays only"]
     events = [(e["event"], e.get("cue")) for e in read_log(store)]
     assert events.count(("reinforced", "distilled")) == 1 and events.count(("captured", "distilled")) == 2
