@@ -3,11 +3,13 @@
     python benchmarks/conversation_length.py [--lengths 20 200 1000 1200] [--sessions 4] [--window 20]
                                              [--history replay drop] [--memories 1000] [--same-objects]
 
-Plays ``--sessions`` conversations side by side, one turn at a time (user message, then the
-assistant's reply; every third turn also a tool call and its result), up to the longest length,
-and times every request (each a new turn of its session, so nothing comes from the turn memo).
-Prints prepare() p50 / p99 in milliseconds over the requests whose conversation is ``L`` to
-``L + window`` messages long, for each ``L``, and the ratio of each p50 to the first one.
+For each length ``L``, ``--sessions`` conversations are played one turn at a time (a user
+message, then the assistant's reply; every third turn also a tool call and its result) up to ``L``
+messages, untimed; then all of them take turns, timed, while they grow by ``--window`` messages, so
+every length is measured over the same period (the machine's noise falls on all alike). Each timed
+request is a new turn of its session (nothing comes from the turn memo). Prints prepare() p50 / p99
+wall time, p50 CPU time of the calling thread (less sensitive to other processes), in
+milliseconds, and the ratio of each p50 to the first length's.
 
 By default every request is a fresh copy of the messages (``json.loads``, outside the timing), as
 the proxy sees them: object identity never helps. ``--same-objects`` passes the same message
@@ -60,10 +62,10 @@ def pct(times: list[float], q: float) -> float:
 
 
 def measure(history: str, lengths: list[int], sessions: int, window: int, memories: int,
-            same_objects: bool) -> dict[int, list[float]]:
+            same_objects: bool) -> dict[int, tuple[list[float], list[float]]]:
+    """(wall ms, CPU ms of this thread) of each timed request, by length."""
     rng = random.Random(7)
-    top = max(lengths) + window
-    by_length: dict[int, list[float]] = {n: [] for n in lengths}
+    by_length: dict[int, tuple[list[float], list[float]]] = {n: ([], []) for n in lengths}
     with tempfile.TemporaryDirectory() as d:
         MemoryStore(d).add_many(make_memory(rng, i) for i in range(memories))
         mw = Middleware(store=MemoryStore(d), mode="contextPerTurn", history=history, timeout_ms=60_000,
@@ -71,22 +73,34 @@ def measure(history: str, lengths: list[int], sessions: int, window: int, memori
         warm = [{"role": "system", "content": "You are a coding agent."}, user_message(rng, -1, 0)]
         for _ in range(20):  # load + index + token encoding
             mw.prepare(warm, session_id="warm-up", model="gpt-4o")
-        convs = [[{"role": "system", "content": f"You are a coding agent (project {s})."}] for s in range(sessions)]
-        turn = 0
-        while any(len(c) < top for c in convs):
-            for s, conv in enumerate(convs):
-                if len(conv) >= top:
-                    continue
-                conv.append(user_message(rng, s, turn))
-                msgs = conv if same_objects else json.loads(json.dumps(conv))
-                t0 = time.perf_counter()
-                mw.prepare(msgs, session_id=f"s{s}", model="gpt-4o")
-                ms = (time.perf_counter() - t0) * 1000
-                for n in lengths:
-                    if n <= len(conv) < n + window:
-                        by_length[n].append(ms)
-                conv.extend(replies(rng, turn))
-            turn += 1
+        # one lane (conversation) per length and session; each is first played, untimed, up to its
+        # length, then all lanes take turns, timed, so every length is measured over the same period
+        lanes = [(n, s) for n in lengths for s in range(sessions)]
+        convs = {lane: [{"role": "system", "content": f"You are a coding agent (project {lane})."}] for lane in lanes}
+        turns = dict.fromkeys(lanes, 0)
+
+        def step(lane: tuple[int, int]) -> tuple[float, float]:
+            conv, turn = convs[lane], turns[lane]
+            conv.append(user_message(rng, lane[1], turn))
+            msgs = conv if same_objects else json.loads(json.dumps(conv))
+            c0, t0 = time.thread_time(), time.perf_counter()
+            mw.prepare(msgs, session_id=f"{history}-{lane}", model="gpt-4o")
+            wall, cpu = (time.perf_counter() - t0) * 1000, (time.thread_time() - c0) * 1000
+            conv.extend(replies(rng, turn))
+            turns[lane] = turn + 1
+            return wall, cpu
+
+        for lane in lanes:
+            while len(convs[lane]) + 1 < lane[0]:
+                step(lane)
+        while True:
+            todo = [lane for lane in lanes if len(convs[lane]) + 1 < lane[0] + window]
+            if not todo:
+                break
+            for lane in todo:
+                wall, cpu = step(lane)
+                by_length[lane[0]][0].append(wall)
+                by_length[lane[0]][1].append(cpu)
     return by_length
 
 
@@ -102,14 +116,16 @@ def main() -> None:
     lengths = sorted(args.lengths)
     print(f"contextPerTurn, {args.memories} memories, {args.sessions} sessions, "
           f"{'same objects' if args.same_objects else 'fresh JSON'} per request")
-    print(f"{'history':>8} {'messages':>9} {'requests':>9} {'p50 ms':>8} {'p99 ms':>8} {'p50 / first':>12}")
+    print(f"{'history':>8} {'messages':>9} {'requests':>9} {'p50 ms':>8} {'p99 ms':>8} {'cpu p50':>8} "
+          f"{'p50 / first':>12} {'cpu / first':>12}")
     for history in args.history:
         got = measure(history, lengths, args.sessions, args.window, args.memories, args.same_objects)
-        base = statistics.median(got[lengths[0]])
+        base, cpu_base = (statistics.median(t) for t in got[lengths[0]])
         for n in lengths:
-            times = got[n]
-            p50 = statistics.median(times)
-            print(f"{history:>8} {n:>9} {len(times):>9} {p50:>8.3f} {pct(times, 0.99):>8.3f} {p50 / base:>12.2f}")
+            times, cpu = got[n]
+            p50, c50 = statistics.median(times), statistics.median(cpu)
+            print(f"{history:>8} {n:>9} {len(times):>9} {p50:>8.3f} {pct(times, 0.99):>8.3f} {c50:>8.3f} "
+                  f"{p50 / base:>12.2f} {c50 / cpu_base:>12.2f}")
 
 
 if __name__ == "__main__":
