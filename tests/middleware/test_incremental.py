@@ -183,6 +183,27 @@ def test_a_changed_system_prompt_changes_the_identities_of_earlier_messages(api:
     assert keys[0] == message_keys({0: "Fix it"})[0]  # now the same message as "Fix it" (the first of two)
 
 
+@pytest.mark.parametrize("api", APIS)
+def test_an_earlier_item_whose_role_or_type_alone_changed_is_read_again(api: str) -> None:
+    fmt = FORMATS[api]
+    key = "input" if api == "openai.responses" else "messages"
+    items: list[dict[str, Any]] = [{"role": "user", "content": "Which port?"}, {"role": "assistant", "content": "5433"},
+                                   {"role": "user", "content": "And prod?"}]
+    views = Views()
+    views.view(fmt, {key: items})
+    items[0] = {"role": "assistant", "content": "Which port?"}  # the same text, said by the other side
+    items.append({"role": "assistant", "content": "5432"})      # (and the conversation grew)
+    v = views.view(fmt, {key: copy.deepcopy(items)})
+    assert v == fmt.view({key: items}) and v.user_indices == [2]
+    if api == "openai.responses":  # an item that is no message (a reasoning item), then one again
+        items[2] = {"type": "reasoning", "role": "user", "content": "And prod?"}
+        v = views.view(fmt, {key: copy.deepcopy(items)})
+        assert v == fmt.view({key: items}) and v.user_indices == []
+        items[2] = {"type": "message", "role": "user", "content": "And prod?"}
+        v = views.view(fmt, {key: copy.deepcopy(items)})
+        assert v == fmt.view({key: items}) and v.user_indices == [2]
+
+
 def test_leading_system_messages_after_an_earlier_one_is_removed() -> None:
     fmt = FORMATS["openai.chat"]
     views = Views()
