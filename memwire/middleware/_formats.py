@@ -11,6 +11,7 @@ import json
 from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from .._errors import RequestFormatError
@@ -56,6 +57,8 @@ class Scan:
     system: list[tuple[int, str]]          # the system-role items: (index, text)
     leading: int = 0                       # how many items are leading system-role items
     ledger: tuple[str, dict[int, str], dict[str, int] | None] | None = None
+    # how many user texts were joined, and their join (human text rule 2 looks in all of them)
+    joined_texts: tuple[int, str] | None = None
 
     @classmethod
     def empty(cls) -> "Scan":
@@ -63,7 +66,20 @@ class Scan:
 
     def copy(self) -> "Scan":
         return Scan(list(self.roles), list(self.users), list(self.user_texts), list(self.system), self.leading,
-                    self.ledger)
+                    self.ledger, self.joined_texts)
+
+    def joined(self, count: int) -> str:
+        """A text that holds each of the first ``count`` user texts (joined by NUL), extending the
+        one kept: one copy of contiguous text instead of a pass over every earlier message."""
+        known = self.joined_texts
+        if known is not None and known[0] <= count:
+            done, text = known
+            if done < count:
+                text = "\x00".join([text, *self.user_texts[done:count]])
+        else:
+            text = "\x00".join(self.user_texts[:count])
+        self.joined_texts = (count, text)  # for the conversation's next request (a string: never changed)
+        return text
 
     def is_user(self, index: int) -> bool:
         """Whether the item at ``index`` is a human user message."""
@@ -80,11 +96,13 @@ class Scan:
         if ledger is not None and len(ledger[1]) > u:  # user messages dropped: their keys go
             keys = ledger[1]
             ledger = (ledger[0], {i: keys[i] for i in self.users[:u]}, None)
+        joined = self.joined_texts if self.joined_texts is not None and self.joined_texts[0] <= u else None
         return Scan(self.roles[:n], self.users[:u], self.user_texts[:u], [(i, t) for i, t in self.system if i < n],
-                    leading, ledger)
+                    leading, ledger, joined)
 
 
-_METADATA = frozenset({"cache_control"})  # block metadata that does not change what a message says
+_METADATA = frozenset({"cache_control"})
+_ROLE_NAMES = {r: r for r in ("system", "developer", "user", "assistant", "tool", "function")}  # block metadata that does not change what a message says
 
 
 def _canonical(value: Any) -> str:
@@ -209,7 +227,7 @@ class Format:
         for i in range(len(roles), len(items)):
             item = items[i]
             role = self.role(item, i)  # raises RequestFormatError on a malformed item
-            roles.append(role)
+            roles.append(_ROLE_NAMES.get(role, role))  # one string object per role: a later copy touches no other
             if s.leading == i and role in system_roles:
                 s.leading += 1
             if isinstance(item, Mapping) and item.get("role") in system_roles:
@@ -231,7 +249,8 @@ class Format:
                  user_indices=users, scan=scan)
         if latest is None:
             return v
-        v.user_text = human_text(self.text_parts(items[latest]), scan.user_texts[:-1], v.system_text)
+        earlier_users = islice(scan.user_texts, len(users) - 1)  # read only if a paragraph is found in them
+        v.user_text = human_text(self.text_parts(items[latest]), earlier_users, v.system_text, scan.joined(len(users) - 1))
         v.first_user_text = scan.user_texts[0]
         v.earlier = self._recent_texts(items, latest, scan)
         for j in range(latest - 1, -1, -1):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import threading
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from itertools import repeat
@@ -38,8 +39,13 @@ CONVERSATIONS = 256  # conversations whose previous request is kept
 
 @dataclass(frozen=True)
 class _Previous:
-    columns: list[list[Any]]  # a copy of what a view reads of the previous request's items
-    scan: Scan                # their facts
+    """A conversation's previous request: what a view reads of its items (one column per key of
+    ``Format.read_keys``, copied) and their scan. The columns may hold more items than it had (a
+    later request appended in place): its own are the first ``length``."""
+
+    columns: list[list[Any]]
+    length: int
+    scan: Scan
 
 
 class Views:
@@ -47,6 +53,7 @@ class Views:
 
     def __init__(self, maxsize: int = CONVERSATIONS) -> None:
         self._previous: LRU[Hashable, _Previous] = LRU(maxsize)
+        self._lock = threading.Lock()
 
     def view(self, fmt: Format, body: Mapping[str, Any], hint: str = "") -> View:
         """The view of ``body`` (raises ``RequestFormatError`` as ``Format.view`` does). ``hint``:
@@ -59,11 +66,22 @@ class Views:
             scan = fmt.scan(items)
             kept = [[_copy(v) for v in column] for column in columns]
         else:
-            same = _common_prefix(columns, previous.columns)
+            same = _common_prefix(columns, previous.columns, previous.length)
             scan = fmt.scan(items, previous.scan.prefix(same))
-            kept = [old[:same] + [_copy(v) for v in new[same:]] for old, new in zip(previous.columns, columns)]
-        self._previous.setdefault(key, _Previous(kept, scan), replace=lambda _: True)
+            kept = self._extend(previous, same, [[_copy(v) for v in column[same:]] for column in columns])
+        self._previous.setdefault(key, _Previous(kept, len(items), scan), replace=lambda _: True)
         return fmt.view(body, scan)
+
+    def _extend(self, previous: _Previous, same: int, tails: list[list[Any]]) -> list[list[Any]]:
+        """The previous request's first ``same`` column values, then ``tails``: appended in place
+        when the previous request was the last to write them (the common case: no copy of the
+        whole conversation), else a copy."""
+        with self._lock:
+            if same == previous.length == len(previous.columns[0]):
+                for column, tail in zip(previous.columns, tails):
+                    column += tail
+                return previous.columns
+        return [column[:same] + tail for column, tail in zip(previous.columns, tails)]
 
 
 def _opening(fmt: Format, items: list[Any]) -> tuple[Any, ...]:
@@ -82,15 +100,18 @@ _NOT_AN_OBJECT = object()  # what a column holds for an item that is not a JSON 
 
 def _columns(items: list[Any], keys: tuple[str, ...]) -> list[list[Any]]:
     """For each key a view reads (``Format.read_keys``), its value in every item: only these decide
-    what a view says of an item, and taking them is a loop in C when the items are plain dicts."""
-    if set(map(type, items)) <= {dict}:
+    what a view says of an item, and taking them is a loop in C when the items are dicts (a dict
+    subclass is read as a dict: ``dict.get``)."""
+    try:
         return [list(map(dict.get, items, repeat(key))) for key in keys]
-    return [[item.get(key) if isinstance(item, Mapping) else _NOT_AN_OBJECT for item in items] for key in keys]
+    except TypeError:  # an item that is not a dict
+        return [[item.get(key) if isinstance(item, Mapping) else _NOT_AN_OBJECT for item in items] for key in keys]
 
 
-def _common_prefix(new: list[list[Any]], old: list[list[Any]]) -> int:
-    """How many leading items have the same values in the ``new`` columns as in the ``old`` ones."""
-    n = min(len(new[0]), len(old[0]))
+def _common_prefix(new: list[list[Any]], old: list[list[Any]], length: int) -> int:
+    """How many leading items have the same values in the ``new`` columns as in the first
+    ``length`` of the ``old`` ones."""
+    n = min(len(new[0]), length)
     if all(a[:n] == b[:n] for a, b in zip(new, old)):  # the common case, in C: the conversation only grew
         return n
     for k in range(n):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from itertools import chain
 
 __all__ = ["HARNESS_TAGS", "MIN_REPEATED_CHARS", "strip_wrappers", "drop_repeated", "human_text"]
 
@@ -67,30 +68,41 @@ def _paragraphs(text: str) -> list[str]:
     return [p.strip() for p in _PARAGRAPH_BREAK.split(text) if p.strip()]
 
 
-def drop_repeated(text: str, earlier: Iterable[str]) -> str:
+def drop_repeated(text: str, earlier: Iterable[str], holding: Sequence[str] | None = None) -> str:
     """``text`` without its long paragraphs that appear verbatim in ``earlier`` texts (rule 2);
-    ``text`` itself when every paragraph would go."""
+    ``text`` itself when every paragraph would go. ``holding``: texts that together hold each of
+    ``earlier`` (all of them joined), when the caller keeps them: a paragraph found in none of
+    them is in none of ``earlier``, so a long conversation's hundreds of earlier messages are
+    searched one by one only for a paragraph that is there."""
     paragraphs = _paragraphs(text)
     long = [p for p in paragraphs if len(p) >= MIN_REPEATED_CHARS]
     if not long:
         return text
-    sources = earlier if isinstance(earlier, list) else list(earlier)
-    # one search in all of them first (in C): a paragraph found nowhere in it is in none of them,
-    # and a long conversation has hundreds of earlier messages
-    everything = "\x00".join(sources)
-    repeated = {p for p in long if p in everything and any(p in e for e in sources)}
+    sources: list[str] | None = None
+    if holding is None:
+        sources = list(earlier)
+        holding = ("\x00".join(sources),)  # one search in C first
+    found = [p for p in long if any(p in h for h in holding)]
+    if not found:
+        return text
+    if sources is None:
+        sources = list(earlier)
+    repeated = {p for p in found if any(p in e for e in sources)}
     if not repeated:
         return text
     kept = [p for p in paragraphs if p not in repeated]
     return "\n\n".join(kept) if kept else text
 
 
-def human_text(parts: Sequence[str], earlier_user: Iterable[str] = (), system: str = "") -> str:
+def human_text(parts: Sequence[str], earlier_user: Iterable[str] = (), system: str = "",
+               earlier_joined: str | None = None) -> str:
     """What the person typed, from the text parts of one user message.
 
     ``earlier_user`` are the texts of the earlier user messages and ``system`` the system prompt,
-    for rule 2. Parts that are wholly harness text drop out; the rest are joined."""
+    for rule 2; ``earlier_joined``, when the caller keeps it, holds all of ``earlier_user``
+    (joined). Parts that are wholly harness text drop out; the rest are joined."""
     kept = [t for t in (strip_wrappers(p) for p in parts) if t]
     if not kept:
         return ""
-    return drop_repeated("\n\n".join(kept), [system, *earlier_user])
+    holding = None if earlier_joined is None else (system, earlier_joined)
+    return drop_repeated("\n\n".join(kept), chain((system,), earlier_user), holding)
