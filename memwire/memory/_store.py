@@ -391,6 +391,7 @@ class MemoryStore:
         self.scoring = scoring
         self.track = track  # record lifecycle metadata (the inbox and the archive do not)
         self._lifecycle: Lifecycle | None = None
+        self._archive: MemoryStore | None = None
         self._dirs = [_Dir(self.path)]
         if global_dir is not None and Path(global_dir).resolve() != self.path.resolve():
             self._dirs.insert(0, _Dir(Path(global_dir)))  # global first: the project overrides it
@@ -420,8 +421,10 @@ class MemoryStore:
     @property
     def archive(self) -> "MemoryStore":
         """Where forgotten, superseded, rejected and decayed memories go (``DIR/archive``): never
-        injected, searchable, restorable."""
-        return MemoryStore(self.path / ARCHIVE_DIR, min_score=self.min_score, track=False)
+        injected, searchable, restorable. One store per store: it re-reads only what changed."""
+        if self._archive is None:
+            self._archive = MemoryStore(self.path / ARCHIVE_DIR, min_score=self.min_score, track=False)
+        return self._archive
 
     # ---------------------------------------------------------------- reading
 
