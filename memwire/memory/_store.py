@@ -84,6 +84,8 @@ class _Dir:
         self.sigs: dict[str, _Sig | None] = {}
         self.files: dict[str, dict[str, Memory]] = {}
         self.problems: dict[str, list[MemoryFileError]] = {}
+        # each file's last header line as cached (see _last_header): an add under it appends blind
+        self.heads: dict[str, bytes | None] = {}
         self._dir_sig: tuple[int, int] | None = None
         self.outside: set[str] = set()  # symlinked files that point out of the directory (not read)
         self.writing = 0  # writes of this process in progress (see MemoryStore.ready)
@@ -145,6 +147,7 @@ class _Dir:
             if name not in found:
                 del self.files[name], self.sigs[name]
                 self.problems.pop(name, None)
+                self.heads.pop(name, None)
                 changed = True
         for name, sig in found.items():
             if self.sigs.get(name) != sig:
@@ -164,7 +167,9 @@ class _Dir:
         except OSError as exc:
             self.problems[name] = [MemoryFileError(str(path), None, f"cannot read: {exc}")]
             self.files[name], self.sigs[name] = {}, sig
+            self.heads[name] = None
             return
+        self.heads[name] = _last_header(data)
         parsed = parse(data, str(path))
         self.files[name] = _by_id(parsed, str(path))
         self.sigs[name] = sig
@@ -279,6 +284,14 @@ def _collided(mem: Memory, other: Memory, where: str | None) -> str:
     return longer
 
 
+def _last_header(data: bytes) -> bytes | None:
+    """The file's last line that starts with ``#`` (without its newline), when a newline comes
+    before and after it: while the file is unchanged, bullets under it go at the file's end."""
+    start = data.rfind(b"\n#")
+    end = data.find(b"\n", start + 1) if start >= 0 else -1
+    return data[start + 1 : end] if end >= 0 else None
+
+
 def _read_all(fd: int) -> bytes:
     os.lseek(fd, 0, os.SEEK_SET)
     chunks = []
@@ -309,6 +322,23 @@ def _carry_over(old_fd: int, read: int, new_path: Path) -> None:
         finally:
             os.close(fd)
         done += len(extra)
+
+
+def _blind_append(fd: int, sig: _Sig, cached: _Sig | None, head: bytes | None,
+                  by_topic: dict[str, list[Memory]]) -> bytes | None:
+    """The bytes to append for an add into one topic, without reading the file, or None when the
+    file must be read (``_insert_under_topic``). Only when the file is what the cache holds and
+    its last header is exactly ``## topic`` with no blank line at its end: then the lines go at
+    the end, which is what ``_insert_under_topic`` does there."""
+    if sig != cached or head is None or len(by_topic) != 1 or sig[1] < 2:
+        return None
+    topic, mems = next(iter(by_topic.items()))
+    if head != b"## " + topic.encode("utf-8"):
+        return None
+    end = os.pread(fd, 2, sig[1] - 2)
+    if end[-1:] != b"\n" or end == b"\n\n":  # no newline at the end, or a blank line: the slow path
+        return None
+    return ("\n".join(format_line(m) for m in {m.id: m for m in mems}.values()) + "\n").encode("utf-8")
 
 
 def _insert_under_topic(data: bytes, topic: str, lines_to_add: list[str]) -> bytes:
@@ -607,28 +637,40 @@ class MemoryStore:
 
     def _append(self, d: _Dir, by_topic: dict[str, list[Memory]]) -> None:
         """Add the new lines to MEMORY.md: appended in place when they go at its end (the usual
-        case), else the file is replaced. The file work happens outside the store's lock, so
-        searches go on meanwhile; the lock is held only to patch the cache."""
+        case), else the file is replaced. When the cache is current (the file's (mtime, size,
+        inode) is the one last read or written here, checked under the write lock) and the topic
+        is the file's last section, the lines are appended without reading the file: the bytes
+        ``_insert_under_topic`` would add at its end. The file work happens outside the store's
+        lock, so searches go on meanwhile; the lock is held only to patch the cache."""
         with self._lock:
-            cached = d.sigs.get(MAIN_FILE)
+            cached, head = d.sigs.get(MAIN_FILE), d.heads.get(MAIN_FILE)
         fd = d.open_for_write(MAIN_FILE, create=True)
         try:
             st = os.fstat(fd)
             before: _Sig = (st.st_mtime_ns, st.st_size, st.st_ino)
-            data = _read_all(fd)
-            new = data
-            for topic, mems in by_topic.items():
-                new = _insert_under_topic(new, topic, [format_line(m) for m in {m.id: m for m in mems}.values()])
-            if new.startswith(data):  # O_APPEND: lands after whatever anyone appended meanwhile
-                os.write(fd, new[len(data):])
+            blind = _blind_append(fd, before, cached, head, by_topic)
+            if blind is not None:
+                os.write(fd, blind)
                 os.fsync(fd)
                 st = os.fstat(fd)
                 sig = (st.st_mtime_ns, st.st_size, st.st_ino)
-                clean = st.st_size == len(new)
+                clean = st.st_size == before[1] + len(blind)
             else:
-                d.commit(d.stage(MAIN_FILE, new, st.st_mode), MAIN_FILE)
-                _carry_over(fd, len(data), d.path / MAIN_FILE)
-                sig, clean = d.current_sig(MAIN_FILE), os.fstat(fd).st_size == len(data)
+                data = _read_all(fd)
+                new = data
+                for topic, mems in by_topic.items():
+                    new = _insert_under_topic(new, topic, [format_line(m) for m in {m.id: m for m in mems}.values()])
+                if new.startswith(data):  # O_APPEND: lands after whatever anyone appended meanwhile
+                    os.write(fd, new[len(data):])
+                    os.fsync(fd)
+                    st = os.fstat(fd)
+                    sig = (st.st_mtime_ns, st.st_size, st.st_ino)
+                    clean = st.st_size == len(new)
+                else:
+                    d.commit(d.stage(MAIN_FILE, new, st.st_mode), MAIN_FILE)
+                    _carry_over(fd, len(data), d.path / MAIN_FILE)
+                    sig, clean = d.current_sig(MAIN_FILE), os.fstat(fd).st_size == len(data)
+                head = _last_header(new)
         finally:
             os.close(fd)
         with self._lock:
@@ -640,6 +682,7 @@ class MemoryStore:
             for m in added:
                 files.setdefault(m.id, m)
             d.sigs[MAIN_FILE] = sig  # type: ignore[assignment]
+            d.heads[MAIN_FILE] = head
             for m in added:
                 self._resolve(m.id)
 
