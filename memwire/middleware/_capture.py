@@ -84,6 +84,7 @@ class Capture:
         self._by_session: LRU[tuple[str, str], list[tuple[float, str]]] = LRU(memo_size)  # -> (when, id)
         # one worker, in order: a "forget that" follows the capture it takes back
         self.traffic = traffic or Traffic()  # the middleware's: every request touches it
+        self.listeners: list[Callable[[str], None]] = []  # told each event's name (captured, reinforced, ...)
         self._worker = Worker("memwire-capture", "capture", "turns", lambda: MAX_PENDING, self.traffic, settle_s)
 
     @property
@@ -109,6 +110,12 @@ class Capture:
             return
         self.traffic.touch()
         self._worker.submit(self._run, turn.store, turn.session, key[-1], text, exchange, complete)
+
+    def _event(self, store: "MemoryStore", event: str, mem: Memory, source: dict[str, str]) -> None:
+        """One capture event: to the capture log, and to the ``listeners`` (the proxy's metrics)."""
+        log_event(store, event, mem, source)
+        for listen in self.listeners:
+            listen(event)
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until what was offered so far is captured."""
@@ -147,7 +154,7 @@ class Capture:
         for where in (store, inbox):
             dup = where is not None and _near_duplicate(where, text)
             if dup:
-                log_event(store, "reinforced", dup, source)
+                self._event(store, "reinforced", dup, source)
                 if where is store:
                     store.lifecycle.reinforce([dup.id])
                 return
@@ -158,7 +165,7 @@ class Capture:
         mem = (store if inbox is None else inbox).add(text, tags=[kind, CAPTURED_TAG, *extra_tags],
                                                       topic=TOPICS[kind], date=time.strftime("%Y-%m-%d"),
                                                       cue="distilled" if DISTILLED_TAG in extra_tags else "captured")
-        log_event(store, "captured" if inbox is None else "captured-for-review", mem, source)
+        self._event(store, "captured" if inbox is None else "captured-for-review", mem, source)
         self._by_session.setdefault((str(store.path), source["session"]), []).append((now, mem.id))
         log.info("memwire: captured %s %s: %s", kind, mem.id, mem.text)
 
@@ -172,7 +179,7 @@ class Capture:
                       "confidence": f"{p.confidence:.2f}"}
             old = next((m for m in existing if p.replaces and m.id.startswith(p.replaces)), None)
             if p.action == "update" and old is not None and old.id in store and _near_duplicate(store, p.text) is None:
-                log_event(store, "superseded", store.forget(old.id, reason="superseded"), source)
+                self._event(store, "superseded", store.forget(old.id, reason="superseded"), source)
             self._write(store, p.kind, p.text, source, extra_tags=(DISTILLED_TAG,))
 
     def _supersede(self, store: "MemoryStore", text: str, source: dict[str, str]) -> None:
@@ -180,7 +187,7 @@ class Capture:
         key = text[: text.find(" is ") + 4].lower()
         for mem in store.memories():
             if CAPTURED_TAG in mem.tags and mem.text.lower().startswith(key) and mem.text != text:
-                log_event(store, "superseded", store.forget(mem.id, reason="superseded"), source)
+                self._event(store, "superseded", store.forget(mem.id, reason="superseded"), source)
 
     def _forget(self, store: "MemoryStore", session: str, st: Statement) -> None:
         inbox = inbox_of(store) if self.setting == "review" else None
@@ -196,7 +203,7 @@ class Capture:
             if inbox is not None and mem.id in inbox:  # not approved yet: it was never memory
                 reject(store, [mem.id])
             else:
-                log_event(store, "forgotten", store.forget(mem.id), {"session": session})
+                self._event(store, "forgotten", store.forget(mem.id), {"session": session})
             log.info("memwire: forgot captured memory %s: %s", mem.id, mem.text)
 
 

@@ -32,6 +32,7 @@ from ..policies.modes import Mode, Plan, Skip, Turn, mode_from_config
 from ._capture import Capture
 from ._distill import Complete, Distiller, litellm_complete
 from ._formats import get_format
+from ._records import Records
 from ._render import Block, failed
 from ._session import LRU, resolve_session
 
@@ -134,6 +135,7 @@ class Middleware:
         self.capture = Capture(self.config.capture, memo_size=self.config.memo_size, distiller=_distiller(self.config),
                                traffic=self.traffic)
         self.telemetry = Telemetry(self.traffic)
+        self.records = Records()  # per request, what memwire did and what the provider reported (adapters add them)
 
     @classmethod
     def from_config(cls, path: str | None = None, **overrides: Any) -> "Middleware":

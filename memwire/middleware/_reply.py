@@ -330,14 +330,17 @@ def observe(middleware: Middleware, injection: Injection, text: str | None) -> N
 
 class ReplyTap(ReplyReader):
     """The reader of one call's reply that, when the body is over (:meth:`finish`), hands its text
-    to ``middleware.observe_reply``, once. Finishing costs little where it is called (the end of a
-    stream, on the caller's thread or the event loop): a big body is parsed in a worker thread."""
+    to ``middleware.observe_reply`` (when memories went into the request) and the whole
+    :class:`Reply` to ``on_reply`` (the request's record), once. Finishing costs little where it is
+    called (the end of a stream, on the caller's thread or the event loop): a big body is parsed
+    in a worker thread."""
 
-    def __init__(self, middleware: Middleware, injection: Injection, api: str, status: int = 200,
-                 headers: Mapping[str, str] | None = None) -> None:
+    def __init__(self, middleware: Middleware, injection: Injection | None, api: str, status: int = 200,
+                 headers: Mapping[str, str] | None = None, on_reply: Callable[[Reply], None] | None = None) -> None:
         super().__init__(api, status, headers)
         self.middleware = middleware
         self.injection = injection
+        self.on_reply = on_reply
         self._finished = False
 
     def finish(self, ended: bool = True) -> None:
@@ -351,12 +354,25 @@ class ReplyTap(ReplyReader):
             self._observe(ended)
 
     def _observe(self, ended: bool) -> None:
-        observe(self.middleware, self.injection, self.text(ended))
+        reply = self.read(ended)
+        if self.injection is not None:
+            observe(self.middleware, self.injection, reply.text)
+        if self.on_reply is not None:
+            try:
+                self.on_reply(reply)
+            except Exception as exc:  # noqa: BLE001 - figures never fail the call they watch
+                log.warning("memwire: the request's record failed (%s: %s)", type(exc).__name__, exc)
+
+
+def _observed(injection: Injection | None) -> bool:
+    return injection is not None and bool(injection.memory_ids or injection.profile_ids)
 
 
 def tap_reply(middleware: Middleware, injection: Injection | None, api: str, status: int = 200,
-              headers: Mapping[str, str] | None = None) -> ReplyTap | None:
-    """A tap on the reply of a call, or None when its request got no memories (nothing to observe)."""
-    if injection is None or not (injection.memory_ids or injection.profile_ids):
+              headers: Mapping[str, str] | None = None,
+              on_reply: Callable[[Reply], None] | None = None) -> ReplyTap | None:
+    """A tap on the reply of a call, or None when nothing reads it: its request got no memories
+    (nothing to observe) and no ``on_reply`` wants its usage."""
+    if on_reply is None and not _observed(injection):
         return None
-    return ReplyTap(middleware, injection, api, status, headers)
+    return ReplyTap(middleware, injection if _observed(injection) else None, api, status, headers, on_reply)
