@@ -32,9 +32,10 @@ from ..policies.modes import Mode, Plan, Skip, Turn, mode_from_config
 from ._capture import Capture
 from ._distill import Complete, Distiller, litellm_complete
 from ._formats import get_format
+from ._incremental import Views
 from ._records import Records
 from ._render import Block, failed
-from ._session import LRU, resolve_session
+from ._session import LRU, resolve_session, session_hint
 
 if TYPE_CHECKING:
     from .._config_model import Config
@@ -136,6 +137,7 @@ class Middleware:
                                traffic=self.traffic)
         self.telemetry = Telemetry(self.traffic)
         self.records = Records()  # per request, what memwire did and what the provider reported (adapters add them)
+        self._views = Views()  # each conversation's previous request: a request reads only what is new
 
     @classmethod
     def from_config(cls, path: str | None = None, **overrides: Any) -> "Middleware":
@@ -360,7 +362,8 @@ class Middleware:
         """The request as a ``Turn`` for the mode, or the request unchanged when it has no human
         text or is a side request."""
         fmt = get_format(api)
-        view = fmt.view(body)  # raises RequestFormatError on a malformed request
+        # raises RequestFormatError on a malformed request
+        view = self._views.view(fmt, body, session_hint(session_id, headers, body))
         if view.latest_user is None:  # nothing the human wrote: nothing to do
             return Prepared(dict(body), None, api)
         session = resolve_session(session_id, headers, body, view.system_text, view.first_user_text)

@@ -8,6 +8,7 @@ mutated. Validation errors name the problem and its position.
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,7 @@ from .._errors import RequestFormatError
 from ..policies._human_text import drop_repeated, human_text, strip_wrappers
 from ..policies._query import CONTEXT_MESSAGES
 
-__all__ = ["View", "Format", "FORMATS", "get_format", "text_of", "APIS"]
+__all__ = ["View", "Scan", "Format", "FORMATS", "get_format", "text_of", "APIS"]
 
 APIS = ("openai.chat", "anthropic.messages", "openai.responses")
 
@@ -35,6 +36,52 @@ class View:
     leading_system: int = 0               # number of leading system-role items in items
     user_indices: list[int] = field(default_factory=list)  # every human user message, in order
     stateful: bool = False                # Responses call continuing a provider-side history
+    scan: "Scan | None" = field(default=None, repr=False, compare=False)  # the per-item facts it was read from
+
+
+@dataclass
+class Scan:
+    """The facts about a message list that ``Format.view`` reads item by item, each depending only
+    on that item and the ones before it: the scan of a list extends to any longer list that starts
+    with the same items, reading only the new ones (``_incremental``). Never changed once built:
+    ``copy`` first (requests of one conversation may run at once).
+
+    ``ledger`` is the replay ledger keys' state (``_incremental.user_keys``): the system text the
+    user messages' identities were read with, the keys of ``users[:len(keys)]`` by index, and how
+    often each identity hash occurs among them (None: to be counted from the keys)."""
+
+    roles: list[str | None]                # the validated role of each item
+    users: list[int]                       # the human user messages, in order
+    user_texts: list[str]                  # the text of each (``Format.text``)
+    system: list[tuple[int, str]]          # the system-role items: (index, text)
+    leading: int = 0                       # how many items are leading system-role items
+    ledger: tuple[str, dict[int, str], dict[str, int] | None] | None = None
+
+    @classmethod
+    def empty(cls) -> "Scan":
+        return cls([], [], [], [])
+
+    def copy(self) -> "Scan":
+        return Scan(list(self.roles), list(self.users), list(self.user_texts), list(self.system), self.leading,
+                    self.ledger)
+
+    def is_user(self, index: int) -> bool:
+        """Whether the item at ``index`` is a human user message."""
+        j = bisect_left(self.users, index)
+        return j < len(self.users) and self.users[j] == index
+
+    def prefix(self, n: int) -> "Scan":
+        """The scan of the first ``n`` items (at most as many as were scanned)."""
+        if n >= len(self.roles):
+            return self
+        u = bisect_left(self.users, n)
+        leading = min(self.leading, n)
+        ledger = self.ledger
+        if ledger is not None and len(ledger[1]) > u:  # user messages dropped: their keys go
+            keys = ledger[1]
+            ledger = (ledger[0], {i: keys[i] for i in self.users[:u]}, None)
+        return Scan(self.roles[:n], self.users[:u], self.user_texts[:u], [(i, t) for i, t in self.system if i < n],
+                    leading, ledger)
 
 
 _METADATA = frozenset({"cache_control"})  # block metadata that does not change what a message says
@@ -149,31 +196,52 @@ class Format:
     def system_text(self, body: Mapping[str, Any], items: list[Any]) -> str:
         return "\n".join(self.text(m) for m in items if isinstance(m, Mapping) and m.get("role") in self.system_roles)
 
-    def view(self, body: Mapping[str, Any]) -> View:
+    def _system_text(self, body: Mapping[str, Any], scan: "Scan") -> str:
+        """``system_text`` from the texts the scan kept (no pass over the items)."""
+        return "\n".join(t for _, t in scan.system)
+
+    def scan(self, items: list[Any], start: "Scan | None" = None) -> "Scan":
+        """The per-item facts of ``items`` (validating each item). ``start``: the scan of a list
+        that ``items`` begins with (equal items): only the items after it are read."""
+        s = Scan.empty() if start is None else start.copy()
+        roles, system_roles = s.roles, self.system_roles
+        for i in range(len(roles), len(items)):
+            item = items[i]
+            role = self.role(item, i)  # raises RequestFormatError on a malformed item
+            roles.append(role)
+            if s.leading == i and role in system_roles:
+                s.leading += 1
+            if isinstance(item, Mapping) and item.get("role") in system_roles:
+                s.system.append((i, self.text(item)))
+            if role == "user" and self.is_human(item):
+                s.users.append(i)
+                s.user_texts.append(self.text(item))
+        return s
+
+    def view(self, body: Mapping[str, Any], scan: "Scan | None" = None) -> View:
+        """What the middleware needs to know about ``body``; ``scan``: the scan of its items, when
+        the caller has it (``_incremental``), else they are all read."""
         items = self.items(body)
-        roles = [self.role(item, i) for i, item in enumerate(items)]
-        users = [i for i, role in enumerate(roles) if role == "user" and self.is_human(items[i])]
+        if scan is None:
+            scan = self.scan(items)
+        roles, users = scan.roles, scan.users
         latest = users[-1] if users else None
-        first_user = users[0] if users else None
-        leading = 0
-        while leading < len(roles) and roles[leading] in self.system_roles:
-            leading += 1
-        v = View(items, latest, leading_system=leading, system_text=self.system_text(body, items), user_indices=users)
+        v = View(items, latest, leading_system=scan.leading, system_text=self._system_text(body, scan),
+                 user_indices=users, scan=scan)
         if latest is None:
             return v
-        earlier_users = (self.text(items[i]) for i in users[:-1])
-        v.user_text = human_text(self.text_parts(items[latest]), earlier_users, v.system_text)
-        v.first_user_text = self.text(items[first_user]) if first_user is not None else ""
-        v.earlier = self._recent_texts(items, latest, set(users))
+        v.user_text = human_text(self.text_parts(items[latest]), scan.user_texts[:-1], v.system_text)
+        v.first_user_text = scan.user_texts[0]
+        v.earlier = self._recent_texts(items, latest, scan)
         for j in range(latest - 1, -1, -1):
             if roles[j] == "assistant":
                 v.previous_assistant = self.text(items[j])
                 break
-            if roles[j] == "user" and self.is_human(items[j]):
+            if roles[j] == "user" and scan.is_user(j):
                 break
         return v
 
-    def _recent_texts(self, items: list[Any], end: int, users: set[int]) -> list[str]:
+    def _recent_texts(self, items: list[Any], end: int, scan: "Scan") -> list[str]:
         """The last CONTEXT_MESSAGES non-empty texts before ``end``, oldest first (the query's
         context): user messages by their human text. Reads only as far back as it needs."""
         out: list[str] = []
@@ -183,7 +251,7 @@ class Format:
             item = items[j]
             if not isinstance(item, Mapping):
                 continue
-            text = strip_wrappers(self.text(item)) if j in users else self.text(item)
+            text = strip_wrappers(self.text(item)) if scan.is_user(j) else self.text(item)
             if text:
                 out.append(text)
         out.reverse()
@@ -207,13 +275,16 @@ class Format:
         """Put the block as a content part of the user message at ``index``: the leading one, or
         after the parts that must stay first (``_kept_first``)."""
         items = list(self.items(body))
-        msg = items[index]
+        items[index] = self._merged(items[index], text)
+        return {**body, self.items_key: items}
+
+    def _merged(self, msg: Mapping[str, Any], text: str) -> dict[str, Any]:
+        """A copy of ``msg`` with the block as a content part (see ``merge``)."""
         content = msg.get("content")
         part_type = self.text_types[0]
         parts: list[Any] = [{"type": part_type, "text": content}] if isinstance(content, str) else list(content)
         n = self._kept_first(parts)
-        items[index] = {**msg, "content": [*parts[:n], {"type": part_type, "text": text}, *parts[n:]]}
-        return {**body, self.items_key: items}
+        return {**msg, "content": [*parts[:n], {"type": part_type, "text": text}, *parts[n:]]}
 
     def _kept_first(self, parts: list[Any]) -> int:
         """How many leading content parts a merged block goes after."""
@@ -228,15 +299,21 @@ class Format:
         items = self.items(body)
         at = dict(blocks)
         out: dict[str, Any] = dict(body)
-        for index in sorted((i for i in at if merge or not self.adds_item(items, i)), reverse=True):
-            out = self.merge(out, index, at.pop(index))
-        if at:
-            new_items: list[Any] = []
-            for i, item in enumerate(self.items(out)):
-                if i in at:
-                    new_items.append(self.memory_item(at[i], role))
-                new_items.append(item)
-            out[self.items_key] = new_items
+        merged = [i for i in at if merge or not self.adds_item(items, i)]
+        if not at:
+            return out
+        new_items = list(items)  # copied once; untouched messages are shared
+        for index in merged:
+            new_items[index] = self._merged(new_items[index], at.pop(index))
+        if at:  # the list is cut at each insertion point: no Python loop over every message
+            pieces: list[Any] = []
+            start = 0
+            for i in sorted(i for i in at if 0 <= i < len(new_items)):
+                pieces += new_items[start:i]
+                pieces.append(self.memory_item(at[i], role))
+                start = i
+            new_items = pieces + new_items[start:]
+        out[self.items_key] = new_items
         return out
 
     def added_before(self, items: list[Any], blocks: Mapping[int, str], index: int, merge: bool = False) -> int:
@@ -284,6 +361,9 @@ class AnthropicMessages(Format):
             raise RequestFormatError(f"{self.api}: 'system' must be a string or a list of blocks, got {type(system).__name__}")
         return text_of(system, self.text_types)
 
+    def _system_text(self, body: Mapping[str, Any], scan: "Scan") -> str:
+        return self.system_text(body, [])  # the top-level system field only
+
     def memory_item(self, text: str, role: str) -> dict[str, Any]:
         return {"role": "user", "content": [{"type": "text", "text": text}]}  # Anthropic has no other place
 
@@ -327,14 +407,18 @@ class OpenAIResponses(Format):
             return None  # function_call, function_call_output, reasoning, item_reference, ...
         return super().role(item, i)
 
-    def view(self, body: Mapping[str, Any]) -> View:
-        v = super().view(body)
+    def view(self, body: Mapping[str, Any], scan: "Scan | None" = None) -> View:
+        v = super().view(body, scan)
         v.stateful = bool(body.get("previous_response_id") or body.get("conversation"))
         return v
 
     def system_text(self, body: Mapping[str, Any], items: list[Any]) -> str:
         instructions = body.get("instructions")
         return (instructions if isinstance(instructions, str) else "") + "\n" + super().system_text(body, items)
+
+    def _system_text(self, body: Mapping[str, Any], scan: "Scan") -> str:
+        instructions = body.get("instructions")
+        return (instructions if isinstance(instructions, str) else "") + "\n" + super()._system_text(body, scan)
 
     def memory_item(self, text: str, role: str) -> dict[str, Any]:
         return {"role": role, "content": [{"type": "input_text", "text": text}]}

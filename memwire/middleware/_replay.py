@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..policies._tokens import count_tokens
+from ._incremental import count_keys, user_keys
 from ._render import Block, render_lines
 from ._session import LRU
 
@@ -65,21 +66,10 @@ _VERSION = 3  # keys by message identity (2: raw JSON); a JSON Lines file: a hea
 PROFILE_KEY = "profile"  # the profile's line in a ledger file (message keys are "<hash>#<n>")
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
 def message_keys(identities: Mapping[int, str]) -> dict[int, str]:
     """Ledger keys of user messages, given their identities (``Format.identity``) by index in
     conversation order: identity hash + occurrence number among messages of the same identity."""
-    seen: dict[str, int] = {}
-    keys: dict[int, str] = {}
-    for i, identity in identities.items():
-        h = _digest(identity)
-        n = seen.get(h, 0)
-        seen[h] = n + 1
-        keys[i] = f"{h}#{n}"
-    return keys
+    return count_keys(identities, {})
 
 
 @dataclass(frozen=True)
@@ -352,9 +342,9 @@ class Replay:
         self._looked: LRU[tuple[int, str], int] = LRU(memo_size)
 
     def keys(self, turn: "Turn") -> dict[int, str]:
-        """The ledger key of each human user message of the request, by index."""
-        fmt, view = turn.fmt, turn.view
-        return message_keys({i: fmt.identity(view.items[i], view.system_text) for i in view.user_indices})
+        """The ledger key of each human user message of the request, by index (reading only the
+        messages that are new since the conversation's previous request)."""
+        return user_keys(turn.fmt, turn.view)
 
     def memo(self, turn: "Turn", keys: Mapping[int, str]) -> "LedgerMemo":
         assert turn.view.latest_user is not None

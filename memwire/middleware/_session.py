@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ..memory._store import MemoryStore
     from ._render import Block
 
-__all__ = ["resolve_session", "SESSION_HEADERS", "turn_key", "LRU", "Memo"]
+__all__ = ["resolve_session", "session_hint", "SESSION_HEADERS", "turn_key", "LRU", "Memo"]
 
 # Headers that carry a client's own conversation id, in order of preference (lower case).
 SESSION_HEADERS: tuple[tuple[str, str], ...] = (
@@ -64,8 +64,25 @@ def resolve_session(
     system_text: str, first_user_text: str,
 ) -> str:
     """The session of a request, by the order in this module's docstring."""
+    named, user = _signals(given, headers, body)
+    if named:
+        return named
+    if user:
+        return user + _h(system_text, first_user_text)
+    return _derived(system_text, first_user_text)
+
+
+def session_hint(given: str | None, headers: Mapping[str, str] | None, body: Mapping[str, Any]) -> str:
+    """What the caller and the client say of the session, without reading the messages: the
+    session itself when they name it, else the user-level signal ("" when none)."""
+    named, user = _signals(given, headers, body)
+    return named or user or ""
+
+
+def _signals(given: str | None, headers: Mapping[str, str] | None, body: Mapping[str, Any]) -> tuple[str, str]:
+    """(the session when the caller or client names one, the user-level prefix of rule 3), "" when none."""
     if given:
-        return str(given)
+        return str(given), ""
     if headers:
         lowered = {str(k).lower(): v for k, v in headers.items()}
         for name, prefix in SESSION_HEADERS:
@@ -73,23 +90,23 @@ def resolve_session(
             if isinstance(value, str) and value.strip():
                 agent = lowered.get("x-claude-code-agent-id", "").strip() if prefix == "claude-code:" else ""
                 # a Claude Code subagent is a conversation of its own inside the session
-                return prefix + value.strip() + (f":agent:{agent}" if agent else "")
+                return prefix + value.strip() + (f":agent:{agent}" if agent else ""), ""
     metadata = body.get("metadata")
     user_id = metadata.get("user_id") if isinstance(metadata, Mapping) else None
     if isinstance(user_id, str):
         named = _session_in_user_id(user_id)
         if named:
-            return "anthropic-user:" + named
+            return "anthropic-user:" + named, ""
     conversation = body.get("conversation")
     if isinstance(conversation, Mapping):
         conversation = conversation.get("id")
     if isinstance(conversation, str) and conversation:
-        return "conversation:" + conversation
+        return "conversation:" + conversation, ""
     for name, value in (("user_id", user_id), ("prompt_cache_key", body.get("prompt_cache_key")),
                         ("user", body.get("user"))):
         if isinstance(value, str) and value:
-            return f"{name}:{value}:" + _h(system_text, first_user_text)
-    return _derived(system_text, first_user_text)
+            return "", f"{name}:{value}:"
+    return "", ""
 
 
 def _session_in_user_id(user_id: str) -> str | None:

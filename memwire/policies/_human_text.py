@@ -74,8 +74,11 @@ def drop_repeated(text: str, earlier: Iterable[str]) -> str:
     long = [p for p in paragraphs if len(p) >= MIN_REPEATED_CHARS]
     if not long:
         return text
-    sources = [e for e in earlier if e]
-    repeated = {p for p in long if any(p in e for e in sources)}
+    sources = earlier if isinstance(earlier, list) else list(earlier)
+    # one search in all of them first (in C): a paragraph found nowhere in it is in none of them,
+    # and a long conversation has hundreds of earlier messages
+    everything = "\x00".join(sources)
+    repeated = {p for p in long if p in everything and any(p in e for e in sources)}
     if not repeated:
         return text
     kept = [p for p in paragraphs if p not in repeated]

@@ -1,0 +1,167 @@
+"""Reading only what is new: a request costs the same at message 20 and at message 1,000.
+
+A conversation grows by appending: each request of a session repeats the previous one and adds a
+few messages. Per conversation this module keeps a copy of the previous request's items and their
+``Scan`` (the per-item facts ``Format.view`` reads: validated roles, the human user messages, the
+system texts, and with replay the ledger keys). The next request's items are compared with that
+copy (``==``, in C, no Python per item); the facts of the common prefix are reused, only the items
+after it are read (validated, classified, hashed). An edited, removed or reordered earlier message
+ends the common prefix there, so everything after it is read again: the view is always exactly what
+reading the whole request gives, only cheaper (``tests/middleware/test_incremental.py``).
+
+Objects are compared by value, never by identity: the proxy parses every request afresh, and an SDK
+caller may change a message in place between calls (hence the copy). Numbers in the copy compare
+by type and by their JSON form too (``1`` and ``True``, ``1.0`` and ``1`` are ``==`` but not the
+same identity text).
+
+Memory: one copy of the previous request's message structure per conversation (its strings are
+shared with that request), for the last :data:`CONVERSATIONS` conversations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._formats import Format, Scan, View
+from ._session import LRU
+
+__all__ = ["Views", "CONVERSATIONS", "user_keys", "count_keys"]
+
+CONVERSATIONS = 256  # conversations whose previous request is kept
+
+
+@dataclass(frozen=True)
+class _Previous:
+    snapshot: list[Any]  # a copy of the items of the conversation's previous request
+    scan: Scan           # their facts
+
+
+class Views:
+    """``Format.view`` that reads only the items not seen in the conversation's previous request."""
+
+    def __init__(self, maxsize: int = CONVERSATIONS) -> None:
+        self._previous: LRU[Hashable, _Previous] = LRU(maxsize)
+
+    def view(self, fmt: Format, body: Mapping[str, Any], hint: str = "") -> View:
+        """The view of ``body`` (raises ``RequestFormatError`` as ``Format.view`` does). ``hint``:
+        what the caller says of the session (``session_hint``), to keep conversations apart."""
+        items = fmt.items(body)
+        key = (fmt.api, hint, _opening(fmt, items))
+        previous = self._previous.get(key)
+        if previous is None:
+            scan = fmt.scan(items)
+            snapshot = [_copy(item) for item in items]
+        else:
+            same = _common_prefix(items, previous.snapshot)
+            scan = fmt.scan(items, previous.scan.prefix(same))
+            snapshot = previous.snapshot[:same] + [_copy(item) for item in items[same:]]
+        self._previous.setdefault(key, _Previous(snapshot, scan), replace=lambda _: True)
+        return fmt.view(body, scan)
+
+
+def _opening(fmt: Format, items: list[Any]) -> tuple[Any, ...]:
+    """How a conversation opens (its first two items' roles and texts): conversations of one
+    session hint that open differently (a harness's side requests, subagents) keep their own entry."""
+    out = []
+    for item in items[:2]:
+        if isinstance(item, Mapping):
+            role = item.get("role")
+            out.append((role if isinstance(role, str) else None, fmt.text(item)))
+    return tuple(out)
+
+
+def _common_prefix(items: list[Any], snapshot: list[Any]) -> int:
+    """How many leading items of ``items`` equal those of ``snapshot``."""
+    n = min(len(items), len(snapshot))
+    if items[:n] == snapshot[:n]:  # the common case, in C: the conversation only grew
+        return n
+    for k in range(n):
+        if not items[k] == snapshot[k]:
+            return k
+    return n
+
+
+class _Exact:
+    """A number in a copy: equal only to a number of the same type and JSON form (``==`` alone
+    says ``1 == 1.0 == True``; a message's identity text does not)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self.value) and repr(other) == repr(self.value)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _copy(value: Any) -> Any:
+    """A copy of a JSON-like value to compare a later request with: containers copied (the caller
+    may change its own in place), strings shared, numbers wrapped (``_Exact``)."""
+    t = type(value)
+    if t is str or value is None:
+        return value
+    if t is dict or isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    if t is list:
+        return [_copy(v) for v in value]
+    if t is tuple:
+        return tuple(_copy(v) for v in value)
+    if t in (int, float, bool):
+        return _Exact(value)
+    return value  # another kind of object: compared by its own ==
+
+
+# ---------------------------------------------------------------------------- replay ledger keys
+
+
+def _digest(identity: str) -> str:
+    return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def count_keys(identities: Mapping[int, str], seen: dict[str, int]) -> dict[int, str]:
+    """Ledger keys of user messages, given their identities by index in conversation order: the
+    identity's hash and its occurrence number among messages of that identity, counting on from
+    ``seen`` (hash -> occurrences before these messages; updated)."""
+    keys: dict[int, str] = {}
+    for i, identity in identities.items():
+        h = _digest(identity)
+        n = seen.get(h, 0)
+        seen[h] = n + 1
+        keys[i] = f"{h}#{n}"
+    return keys
+
+
+def user_keys(fmt: Format, view: View) -> dict[int, str]:
+    """The ledger key of each human user message of ``view``, by index (``message_keys`` of their
+    identities), reading only user messages the conversation's previous request did not have."""
+    scan, system, users = view.scan, view.system_text, view.user_indices
+    keys: dict[int, str] = {}
+    seen: dict[str, int] | None = {}
+    known = scan.ledger if scan is not None else None
+    if known is not None and known[0] == system:  # (identities read with another system text: all again)
+        _, keys, seen = known
+    if seen is None:  # the previous request had user messages this one has not: count again
+        seen = _occurrences(keys)
+    if len(keys) < len(users):
+        seen = dict(seen)
+        keys = {**keys, **count_keys({i: fmt.identity(view.items[i], system) for i in users[len(keys):]}, seen)}
+    if scan is not None:
+        scan.ledger = (system, keys, seen)  # for the conversation's next request; never changed again
+    return keys
+
+
+def _occurrences(keys: Mapping[int, str]) -> dict[str, int]:
+    """hash -> occurrences so far, from keys ("<hash>#<n>")."""
+    seen: dict[str, int] = {}
+    for key in keys.values():
+        h, n = key.rsplit("#", 1)
+        seen[h] = max(seen.get(h, 0), int(n) + 1)
+    return seen
