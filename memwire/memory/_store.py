@@ -4,8 +4,11 @@ Every read first checks the files' (mtime, size, inode); only a changed file is 
 only the memories that changed are re-indexed, so hand edits show up on the next call and nothing
 is re-read when nothing changed. Writes hold an inter-process lock (``.lock`` in the directory):
 an add appends to the file when its topic is the last one (``O_APPEND``: a hand edit appending at
-the same moment is never lost), else the file is replaced atomically (temp file + rename, the
+the same moment is never lost; without reading the file when the cache is current), else the file is replaced atomically (temp file + rename, the
 file's permissions kept), and bytes a hand edit appended meanwhile are carried over.
+
+The first load starts from the index snapshot ``.index`` when it matches the files (see
+``_snapshot``): a large store then opens without parsing or indexing anything.
 
 Locks, always in this order: the directory's file lock (writers only), then the store's thread
 lock, held only for in-memory work and re-reading changed files. A reader never takes the file
