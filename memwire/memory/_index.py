@@ -350,6 +350,59 @@ class BM25Index:
         self._dates[slot] = None
         self._free.append(slot)
 
+    # ------------------------------------------------------------------ snapshot
+
+    def export(self) -> dict[str, Any]:
+        """The index's whole state as arrays and lists of strings (see ``_snapshot``)."""
+        np = _numpy()
+        with self._lock:
+            used = len(self._ids)
+            counts = [p.n for p in self._postings]
+            docs = [d or b"" for d in self._doc]
+            return {
+                "ids": list(self._ids), "dates": list(self._dates), "terms": list(self._term),
+                "tail_dates": list(self._tails), "tail_slots": np.array(list(self._tails.values()), dtype=np.int64),
+                "lens": self._lens[:used].copy() if used else np.zeros(0),
+                "prev": self._prev[:used].copy() if used else np.zeros(0, dtype=np.int32),
+                "next": self._next[:used].copy() if used else np.zeros(0, dtype=np.int32),
+                "free": np.array(self._free, dtype=np.int64),
+                "scalars": np.array([self._links, self._total_len], dtype=np.int64),
+                "post_off": np.concatenate(([0], np.cumsum(counts, dtype=np.int64))),
+                "post_slots": np.concatenate([p.slots[: p.n] for p in self._postings] or [np.zeros(0, np.int32)]),
+                "post_tfs": np.concatenate([p.tfs[: p.n] for p in self._postings] or [np.zeros(0, np.uint16)]),
+                "doc_off": np.concatenate(([0], np.cumsum([len(d) for d in docs], dtype=np.int64))),
+                "doc_terms": np.frombuffer(b"".join(docs), dtype=np.uint8),
+            }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take the state ``export`` gave (into an empty index). Checks its shape, not its sense:
+        ``_snapshot`` only restores what it verified against the files."""
+        np = _numpy()
+        ids, dates, terms = state["ids"], state["dates"], state["terms"]
+        used, off, doc_off = len(ids), state["post_off"], state["doc_off"]
+        if not (len(dates) == len(state["lens"]) == len(state["prev"]) == len(state["next"]) == used
+                and len(off) == len(terms) + 1 and len(doc_off) == used + 1
+                and off[-1] == len(state["post_slots"]) == len(state["post_tfs"])
+                and doc_off[-1] == len(state["doc_terms"])):
+            raise ValueError("index arrays of inconsistent lengths")
+        with self._lock:
+            if self._slot:
+                raise ValueError("restore into an empty index only")
+            self._grow(max(used, 1))
+            self._lens[:used], self._prev[:used], self._next[:used] = state["lens"], state["prev"], state["next"]
+            self._ids, self._dates = list(ids), list(dates)
+            self._slot = {doc: slot for slot, doc in enumerate(ids) if doc is not None}
+            raw = state["doc_terms"].tobytes()
+            bounds = doc_off.tolist()
+            self._doc = [raw[a:b] if doc is not None else None for doc, a, b in zip(ids, bounds, bounds[1:])]
+            self._free = state["free"].tolist()
+            self._tails = dict(zip(state["tail_dates"], state["tail_slots"].tolist()))
+            self._links, self._total_len = (int(v) for v in state["scalars"])
+            self._term = list(terms)
+            self._term_id = {t: i for i, t in enumerate(terms)}
+            slots, tfs, cuts = state["post_slots"].astype(np.int32), state["post_tfs"].astype(np.uint16), off.tolist()
+            self._postings = [_Postings(slots[a:b], tfs[a:b]) for a, b in zip(cuts, cuts[1:])]
+
     # ------------------------------------------------------------------ reading
 
     def __len__(self) -> int:

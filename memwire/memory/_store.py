@@ -4,8 +4,11 @@ Every read first checks the files' (mtime, size, inode); only a changed file is 
 only the memories that changed are re-indexed, so hand edits show up on the next call and nothing
 is re-read when nothing changed. Writes hold an inter-process lock (``.lock`` in the directory):
 an add appends to the file when its topic is the last one (``O_APPEND``: a hand edit appending at
-the same moment is never lost), else the file is replaced atomically (temp file + rename, the
+the same moment is never lost; without reading the file when the cache is current), else the file is replaced atomically (temp file + rename, the
 file's permissions kept), and bytes a hand edit appended meanwhile are carried over.
+
+The first load starts from the index snapshot ``.index`` when it matches the files (see
+``_snapshot``): a large store then opens without parsing or indexing anything.
 
 Locks, always in this order: the directory's file lock (writers only), then the store's thread
 lock, held only for in-memory work and re-reading changed files. A reader never takes the file
@@ -17,6 +20,7 @@ Symlinks: a memory file that is a symlink to somewhere outside the memory direct
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import logging
@@ -27,6 +31,7 @@ import tempfile
 import threading
 import time
 import unicodedata
+import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -40,6 +45,7 @@ from .._errors import (
     StoreBusyError,
 )
 from .._locks import write_lock
+from . import _snapshot
 from ._index import BM25Index
 from ._lifecycle import Lifecycle, Scoring
 from ._markdown import MAX_TAG_CHARS, PINNED_TAG, TAG_PATTERN, ParsedFile, format_line, parse, parse_text
@@ -86,6 +92,7 @@ class _Dir:
         self.problems: dict[str, list[MemoryFileError]] = {}
         # each file's last header line as cached (see _last_header): an add under it appends blind
         self.heads: dict[str, bytes | None] = {}
+        self.hashes: dict[str, bytes | None] = {}  # digests of the files as parsed (None: patched since)
         self._dir_sig: tuple[int, int] | None = None
         self.outside: set[str] = set()  # symlinked files that point out of the directory (not read)
         self.writing = 0  # writes of this process in progress (see MemoryStore.ready)
@@ -148,6 +155,7 @@ class _Dir:
                 del self.files[name], self.sigs[name]
                 self.problems.pop(name, None)
                 self.heads.pop(name, None)
+                self.hashes.pop(name, None)
                 changed = True
         for name, sig in found.items():
             if self.sigs.get(name) != sig:
@@ -167,9 +175,9 @@ class _Dir:
         except OSError as exc:
             self.problems[name] = [MemoryFileError(str(path), None, f"cannot read: {exc}")]
             self.files[name], self.sigs[name] = {}, sig
-            self.heads[name] = None
+            self.heads[name] = self.hashes[name] = None
             return
-        self.heads[name] = _last_header(data)
+        self.heads[name], self.hashes[name] = _last_header(data), _snapshot.digest(data)
         parsed = parse(data, str(path))
         self.files[name] = _by_id(parsed, str(path))
         self.sigs[name] = sig
@@ -430,6 +438,7 @@ class MemoryStore:
         self._merged: dict[str, Memory] = {}
         self._lock = threading.RLock()
         self.version = 0  # bumps whenever the memory set changes
+        self._snapshot_version = -1  # the version the index snapshot on disk holds
         self._loaded = False
 
     @classmethod
@@ -459,14 +468,36 @@ class MemoryStore:
     # ---------------------------------------------------------------- reading
 
     def refresh(self) -> None:
-        """Pick up changed files (also done by every read)."""
+        """Pick up changed files (also done by every read). The first load starts from the index
+        snapshot (``_snapshot``: only what it verifies against the files) and writes one when it
+        had to parse files."""
         with self._lock:
+            first = not self._loaded
+            whole = first and _snapshot.restore(self)
+            if whole:  # every file as recorded: the index as recorded
+                self._merged = {mid: m for d in self._dirs for mid, m in d.memories().items()}
+                self.version += 1
+                self._snapshot_version = self.version
             changed = False
             for d in self._dirs:
                 changed = d.refresh() or changed
-            if changed:
+            if changed or (first and not whole):
                 self._rebuild_merged()
             self._loaded = True
+            if first:
+                _LOADED.add(self)
+                if not whole:
+                    self._save_snapshot()
+
+    def _save_snapshot(self) -> None:
+        """Write the snapshot when it would differ from the last one (call with the lock held)."""
+        if self._snapshot_version == self.version:
+            return
+        try:
+            if _snapshot.save(self):
+                self._snapshot_version = self.version
+        except Exception as exc:  # noqa: BLE001 - a snapshot only saves time; never fail a read for it
+            log.warning("memwire: could not write the index snapshot in %s (%s: %s)", self.path, type(exc).__name__, exc)
 
     def ready(self) -> bool:
         """True when the files are loaded and unchanged since: a search is in-memory work only.
@@ -682,7 +713,7 @@ class MemoryStore:
             for m in added:
                 files.setdefault(m.id, m)
             d.sigs[MAIN_FILE] = sig  # type: ignore[assignment]
-            d.heads[MAIN_FILE] = head
+            d.heads[MAIN_FILE], d.hashes[MAIN_FILE] = head, None
             for m in added:
                 self._resolve(m.id)
 
@@ -855,6 +886,17 @@ class MemoryStore:
 
     def __repr__(self) -> str:
         return f"MemoryStore({str(self.path)!r})"
+
+
+_LOADED: "weakref.WeakSet[MemoryStore]" = weakref.WeakSet()  # stores loaded in this process
+
+
+@atexit.register
+def _save_snapshots() -> None:
+    """At exit, the snapshot of every store changed since its last one (adds included)."""
+    for store in list(_LOADED):
+        with store._lock:
+            store._save_snapshot()
 
 
 def cue_of(mem: Memory) -> str:
