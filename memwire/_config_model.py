@@ -91,6 +91,9 @@ class Config(BaseModel):
     proxy_new_namespaces_per_minute: int = Field(
         60, ge=0, le=1_000_000, description="proxy: new namespaces one client may start per minute (429 after)"
     )
+    proxy_workers: int = Field(
+        0, ge=0, le=1024, description="proxy: worker processes over the one memory directory (0: one per core)"
+    )
     proxy_max_namespaces: int = Field(
         10_000, ge=0, le=10_000_000, description="proxy: namespaces in the memory directory at most (429 after)"
     )
