@@ -46,7 +46,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -149,6 +149,7 @@ class Ledger:
         self._file: tuple[int, int] | None = None  # (st_dev, st_ino) of the file this view has read
         self._header = b""    # its first line: an inode number is reused, a header (its "saved") is not
         self._sig: tuple[int, int, int, int] | None = None  # (dev, ino, size, mtime) when read to the end
+        self._st: os.stat_result | None = None  # the locked file's, as the commit read it
         self._offset = 0      # bytes of it read (complete lines only)
         self._lines = 0       # lines after the header
         self._valid = True    # the file is this session's ledger (else the next commit rewrites it)
@@ -214,7 +215,9 @@ class Ledger:
     def _read(self, fd: int) -> None:
         """Apply what the open file ``fd`` holds beyond what this view has read. Another file (the
         ledger was rewritten, or pruned and started anew) replaces this view once its header is read."""
-        st = os.fstat(fd)
+        st = self._st = os.fstat(fd)
+        if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == self._sig:
+            return  # nothing changed since this view read or wrote it
         if (st.st_dev, st.st_ino) != self._file or st.st_size < self._offset or not self._same_header(fd):
             self._file, self._offset, self._lines, self._valid = (st.st_dev, st.st_ino), 0, 0, True
         self._sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
@@ -336,7 +339,8 @@ class Ledger:
         session whose file was pruned keeps its turns); see the class for rewrites."""
         assert self.path is not None
         try:
-            st = os.fstat(fd)
+            st = self._st  # as _read found it, under this lock
+            assert st is not None
             if st.st_size == 0:
                 self._offset = 0
                 new = [*([self.profile] if self.profile is not None else []), *self._entries.values(),
@@ -411,7 +415,8 @@ def _open(path: Path, flags: int) -> int | None:
         return None
     except OSError as exc:
         if not _unsafe(path):
-            log.warning("memwire: could not open ledger %s (%s)", path, exc)
+            what = "save" if flags & (os.O_WRONLY | os.O_RDWR) else "read"
+            log.warning("memwire: could not %s ledger %s (%s)", what, path, exc)
         return None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
@@ -424,15 +429,17 @@ def _lock_file(path: Path) -> int | None:
     """The session's ledger file, created if missing, open and locked (``flock``: released when
     the fd is closed, or the process dies). None when it cannot be (then the change stays in
     memory, with a warning)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        log.warning("memwire: could not save ledger %s (%s)", path, exc)
-        return None
-    if _unsafe(path):
-        return None
     for _ in range(100):  # a rewrite renames a new file over the one just locked: lock that one
-        fd = _open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        fd = _open(path, os.O_RDWR | os.O_APPEND)  # the file is there: O_NOFOLLOW guards it
+        if fd is None:  # a new session (or a refused file): create it where it is safe to
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                log.warning("memwire: could not save ledger %s (%s)", path, exc)
+                return None
+            if _unsafe(path):
+                return None
+            fd = _open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         if fd is None:
             return None
         try:
@@ -511,8 +518,9 @@ def _unsafe(path: Path) -> bool:
     return False
 
 
-def _line(entry: LedgerEntry) -> str:
-    return json.dumps(asdict(entry), ensure_ascii=False, separators=(",", ":")) + "\n"
+def _line(e: LedgerEntry) -> str:
+    d = {"key": e.key, "ids": list(e.ids), "lines": list(e.lines), "text": e.text, "tokens": e.tokens, "skipped": e.skipped}
+    return json.dumps(d, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
 class _Pruner:
