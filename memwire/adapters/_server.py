@@ -20,8 +20,10 @@ ledgers, turn memos) are the source of truth (see ``middleware/_replay``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +69,7 @@ class _HeaderTimeout:
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
+        _no_delay(transport)
         self._arm()
 
     def data_received(self, data: bytes) -> None:
@@ -79,6 +82,16 @@ class _HeaderTimeout:
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)  # type: ignore[misc]
+
+
+def _no_delay(transport: asyncio.Transport) -> None:
+    """TCP_NODELAY on the connection. asyncio sets it only on sockets whose ``proto`` is TCP, and
+    the listening socket uvicorn hands its workers (``--workers``) comes back with ``proto`` 0:
+    without it a response's second segment waits for the client's delayed ACK (~40 ms)."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class GuardedH11Protocol(_HeaderTimeout, H11Protocol):
