@@ -8,6 +8,7 @@ import ipaddress
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 from typing import TYPE_CHECKING, Any
@@ -153,10 +154,17 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
     # uvicorn's supervisor starts the workers (and restarts one that dies); each builds the app from
     # the spec, in a private file: it holds the proxy key
     fd, spec_path = tempfile.mkstemp(prefix="memwire-proxy-", suffix=".json")
+    # /metrics adds up every worker's figures: prometheus_client's multiprocess mode, in a directory
+    # of this run's (or the operator's own PROMETHEUS_MULTIPROC_DIR), set before any worker starts
+    from ._metrics import MULTIPROC_ENV
+
+    figures = None if os.environ.get(MULTIPROC_ENV) else tempfile.mkdtemp(prefix="memwire-metrics-")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(spec, fh)
         os.environ[SPEC_ENV] = spec_path
+        if figures is not None:
+            os.environ[MULTIPROC_ENV] = figures
         print(f"{where}  memory={cfg.dir if usable else 'off'}\n{upstreams}", file=sys.stderr)
         protocol = http_protocol()
         uvicorn.run("memwire.adapters._server:worker_app", factory=True, workers=workers,
@@ -165,4 +173,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
         os.environ.pop(SPEC_ENV, None)
         with contextlib.suppress(OSError):
             os.unlink(spec_path)
+        if figures is not None:
+            os.environ.pop(MULTIPROC_ENV, None)
+            shutil.rmtree(figures, ignore_errors=True)
     return 0

@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from memwire import MemoryStore
 from memwire._sim.fake_provider import FakeProvider, Reply, ToolCall, last_user_text, serve_in_thread
@@ -216,6 +217,17 @@ async def test_the_workers_flag_serves_every_guarantee_from_two_processes(
         for i in range(1, len(served)):
             assert served[i][: len(served[i - 1])] == served[i - 1]
         assert sum("<memory" in json.dumps(m) for m in served) >= 2
+        # /metrics adds up every worker's figures, whichever worker answers the scrape
+        counted = -1.0
+        deadline = time.monotonic() + 10  # a record is made just after its reply is out
+        while counted < len(bodies) and time.monotonic() < deadline:
+            with httpx.Client(timeout=30) as http:
+                scrape = http.get(proxy.url + "/metrics", headers=key)
+            assert scrape.status_code == 200, scrape.text
+            counted = sum(s.value for f in text_string_to_metric_families(scrape.text) for s in f.samples
+                          if s.name == "memwire_requests_total")
+            time.sleep(0.05)
+        assert counted == len(bodies)
         # the key check and the header timeout hold in every worker: a few connections each
         for _ in range(4):
             with httpx.Client(timeout=30) as http:
