@@ -57,8 +57,9 @@ def free_port() -> int:
 
 def env(tmp_path: Path, **extra: str) -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if not k.startswith("MEMWIRE_")}
+    # a generous retrieval budget: on a loaded machine the default 1 s could decide the bytes, not the workers
     return {**keep, "PYTHONPATH": str(ROOT), "MEMWIRE_HOME": str(tmp_path / "home"), "MEMWIRE_USE_GLOBAL": "false",
-            "LITELLM_LOCAL_MODEL_COST_MAP": "True", **extra}
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True", "MEMWIRE_TIMEOUT_MS": "60000", **extra}
 
 
 class Proxy:
@@ -121,7 +122,8 @@ async def reference(memory: Path, upstream: str, mode_env: dict[str, str], bodie
     """What one process sends upstream for ``bodies``: the same app, in this process."""
     from memwire._config import load_config
 
-    cfg = load_config(None, env=mode_env, project_config=False, dir=memory, use_global=False, shared_memos=True)
+    cfg = load_config(None, env=mode_env, project_config=False, dir=memory, use_global=False, shared_memos=True,
+                      timeout_ms=60000)
     spec = {"config": cfg.model_dump(mode="json"), "openai_upstream": upstream, "anthropic_upstream": upstream,
             "timeout": 60.0, "max_body_bytes": 2**25, "cache_breakpoint": None, "memory": True, "log_level": "warning"}
     app = build_app(spec)
