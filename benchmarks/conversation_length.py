@@ -101,6 +101,7 @@ def measure(history: str, lengths: list[int], sessions: int, window: int, memori
                 wall, cpu = step(lane)
                 by_length[lane[0]][0].append(wall)
                 by_length[lane[0]][1].append(cpu)
+        mw.flush()  # the replay ledgers are written before the directory goes
     return by_length
 
 

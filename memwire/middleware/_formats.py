@@ -112,6 +112,7 @@ class Format:
     text_types: tuple[str, ...] = ("text",)
     human_types: frozenset[str] = frozenset({"text"})   # content parts that make a message the human's
     items_key = "messages"
+    read_keys: tuple[str, ...] = ("role", "content")  # all that reading an item looks at (``_incremental``)
 
     # ---- reading
 
@@ -394,6 +395,7 @@ class OpenAIResponses(Format):
     text_types = ("input_text", "output_text", "text")
     human_types = frozenset({"input_text", "input_image", "input_file", "input_audio", "text"})
     items_key = "input"
+    read_keys = ("role", "content", "type")
 
     def items(self, body: Mapping[str, Any]) -> list[Any]:
         if isinstance(body, Mapping) and isinstance(body.get("input"), str):

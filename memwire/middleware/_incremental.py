@@ -1,11 +1,12 @@
 """Reading only what is new: a request costs the same at message 20 and at message 1,000.
 
 A conversation grows by appending: each request of a session repeats the previous one and adds a
-few messages. Per conversation this module keeps a copy of the previous request's items and their
-``Scan`` (the per-item facts ``Format.view`` reads: validated roles, the human user messages, the
-system texts, and with replay the ledger keys). The next request's items are compared with that
-copy (``==``, in C, no Python per item); the facts of the common prefix are reused, only the items
-after it are read (validated, classified, hashed). An edited, removed or reordered earlier message
+few messages. Per conversation this module keeps a copy of what a view reads of the previous
+request's items (their ``role`` and ``content``; Responses also ``type``: nothing else of an item
+changes what ``Format.view`` says of it) and their ``Scan`` (the per-item facts: validated roles,
+the human user messages, the system texts, and with replay the ledger keys). The next request's
+values are compared with that copy (``==``, in C, no Python per item); the facts of the common
+prefix are reused, only the items after it are read (validated, classified, hashed). An edited, removed or reordered earlier message
 ends the common prefix there, so everything after it is read again: the view is always exactly what
 reading the whole request gives, only cheaper (``tests/middleware/test_incremental.py``).
 
@@ -14,15 +15,17 @@ caller may change a message in place between calls (hence the copy). Numbers in 
 by type and by their JSON form too (``1`` and ``True``, ``1.0`` and ``1`` are ``==`` but not the
 same identity text).
 
-Memory: one copy of the previous request's message structure per conversation (its strings are
-shared with that request), for the last :data:`CONVERSATIONS` conversations.
+Memory: per conversation, the previous request's roles and contents (their strings shared with
+that request), for the last :data:`CONVERSATIONS` conversations.
 """
 
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 from ._formats import Format, Scan, View
@@ -35,8 +38,8 @@ CONVERSATIONS = 256  # conversations whose previous request is kept
 
 @dataclass(frozen=True)
 class _Previous:
-    snapshot: list[Any]  # a copy of the items of the conversation's previous request
-    scan: Scan           # their facts
+    columns: list[list[Any]]  # a copy of what a view reads of the previous request's items
+    scan: Scan                # their facts
 
 
 class Views:
@@ -50,15 +53,16 @@ class Views:
         what the caller says of the session (``session_hint``), to keep conversations apart."""
         items = fmt.items(body)
         key = (fmt.api, hint, _opening(fmt, items))
+        columns = _columns(items, fmt.read_keys)
         previous = self._previous.get(key)
         if previous is None:
             scan = fmt.scan(items)
-            snapshot = [_copy(item) for item in items]
+            kept = [[_copy(v) for v in column] for column in columns]
         else:
-            same = _common_prefix(items, previous.snapshot)
+            same = _common_prefix(columns, previous.columns)
             scan = fmt.scan(items, previous.scan.prefix(same))
-            snapshot = previous.snapshot[:same] + [_copy(item) for item in items[same:]]
-        self._previous.setdefault(key, _Previous(snapshot, scan), replace=lambda _: True)
+            kept = [old[:same] + [_copy(v) for v in new[same:]] for old, new in zip(previous.columns, columns)]
+        self._previous.setdefault(key, _Previous(kept, scan), replace=lambda _: True)
         return fmt.view(body, scan)
 
 
@@ -73,13 +77,24 @@ def _opening(fmt: Format, items: list[Any]) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _common_prefix(items: list[Any], snapshot: list[Any]) -> int:
-    """How many leading items of ``items`` equal those of ``snapshot``."""
-    n = min(len(items), len(snapshot))
-    if items[:n] == snapshot[:n]:  # the common case, in C: the conversation only grew
+_NOT_AN_OBJECT = object()  # what a column holds for an item that is not a JSON object: equal to nothing
+
+
+def _columns(items: list[Any], keys: tuple[str, ...]) -> list[list[Any]]:
+    """For each key a view reads (``Format.read_keys``), its value in every item: only these decide
+    what a view says of an item, and taking them is a loop in C when the items are plain dicts."""
+    if set(map(type, items)) <= {dict}:
+        return [list(map(dict.get, items, repeat(key))) for key in keys]
+    return [[item.get(key) if isinstance(item, Mapping) else _NOT_AN_OBJECT for item in items] for key in keys]
+
+
+def _common_prefix(new: list[list[Any]], old: list[list[Any]]) -> int:
+    """How many leading items have the same values in the ``new`` columns as in the ``old`` ones."""
+    n = min(len(new[0]), len(old[0]))
+    if all(a[:n] == b[:n] for a, b in zip(new, old)):  # the common case, in C: the conversation only grew
         return n
     for k in range(n):
-        if not items[k] == snapshot[k]:
+        if not all(a[k] == b[k] for a, b in zip(new, old)):
             return k
     return n
 
@@ -104,9 +119,12 @@ class _Exact:
 
 def _copy(value: Any) -> Any:
     """A copy of a JSON-like value to compare a later request with: containers copied (the caller
-    may change its own in place), strings shared, numbers wrapped (``_Exact``)."""
+    may change its own in place), strings shared (short ones interned: roles, types), numbers
+    wrapped (``_Exact``)."""
     t = type(value)
-    if t is str or value is None:
+    if t is str:
+        return sys.intern(value) if len(value) <= 16 else value
+    if value is None:
         return value
     if t is dict or isinstance(value, Mapping):
         return {k: _copy(v) for k, v in value.items()}

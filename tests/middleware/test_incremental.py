@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -78,6 +79,7 @@ def operation(api: str) -> st.SearchStrategy[tuple[Any, ...]]:
         st.tuples(st.just("system"), st.sampled_from(["", "You are a coding agent.", f"Rules.\n\n{LONG}"])),
         st.tuples(st.just("bad"), st.sampled_from(BAD)),
         st.tuples(st.just("same"),),
+        st.tuples(st.just("read-only"), i),                           # a Mapping that is not a dict
     )
 
 
@@ -110,13 +112,20 @@ def apply(op: tuple[Any, ...], items: list[Any], body: dict[str, Any], api: str)
         del items[op[1] % (n + 1):]
     elif kind == "system" and api != "openai.chat":  # (chat: a system message is appended instead)
         body["system" if api == "anthropic.messages" else "instructions"] = op[1]
+    elif kind == "read-only" and n and isinstance(items[op[1] % n], dict):
+        items[op[1] % n] = MappingProxyType(items[op[1] % n])
     elif kind == "bad":
         items.append(copy.deepcopy(op[1]))
 
 
+def fresh(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` as a proxy parses it."""
+    return json.loads(json.dumps(body, default=dict))  # type: ignore[no-any-return]
+
+
 def full_view(fmt: Format, body: dict[str, Any]) -> View | str:
     try:
-        return fmt.view(copy.deepcopy(body))
+        return fmt.view(fresh(body))
     except RequestFormatError as exc:
         return f"RequestFormatError: {exc}"
 
@@ -133,11 +142,12 @@ def test_incremental_view_equals_the_full_read(api: str, data: st.DataObject) ->
     items: list[Any] = data.draw(st.lists(message(api), max_size=6))
     body: dict[str, Any] = {"model": "m", ("input" if api == "openai.responses" else "messages"): items}
     views = Views()
+    before: tuple[View | str, View | str] | None = None
     for op in data.draw(st.lists(operation(api), min_size=1, max_size=12)):
         apply(op, items, body, api)
         expected = full_view(fmt, body)
         # the same objects again (an SDK caller that appends to its list), or a fresh parse (the proxy)
-        sent = body if data.draw(st.booleans()) else json.loads(json.dumps(body))
+        sent = body if data.draw(st.booleans()) else fresh(body)
         try:
             got: View | str = views.view(fmt, sent, "hint")
         except RequestFormatError as exc:
@@ -145,10 +155,66 @@ def test_incremental_view_equals_the_full_read(api: str, data: st.DataObject) ->
         assert got == expected
         if isinstance(got, View) and data.draw(st.booleans()):  # replay asks for keys (not every request)
             assert user_keys(fmt, got) == full_keys(fmt, got)
-        if isinstance(got, View) and got.user_indices and not isinstance(expected, str):
-            assert got.user_text == expected.user_text
+        if before is not None:  # a request's view stays as it was when the next request is read
+            assert before[0] == before[1]
+        # (its items are the caller's list: with the same objects they change with the caller's)
+        before = (got, expected) if sent is not body else None
         if op[0] == "bad":  # the conversation goes on without the bad item
             items.pop()
+
+
+@pytest.mark.parametrize("api", ["openai.chat", "anthropic.messages"])
+def test_a_changed_system_prompt_changes_the_identities_of_earlier_messages(api: str) -> None:
+    # a paragraph of a user message that the system prompt also holds is not part of its identity
+    fmt = FORMATS[api]
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": f"Fix it\n\n{LONG}"}, {"role": "assistant", "content": "Done"}]
+    body: dict[str, Any] = {"messages": msgs}
+    views = Views()
+    v = views.view(fmt, copy.deepcopy(body))
+    assert user_keys(fmt, v) == full_keys(fmt, v)
+    if api == "openai.chat":
+        msgs.append({"role": "system", "content": f"Rules.\n\n{LONG}"})
+    else:
+        body["system"] = f"Rules.\n\n{LONG}"
+    msgs.append({"role": "user", "content": "Fix it"})
+    v = views.view(fmt, copy.deepcopy(body))
+    keys = user_keys(fmt, v)
+    assert keys == full_keys(fmt, v)
+    assert keys[0] == message_keys({0: "Fix it"})[0]  # now the same message as "Fix it" (the first of two)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_an_earlier_item_whose_role_or_type_alone_changed_is_read_again(api: str) -> None:
+    fmt = FORMATS[api]
+    key = "input" if api == "openai.responses" else "messages"
+    items: list[dict[str, Any]] = [{"role": "user", "content": "Which port?"}, {"role": "assistant", "content": "5433"},
+                                   {"role": "user", "content": "And prod?"}]
+    views = Views()
+    views.view(fmt, {key: items})
+    items[0] = {"role": "assistant", "content": "Which port?"}  # the same text, said by the other side
+    items.append({"role": "assistant", "content": "5432"})      # (and the conversation grew)
+    v = views.view(fmt, {key: copy.deepcopy(items)})
+    assert v == fmt.view({key: items}) and v.user_indices == [2]
+    if api == "openai.responses":  # an item that is no message (a reasoning item), then one again
+        items[2] = {"type": "reasoning", "role": "user", "content": "And prod?"}
+        v = views.view(fmt, {key: copy.deepcopy(items)})
+        assert v == fmt.view({key: items}) and v.user_indices == []
+        items[2] = {"type": "message", "role": "user", "content": "And prod?"}
+        v = views.view(fmt, {key: copy.deepcopy(items)})
+        assert v == fmt.view({key: items}) and v.user_indices == [2]
+
+
+def test_leading_system_messages_after_an_earlier_one_is_removed() -> None:
+    fmt = FORMATS["openai.chat"]
+    views = Views()
+    msgs = [{"role": "system", "content": "a"}, {"role": "system", "content": "b"}, {"role": "user", "content": "q"}]
+    assert views.view(fmt, {"messages": msgs}).leading_system == 2
+    del msgs[1]
+    assert views.view(fmt, {"messages": msgs}).leading_system == 1
+    msgs.insert(1, {"role": "user", "content": "first"})
+    msgs.append({"role": "system", "content": "c"})
+    v = views.view(fmt, {"messages": msgs})
+    assert v == fmt.view({"messages": msgs}) and v.leading_system == 1
 
 
 def test_a_long_conversation_reads_only_its_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -227,7 +293,7 @@ def test_prepare_gives_the_same_bytes_as_reading_every_request_whole(
         out = []
         for mw in mws:
             try:
-                p = mw.prepare_request(json.loads(json.dumps(body)), api=api, session_id="s")
+                p = mw.prepare_request(fresh(body), api=api, session_id="s")
                 out.append((json.dumps(p.body), p.injection and (p.injection.memory_ids, p.injection.skipped,
                                                                  p.injection.replayed, p.injection.position)))
             except RequestFormatError as exc:
