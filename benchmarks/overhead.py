@@ -1,6 +1,10 @@
 """prepare() overhead in contextPerTurn on a 20-message conversation, by store size.
 
     python benchmarks/overhead.py [--sizes 1000 10000 100000] [--requests 300] [--history replay drop] [--adds 30]
+    python benchmarks/overhead.py --sizes 1000 --adds 0 --history replay --ledger   # the ledger's own cost
+
+``--ledger`` adds a row per size for replay with its ledger kept in memory only (no file): the
+difference to the ``replay`` row is what saving the ledger costs a request.
 
 Prints p50 / p99 in milliseconds, then the latency of adding a memory (from a second thread) and of
 prepare() while those adds run. The store is written to a temp dir as markdown (one add_many),
@@ -72,8 +76,20 @@ def measure_adds(store: MemoryStore, mw: Middleware, rng: random.Random, adds: i
     return statistics.median(add_times), pct(add_times, 0.99), statistics.median(prep), pct(prep, 0.99)
 
 
-def measure(size: int, requests: int, history: str) -> tuple[float, float, float]:
+def measure(size: int, requests: int, history: str, ledger_on_disk: bool = True) -> tuple[float, float, float]:
+    from memwire.middleware import _replay
+
     rng = random.Random(size)
+    real_load = _replay.Ledger.load
+    if not ledger_on_disk:  # the same ledger, in memory only: what the file costs is the difference
+        _replay.Ledger.load = classmethod(lambda cls, root, session: cls(None, session))  # type: ignore[method-assign]
+    try:
+        return _measure(rng, size, requests, history)
+    finally:
+        _replay.Ledger.load = real_load  # type: ignore[method-assign]
+
+
+def _measure(rng: random.Random, size: int, requests: int, history: str) -> tuple[float, float, float]:
     with tempfile.TemporaryDirectory() as d:
         MemoryStore(d).add_many(make_memory(rng, i) for i in range(size))
         t = time.perf_counter()
@@ -82,11 +98,12 @@ def measure(size: int, requests: int, history: str) -> tuple[float, float, float
         mw.prepare(conversation(rng, -1), model="gpt-4o")  # load + index
         load = time.perf_counter() - t
         times = []
-        for turn in range(requests):
+        for turn in range(-50, requests):  # the first 50 warm up (sessions' first requests, caches)
             msgs = conversation(rng, turn)
             t0 = time.perf_counter()
             mw.prepare(msgs, model="gpt-4o")
-            times.append((time.perf_counter() - t0) * 1000)
+            if turn >= 0:
+                times.append((time.perf_counter() - t0) * 1000)
     return statistics.median(times), pct(times, 0.99), load
 
 
@@ -96,12 +113,22 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--history", nargs="+", default=["replay", "drop"], choices=["replay", "drop"])
     ap.add_argument("--adds", type=int, default=30, help="memories added during prepare() per size (0: skip)")
+    ap.add_argument("--ledger", action="store_true", help="also replay with its ledger in memory only (no file)")
+    ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds per row; p50 is their median")
     args = ap.parse_args()
-    print(f"{'history':>8} {'memories':>9} {'p50 ms':>8} {'p99 ms':>8} {'load s':>8}")
-    for history in args.history:
-        for size in args.sizes:
-            p50, p99, load = measure(size, args.requests, history)
-            print(f"{history:>8} {size:>9} {p50:>8.3f} {p99:>8.3f} {load:>8.2f}")
+    print(f"{'history':>16} {'memories':>9} {'p50 ms':>8} {'p99 ms':>8} {'load s':>8}")
+    rows = [(h, True) for h in args.history] + ([("replay", False)] if args.ledger else [])
+    for size in args.sizes:
+        results: dict[tuple[str, bool], list[tuple[float, float, float]]] = {row: [] for row in rows}
+        for _ in range(args.rounds):  # rows take turns, so background load on the machine hits them alike
+            for history, on_disk in rows:
+                results[(history, on_disk)].append(measure(size, args.requests, history, on_disk))
+        for (history, on_disk), runs in results.items():
+            p50 = statistics.median(r[0] for r in runs)
+            p99 = statistics.median(r[1] for r in runs)
+            load = statistics.median(r[2] for r in runs)
+            name = history if on_disk else "replay (memory)"
+            print(f"{name:>16} {size:>9} {p50:>8.3f} {p99:>8.3f} {load:>8.2f}")
     if args.adds:
         print(f"\nadding memories from another thread while prepare() runs ({args.adds} adds per size)")
         print(f"{'memories':>9} {'add p50':>8} {'add p99':>8} {'prepare p50':>12} {'prepare p99':>12}")

@@ -12,6 +12,14 @@ LiteLLM's proxy is measured the same way against the same upstream.
     .venv/bin/python benchmarks/proxy.py                      # a minute or two
     .venv/bin/python benchmarks/proxy.py --litellm /path/to/venv/bin/litellm
 
+``--workers 1 2`` measures instead: requests/s of ``memwire proxy --workers N`` for each N (32
+clients on keep-alive connections, every request a new turn, a light raw-socket client), the CPU
+seconds its processes spent per request, and the added latency p50/p99 at 1 client on a 12 KB
+body; the Portkey gateway (``npm install @portkey-ai/gateway`` into a temp dir, a node server) is
+measured beside it where npm can install it (``--portkey off`` skips it).
+
+    .venv/bin/python benchmarks/proxy.py --workers 1 2 --requests 300
+
 ``--capture`` compares capture on and off. There the fake upstream takes ``--upstream-ms`` (50 ms
 unless given) to answer, as a provider does (hundreds of ms), so the capture worker has the time
 it has in production; the things said to remember are about parcels, which no later question asks
@@ -29,6 +37,7 @@ import os
 import secrets
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -267,21 +276,22 @@ def measure(targets: list[Target], n1: int, n32: int, rounds: int) -> dict[str, 
 
 
 def start_memwire(workdir: Path, upstream: str, port: int, history: str, capture: str = "auto",
-                  seed: Path | None = None) -> subprocess.Popen[bytes]:
+                  seed: Path | None = None, workers: int = 1) -> subprocess.Popen[bytes]:
     """The real ``memwire proxy`` command, one-line-per-request log on (as in production)."""
     from memwire import MemoryStore
 
-    memory = workdir / f"memory-{history}-{capture}"
+    memory = workdir / f"memory-{history}-{capture}" if workers == 1 else workdir / f"memory-{history}-w{workers}"
     if seed is not None:  # a store as an earlier run left it (--seed): the same memories for every target
         shutil.copytree(seed, memory, ignore=shutil.ignore_patterns(".ledger", ".lock", ".captured.jsonl*"))
     else:
         MemoryStore(memory).add_many(memories())
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMWIRE_")},
            "MEMWIRE_HOME": str(workdir / "home"), "MEMWIRE_HISTORY": history, "MEMWIRE_CAPTURE": capture}
-    with open(workdir / f"memwire-{history}-{capture}.log", "wb") as log:  # the child keeps its own copy of the fd
+    name = f"memwire-{history}-{capture}" if workers == 1 else f"memwire-{history}-w{workers}"
+    with open(workdir / f"{name}.log", "wb") as log:  # the child keeps its own copy of the fd
         return subprocess.Popen(
             [sys.executable, "-m", "memwire.cli", "proxy", "--port", str(port), "--openai-upstream", upstream,
-             "--dir", str(memory), "--mode", "contextPerTurn"],
+             "--dir", str(memory), "--mode", "contextPerTurn", "--workers", str(workers)],
             cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -332,6 +342,231 @@ def report(results: dict[str, Figures]) -> None:
             print(row)
 
 
+# -------------------------------------------------------------------- --workers: throughput, CPU, 12 KB latency
+
+BIG_HISTORY = [  # ~12 KB of conversation: a coding agent's history with a file it read
+    {"role": "user", "content": "Here is the module we are changing:\n" + "def handler(event):\n    return event\n" * 150},
+    {"role": "assistant", "content": "I read it. The handler returns the event unchanged; " * 40},
+]
+
+
+def request_bytes(host: str, key: str, body: dict[str, Any]) -> bytes:
+    data = json.dumps(body).encode()
+    return (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n").encode() + data
+
+
+def new_turn_bodies(n: int, big: bool, tag: str) -> list[dict[str, Any]]:
+    """``n`` requests, each the next turn of a conversation (20 turns, then a new one): memwire
+    retrieves on every one, and appends to the session's ledger."""
+    out: list[dict[str, Any]] = []
+    number = 0
+    while len(out) < n:
+        number += 1
+        messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, *(BIG_HISTORY if big else HISTORY[:2])]
+        for turn in range(TURNS):
+            topic = TOPICS[(number + turn) % len(TOPICS)]
+            messages.append({"role": "user", "content": f"What did we decide about {topic}? ({tag} {number}/{turn})"})
+            body_messages = list(messages)
+            if big:  # the body stays ~12 KB: the oldest turns drop out as new ones come
+                body_messages = body_messages[:4] + body_messages[4:][-3:]
+            out.append({"model": MODEL, "messages": body_messages})
+            messages.append({"role": "assistant", "content": "Use PostgreSQL 16 and move payments first."})
+    return out[:n]
+
+
+async def _read_response(reader: asyncio.StreamReader) -> int:
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    length = None
+    chunked = False
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+        elif name.strip().lower() == b"transfer-encoding" and b"chunked" in value.lower():
+            chunked = True
+    if length is not None:
+        await reader.readexactly(length)
+    elif chunked:
+        while True:
+            size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+            await reader.readexactly(size + 2)
+            if size == 0:
+                break
+    return status
+
+
+async def _client(port: int, requests: list[bytes], deadline: float | None, latencies: list[float] | None) -> int:
+    """One keep-alive connection sending ``requests`` in turn (until ``deadline``): how many it sent."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    done = 0
+    try:
+        for raw in requests:
+            if deadline is not None and time.perf_counter() > deadline:
+                break
+            start = time.perf_counter()
+            writer.write(raw)
+            status = await _read_response(reader)
+            if status != 200:
+                raise RuntimeError(f"HTTP {status}")
+            if latencies is not None:
+                latencies.append((time.perf_counter() - start) * 1000)
+            done += 1
+    finally:
+        writer.close()
+    return done
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of ``pid`` and every process under it, from /proc (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        p = int(stat.parent.name)
+        parents[p] = int(fields[1])
+        times[p] = (int(fields[11]) + int(fields[12])) / tick
+    tree, grew = {pid}, True
+    while grew:
+        more = {p for p, pp in parents.items() if pp in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return sum(times.get(p, 0.0) for p in tree)
+
+
+def throughput(port: int, key: str, bodies: list[dict[str, Any]], clients: int, seconds: float) -> int:
+    size = len(bodies) // clients  # each client its own conversations, in order
+    per_client = [[request_bytes(f"127.0.0.1:{port}", key, b) for b in bodies[i * size:(i + 1) * size]]
+                  for i in range(clients)]
+
+    async def run() -> int:
+        deadline = time.perf_counter() + seconds
+        return sum(await asyncio.gather(*(_client(port, reqs, deadline, None) for reqs in per_client)))
+
+    return asyncio.run(run())
+
+
+def latencies(port: int, key: str, bodies: list[dict[str, Any]]) -> list[float]:
+    out: list[float] = []
+    raws = [request_bytes(f"127.0.0.1:{port}", key, b) for b in bodies]
+    asyncio.run(_client(port, raws, None, out))
+    return out
+
+
+def start_portkey(workdir: Path, port: int) -> tuple[subprocess.Popen[bytes] | None, str]:
+    """The Portkey gateway (a node server from npm) in ``workdir``, or None and why not."""
+    npm, node = shutil.which("npm"), shutil.which("node")
+    if not (npm and node):
+        return None, "Portkey gateway: not measured (no node / npm on PATH)"
+    where = workdir / "portkey"
+    where.mkdir()
+    try:
+        subprocess.run([npm, "install", "--no-audit", "--no-fund", "--silent", "@portkey-ai/gateway"], cwd=where,
+                       check=True, capture_output=True, timeout=300)
+    except (subprocess.SubprocessError, OSError) as exc:
+        return None, f"Portkey gateway: not measured (npm install @portkey-ai/gateway failed: {exc})"
+    server = where / "node_modules" / "@portkey-ai" / "gateway" / "build" / "start-server.js"
+    env = {**os.environ, "TRUSTED_CUSTOM_HOSTS": "127.0.0.1,localhost"}  # it refuses local upstreams otherwise
+    with open(workdir / "portkey.log", "wb") as log:
+        proc = subprocess.Popen([node, str(server), f"--port={port}", "--headless"], cwd=where, env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+    return proc, ""
+
+
+class PortkeyBodies:
+    """Portkey routes by headers: the fake upstream as an OpenAI custom host."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream
+
+    def request_bytes(self, host: str, key: str, body: dict[str, Any]) -> bytes:
+        data = json.dumps(body).encode()
+        return (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
+                f"x-portkey-provider: openai\r\nx-portkey-custom-host: {self.upstream}/v1\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n").encode() + data
+
+
+def run_workers(args: argparse.Namespace) -> int:
+    global request_bytes
+    clients, seconds, rounds = 32, args.seconds, args.rounds
+    with tempfile.TemporaryDirectory(prefix="memwire-bench-") as tmp:
+        workdir = Path(tmp)
+        upstream_url = f"http://127.0.0.1:{free_port()}"
+        procs: list[subprocess.Popen[bytes]] = []
+        targets: dict[str, tuple[subprocess.Popen[bytes] | None, int]] = {}
+        notes: list[str] = []
+        try:
+            procs.append(subprocess.Popen([sys.executable, __file__, "--serve-upstream", upstream_url.rsplit(":", 1)[1],
+                                           "--upstream-ms", str(args.upstream_ms)]))
+            wait_ready(upstream_url + "/health", procs[-1], 30)
+            targets["direct"] = (None, int(upstream_url.rsplit(":", 1)[1]))
+            for n in args.workers:
+                port = free_port()
+                procs.append(start_memwire(workdir, upstream_url, port, "replay", workers=n))
+                wait_ready(f"http://127.0.0.1:{port}/health", procs[-1], 90)
+                targets[f"memwire w={n}"] = (procs[-1], port)
+            if args.portkey != "off":
+                port = free_port()
+                proc, why = start_portkey(workdir, port)
+                if proc is None:
+                    notes.append(why)
+                else:
+                    procs.append(proc)
+                    try:
+                        wait_ready(f"http://127.0.0.1:{port}/", proc, 60)
+                        targets["portkey"] = (proc, port)
+                    except RuntimeError as exc:
+                        notes.append(f"Portkey gateway: not measured (did not start: {exc})")
+            time.sleep(2)  # let every worker finish warming up
+            portkey = PortkeyBodies(upstream_url)
+            plain = request_bytes
+            rps: dict[str, list[float]] = {name: [] for name in targets}
+            cpu: dict[str, list[float]] = {name: [] for name in targets}
+            lat: dict[str, list[float]] = {name: [] for name in targets}
+            for r in range(rounds):
+                order = list(targets) if r % 2 == 0 else list(targets)[::-1]
+                for name in order:
+                    proc, port = targets[name]
+                    request_bytes = portkey.request_bytes if name == "portkey" else plain  # type: ignore[assignment]
+                    throughput(port, "sk-upstream-fake", new_turn_bodies(clients * 5, False, f"warm{r}{name}"), clients, 1.0)
+                    c0 = cpu_seconds(proc.pid) if proc else 0.0
+                    t0 = time.perf_counter()
+                    done = throughput(port, "sk-upstream-fake", new_turn_bodies(clients * int(seconds * 400), False, f"r{r}{name}"),
+                                      clients, seconds)
+                    took = time.perf_counter() - t0
+                    rps[name].append(done / took)
+                    if proc:
+                        cpu[name].append((cpu_seconds(proc.pid) - c0) / done * 1000)
+                    lat[name] += latencies(port, "sk-upstream-fake", new_turn_bodies(max(1, args.requests // rounds),
+                                                                                     True, f"l{r}{name}"))
+            request_bytes = plain
+        finally:
+            for proc in reversed(procs):
+                stop(proc)
+    print(f"fake upstream answering in {args.upstream_ms:g} ms; {os.cpu_count()} CPUs shared by the client, the "
+          f"upstream and the server; {clients} clients for {seconds:g} s per target and round, {rounds} interleaved "
+          f"rounds; latency: 1 client, {args.requests} requests of ~12 KB, each a new turn\n")
+    d50, d99 = pct(lat["direct"], 0.5), pct(lat["direct"], 0.99)
+    head = f"{'target':<14} {'req/s':>8} {'x w=1':>6} {'CPU ms/req':>11} {'p50 ms':>8} {'p99 ms':>8} {'added p50':>10} {'added p99':>10}"
+    print(head)
+    print("-" * len(head))
+    base = statistics.median(rps[f"memwire w={args.workers[0]}"]) if args.workers else 0.0
+    for name in targets:
+        v = statistics.median(rps[name])
+        c = f"{statistics.median(cpu[name]):>11.2f}" if cpu[name] else f"{'':>11}"
+        p50, p99 = pct(lat[name], 0.5), pct(lat[name], 0.99)
+        ratio = f"{v / base:>6.2f}" if name.startswith("memwire") else f"{'':>6}"
+        print(f"{name:<14} {v:>8.0f} {ratio} {c} {p50:>8.2f} {p99:>8.2f} {p50 - d50:>+10.2f} {p99 - d99:>+10.2f}")
+    for note in notes:
+        print(note)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=400, help="requests per scenario with 1 client")
@@ -345,6 +580,10 @@ def main() -> int:
                         help="compare capture on (auto) and off, with replay (instead of replay and drop)")
     parser.add_argument("--upstream-ms", type=float,
                         help="the fake upstream's time to answer (default 0; 50 with --capture)")
+    parser.add_argument("--workers", type=int, nargs="+",
+                        help="measure throughput, CPU per request and 12 KB latency at these worker counts")
+    parser.add_argument("--portkey", help="with --workers: 'off' skips the Portkey gateway")
+    parser.add_argument("--seconds", type=float, default=8.0, help="with --workers: seconds of load per target and round")
     parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)  # child process mode
     args = parser.parse_args()
     if args.upstream_ms is None:
@@ -353,6 +592,8 @@ def main() -> int:
         serve_upstream(args.serve_upstream, args.upstream_ms)
         return 0
     Conversation.unasked = args.capture
+    if args.workers:
+        return run_workers(args)
 
     from memwire import MemoryStore
 

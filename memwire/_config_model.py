@@ -66,6 +66,10 @@ class Config(BaseModel):
     distill_timeout: float = Field(30.0, gt=0, le=600, description="distillation: seconds per model call")
     timeout_ms: float = Field(1000.0, gt=0, description="retrieval time budget; past it the call goes unchanged")
     memo_size: int = Field(1024, ge=1, description="turns remembered for turn-stable bytes (LRU)")
+    shared_memos: bool = Field(
+        False, description="keep the turn memos of startup, drop and systemPromptPerTurn in the session's ledger "
+                           "file: every process on the directory, and a restart, gives a turn the same block "
+                           "(the proxy turns it on)")
     dir: Path = Field(Path(".memwire"), description="project memory directory (MEMWIRE_DIR)")
     home: Path | None = Field(None, description="global memory directory (MEMWIRE_HOME; default ~/.memwire)")
     use_global: bool = Field(True, description="also search the global directory")
@@ -86,6 +90,9 @@ class Config(BaseModel):
     )
     proxy_new_namespaces_per_minute: int = Field(
         60, ge=0, le=1_000_000, description="proxy: new namespaces one client may start per minute (429 after)"
+    )
+    proxy_workers: int = Field(
+        0, ge=0, le=1024, description="proxy: worker processes over the one memory directory (0: one per core)"
     )
     proxy_max_namespaces: int = Field(
         10_000, ge=0, le=10_000_000, description="proxy: namespaces in the memory directory at most (429 after)"

@@ -1,14 +1,42 @@
 """One background thread that runs jobs in order, bounded: what capture and telemetry use to keep
-their work off the caller's path."""
+their work off the caller's path.
+
+Off the path is not enough when the CPU is the bottleneck: a proxy serving as many requests as
+its cores allow has no idle time to give a capture's parsing, search and write, so each one would
+delay requests. A worker given a :class:`Traffic` gauge therefore starts each job only once the
+caller's path has been quiet for ``quiet_s`` (no request prepared meanwhile), and never holds a
+job longer than ``max_defer_s``: under sustained saturation the work runs anyway, late."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import logging
 import threading
+import time
 from typing import Any, Callable
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "Traffic", "QUIET_S", "MAX_DEFER_S"]
+
+QUIET_S = 0.02      # a request leaves within a few ms of prepare(); a provider takes 100s of ms to answer
+MAX_DEFER_S = 5.0   # a job waits for a quiet moment at most this long
+
+
+class Traffic:
+    """When the caller's path last did work (one float written per request: no lock needed)."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+
+    def touch(self) -> None:
+        self.last = time.monotonic()
+
+    def wait_quiet(self, quiet_s: float, until: float) -> None:
+        """Sleep until nothing touched this gauge for ``quiet_s`` seconds, or until ``until``."""
+        while (now := time.monotonic()) < until:
+            quiet_at = self.last + quiet_s
+            if now >= quiet_at:
+                return
+            time.sleep(min(quiet_at, until) - now)
 
 log = logging.getLogger("memwire")
 
@@ -18,8 +46,10 @@ class Worker:
     ``max_pending`` jobs wait: a worker that cannot keep up must not grow without bound, so past
     it a job is dropped, said once per backlog as "memwire: {what} is N {unit} behind"."""
 
-    def __init__(self, name: str, what: str, unit: str, max_pending: Callable[[], int]) -> None:
+    def __init__(self, name: str, what: str, unit: str, max_pending: Callable[[], int],
+                 traffic: Traffic | None = None, quiet_s: float = QUIET_S, max_defer_s: float = MAX_DEFER_S) -> None:
         self.name, self.what, self.unit = name, what, unit
+        self.traffic, self.quiet_s, self.max_defer_s = traffic, quiet_s, max_defer_s
         self._max_pending = max_pending  # read per submit: a module constant tests may lower
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._last: concurrent.futures.Future[None] | None = None
@@ -40,11 +70,13 @@ class Worker:
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=self.name)
             self._pending += 1
-            self._last = self._pool.submit(self._run, fn, args)
+            self._last = self._pool.submit(self._run, fn, args, time.monotonic())
             return True
 
-    def _run(self, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
+    def _run(self, fn: Callable[..., None], args: tuple[Any, ...], submitted: float) -> None:
         try:
+            if self.traffic is not None:
+                self.traffic.wait_quiet(self.quiet_s, submitted + self.max_defer_s)
             fn(*args)
         finally:
             with self._lock:

@@ -142,7 +142,8 @@ def test_the_proxy_serves_without_memory_when_its_dir_is_unusable(tmp_path: Path
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
     afile = tmp_path / "notes.txt"
     afile.write_text("x")
-    code, _, err = run(capsys, "proxy", "--dir", str(afile), "--header-timeout", "3", "--max-connections", "50")
+    code, _, err = run(capsys, "proxy", "--workers", "1", "--dir", str(afile), "--header-timeout", "3",
+                       "--max-connections", "50")
     assert code == 0 and f"{afile} is a file" in err and "serving without memory" in err and "Traceback" not in err
     assert served["limit_concurrency"] == 50 and served["http"].header_timeout == 3
     assert afile.read_text() == "x"

@@ -232,7 +232,7 @@ def test_the_quick_start_works_as_written(fresh: Path, home: Path, capsys: pytes
 
     served: dict = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
-    code, _, err = run(capsys, "proxy", "--port", "0")
+    code, _, err = run(capsys, "proxy", "--port", "0", "--workers", "1")
     assert code == 0 and "not trusted" not in err and "memory=.memwire (2 memories)" in err
 
 

@@ -69,6 +69,7 @@ class ModeResult:
     cost_vs_none: float = 1.0
     seconds: float = 0.0
     missed: list[str] = field(default_factory=list)
+    series: list[tuple[int, int]] = field(default_factory=list)  # per request: (prompt tokens, cached tokens)
 
     @property
     def cached_ratio(self) -> float:
@@ -243,6 +244,7 @@ def run_mode(cfg: Config_, provider: str, model: str) -> ModeResult:
         result.cached_tokens = sum(u.cache_read for u in usages)
         result.cache_write_tokens = sum(u.cache_write for u in usages)
         result.cost = sum(u.cost() for u in usages)
+        result.series = [(u.prompt_tokens, u.cache_read) for u in usages]
         result.ideal_cached_tokens = sum(_ideal_cached([(api, r.body) for r in fake.requests if r.usage is not None]))
     result.seconds = time.perf_counter() - start
     return result

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
+import json
 import logging
+import os
+import shutil
 import sys
+import tempfile
 from typing import TYPE_CHECKING, Any
 
 from .._config import MODES
@@ -62,6 +67,9 @@ def register(sub: Any) -> None:
     p.add_argument("--max-namespaces", type=int,
                    help="namespaces in the memory directory at most; past it new ones get 429 "
                         "(default 10000; proxy_max_namespaces)")
+    p.add_argument("--workers", type=int,
+                   help="worker processes, each serving any request of any session over the one memory directory "
+                        "(default: one per core; proxy_workers)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(fn=cmd_proxy)
 
@@ -92,9 +100,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
     from pydantic import ValidationError
 
     from .._config_model import raise_config_error
-    from ..middleware._core import Middleware
-    from .proxy import create_app
-    from ._server import protocol_with_header_timeout
+    from ._server import SPEC_ENV, build_app, http_protocol, protocol_with_header_timeout
 
     proxy_key = args.proxy_key or cfg.proxy_key
     check_bind(args.host, args.allow_remote, proxy_key)
@@ -103,13 +109,14 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
     updates = {"proxy_header_timeout": args.header_timeout, "proxy_body_timeout": args.body_timeout,
                "proxy_max_connections": args.max_connections,
                "proxy_new_namespaces_per_minute": args.new_namespaces_per_minute,
-               "proxy_max_namespaces": args.max_namespaces}
+               "proxy_max_namespaces": args.max_namespaces, "proxy_workers": args.workers}
     for key, value in updates.items():
         if value is not None:
             try:
                 setattr(cfg, key, value)  # validated by the config model
             except ValidationError as exc:
                 raise_config_error(exc, "--" + key.removeprefix("proxy_").replace("_", "-"))
+    workers = cfg.proxy_workers or os.cpu_count() or 1
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))  # one line per request is ours
     logging.getLogger("httpcore").setLevel(logging.INFO)  # its debug lines carry response headers (cookies, keys)
@@ -121,27 +128,52 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
     except MemwireError as exc:  # serve anyway: every request passes through unchanged (fail open)
         print(f"memwire: warning: {exc}; serving without memory, requests pass through unchanged", file=sys.stderr)
         usable = False
-    mw = Middleware(config=cfg)
-    if usable:
-        # load and index the default namespace, numpy and both token encodings now, not on the first request
-        mw.warm_up()
-        for problem in mw.store.problems:
+    # every process gets a turn's block from the session's ledger file, whichever served it first
+    cfg.shared_memos = True
+    cfg.proxy_key = proxy_key
+    spec = {"config": cfg.model_dump(mode="json"), "openai_upstream": args.openai_upstream,
+            "anthropic_upstream": args.anthropic_upstream, "timeout": args.timeout,
+            "max_body_bytes": int(args.max_body_mb * 2**20), "cache_breakpoint": args.cache_breakpoint,
+            "memory": usable, "log_level": args.log_level}
+    server: dict[str, Any] = dict(
+        host=args.host, port=args.port, log_level=args.log_level, access_log=False,
+        server_header=False, date_header=False,  # the upstream's own server/date headers go through
+        limit_concurrency=cfg.proxy_max_connections)  # per worker
+    where = (f"memwire proxy on http://{args.host}:{args.port}  mode={cfg.mode}  workers={workers}  "
+             f"http={http_protocol().__name__.removeprefix('Guarded').removesuffix('Protocol').lower()}")
+    upstreams = f"  OpenAI    -> {args.openai_upstream}\n  Anthropic -> {args.anthropic_upstream}"
+    if workers == 1:
+        app = build_app(spec)  # warmed up here, not on the first request
+        mw = app.state.proxy.middleware
+        for problem in mw.store.problems if usable else ():
             print(f"memwire: warning: {problem}", file=sys.stderr)
-    app = create_app(
-        mw,
-        openai_upstream=args.openai_upstream,
-        anthropic_upstream=args.anthropic_upstream,
-        timeout=args.timeout,
-        max_body_bytes=int(args.max_body_mb * 2**20),
-        proxy_key=proxy_key,
-        anthropic_cache_breakpoint=args.cache_breakpoint,
-        memory=usable,
-    )
-    print(f"memwire proxy on http://{args.host}:{args.port}  mode={mw.mode}  memory={mw.store.path} "
-          f"({f'{len(mw.store)} memories' if usable else 'memory off'})\n"
-          f"  OpenAI    -> {args.openai_upstream}\n  Anthropic -> {args.anthropic_upstream}", file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False,
-                server_header=False, date_header=False,  # the upstream's own server/date headers go through
-                http=protocol_with_header_timeout(cfg.proxy_header_timeout),
-                limit_concurrency=cfg.proxy_max_connections)
+        print(f"{where}  memory={mw.store.path} ({f'{len(mw.store)} memories' if usable else 'memory off'})\n"
+              f"{upstreams}", file=sys.stderr)
+        uvicorn.run(app, http=protocol_with_header_timeout(cfg.proxy_header_timeout), **server)
+        return 0
+    # uvicorn's supervisor starts the workers (and restarts one that dies); each builds the app from
+    # the spec, in a private file: it holds the proxy key
+    fd, spec_path = tempfile.mkstemp(prefix="memwire-proxy-", suffix=".json")
+    # /metrics adds up every worker's figures: prometheus_client's multiprocess mode, in a directory
+    # of this run's (or the operator's own PROMETHEUS_MULTIPROC_DIR), set before any worker starts
+    from ._metrics import MULTIPROC_ENV
+
+    figures = None if os.environ.get(MULTIPROC_ENV) else tempfile.mkdtemp(prefix="memwire-metrics-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(spec, fh)
+        os.environ[SPEC_ENV] = spec_path
+        if figures is not None:
+            os.environ[MULTIPROC_ENV] = figures
+        print(f"{where}  memory={cfg.dir if usable else 'off'}\n{upstreams}", file=sys.stderr)
+        protocol = http_protocol()
+        uvicorn.run("memwire.adapters._server:worker_app", factory=True, workers=workers,
+                    http=f"{protocol.__module__}:{protocol.__name__}", **server)
+    finally:
+        os.environ.pop(SPEC_ENV, None)
+        with contextlib.suppress(OSError):
+            os.unlink(spec_path)
+        if figures is not None:
+            os.environ.pop(MULTIPROC_ENV, None)
+            shutil.rmtree(figures, ignore_errors=True)
     return 0

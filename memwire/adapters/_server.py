@@ -1,25 +1,48 @@
-"""The HTTP/1.1 protocol ``memwire proxy`` serves with: uvicorn's h11 protocol plus a header timeout.
+"""The server side of ``memwire proxy``: HTTP/1.1 protocols with a header timeout, and the app
+each worker process serves.
 
-uvicorn closes idle keep-alive connections, but a connection that opens and then sends its request
-headers slowly, or never finishes them, is held forever (before the proxy key is even checked):
-a few hundred such connections would hold every slot. Here each request's headers must arrive
-within ``header_timeout`` seconds of the connection opening, or of the previous response; else
-the connection is closed. The body has its own timeout in the proxy app (a 408 in the API's format);
-responses are never cut (a streamed answer may take minutes).
+Header timeout: uvicorn closes idle keep-alive connections, but a connection that opens and then
+sends its request headers slowly, or never finishes them, is held forever (before the proxy key is
+even checked): a few hundred such connections would hold every slot. Here each request's headers
+must arrive within ``header_timeout`` seconds of the connection opening, or of the previous
+response; else the connection is closed. The body has its own timeout in the proxy app (a 408 in
+the API's format); responses are never cut (a streamed answer may take minutes). The guard is a
+mixin over uvicorn's h11 protocol and, where ``httptools`` is installed, its faster httptools one
+(both keep ``cycle`` the same way: None or complete while a request's headers are awaited).
+
+Workers: ``memwire proxy --workers N`` runs N processes with uvicorn's supervisor, which needs the
+app as an import string: :func:`worker_app` builds it in each worker from the spec the command
+wrote (a private file named by ``SPEC_ENV``), so every worker has the same settings, key checks,
+limits and header timeout. They share nothing but the memory directory, whose files (memories,
+ledgers, turn memos) are the source of truth (see ``middleware/_replay``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import os
+import socket
+from pathlib import Path
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["protocol_with_header_timeout"]
+__all__ = ["protocol_with_header_timeout", "http_protocol", "worker_app", "build_app", "SPEC_ENV",
+           "GuardedH11Protocol"]
+
+SPEC_ENV = "MEMWIRE_PROXY_WORKER_SPEC"
 
 
-class _GuardedH11Protocol(H11Protocol):
+class _HeaderTimeout:
+    """The header timeout, over any uvicorn HTTP/1.1 protocol (``self.cycle``: the current request)."""
+
     header_timeout: float = 10.0
+    cycle: Any
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+    logger: Any
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -44,22 +67,96 @@ class _GuardedH11Protocol(H11Protocol):
                              self.header_timeout)
             self.transport.close()
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        _no_delay(transport)
         self._arm()
 
     def data_received(self, data: bytes) -> None:
         if self._waiting_for_headers():
             self._arm()  # a new request begins: its headers are on the clock
-        super().data_received(data)
+        super().data_received(data)  # type: ignore[misc]
         if not self._waiting_for_headers():
             self._disarm()  # the headers are complete: the request is the app's now
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
-        super().connection_lost(exc)
+        super().connection_lost(exc)  # type: ignore[misc]
 
 
-def protocol_with_header_timeout(header_timeout: float) -> type[H11Protocol]:
-    """An h11 protocol class whose connections must send complete headers within ``header_timeout`` s."""
-    return type("MemwireH11Protocol", (_GuardedH11Protocol,), {"header_timeout": float(header_timeout)})
+def _no_delay(transport: asyncio.Transport) -> None:
+    """TCP_NODELAY on the connection. asyncio sets it only on sockets whose ``proto`` is TCP, and
+    the listening socket uvicorn hands its workers (``--workers``) comes back with ``proto`` 0:
+    without it a response's second segment waits for the client's delayed ACK (~40 ms)."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class GuardedH11Protocol(_HeaderTimeout, H11Protocol):
+    """uvicorn's h11 protocol with the header timeout."""
+
+
+try:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+except ImportError:  # httptools not installed (the `fast` extra): h11 serves
+    GuardedHttpToolsProtocol: type | None = None
+else:
+    class GuardedHttpToolsProtocol(_HeaderTimeout, HttpToolsProtocol):  # type: ignore[no-redef]
+        """uvicorn's httptools protocol with the header timeout."""
+
+
+def http_protocol() -> type:
+    """The fastest protocol installed: httptools where it is, else h11 (both guarded)."""
+    return GuardedHttpToolsProtocol or GuardedH11Protocol
+
+
+def protocol_with_header_timeout(header_timeout: float, base: type | None = None) -> type:
+    """A protocol class (``base``, default the fastest installed) whose connections must send
+    complete headers within ``header_timeout`` s."""
+    base = base or http_protocol()
+    return type("Memwire" + base.__name__, (base,), {"header_timeout": float(header_timeout)})
+
+
+# ------------------------------------------------------------------ the app, in the command or a worker
+
+
+def build_app(spec: dict[str, Any], warm: bool = True) -> Any:
+    """The proxy app of a spec written by ``memwire proxy`` (config and the command's options)."""
+    from .._config_model import Config
+    from ..middleware._core import Middleware
+    from .proxy import create_app
+
+    cfg = Config.model_validate(spec["config"])
+    mw = Middleware(config=cfg)
+    if spec["memory"] and warm:
+        mw.warm_up()  # load and index the default namespace, numpy and the token encodings now
+    return create_app(
+        mw,
+        openai_upstream=spec["openai_upstream"],
+        anthropic_upstream=spec["anthropic_upstream"],
+        timeout=spec["timeout"],
+        max_body_bytes=spec["max_body_bytes"],
+        proxy_key=cfg.proxy_key,
+        anthropic_cache_breakpoint=spec["cache_breakpoint"],
+        memory=spec["memory"],
+    )
+
+
+def worker_app() -> Any:
+    """The app one ``--workers`` process serves (a uvicorn factory): built from the spec file."""
+    import logging
+
+    spec = json.loads(Path(os.environ[SPEC_ENV]).read_text(encoding="utf-8"))
+    level = spec["log_level"].upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
+    logging.getLogger("httpcore").setLevel(logging.INFO)
+    for cls in (GuardedH11Protocol, GuardedHttpToolsProtocol):  # loaded by uvicorn before the app
+        if cls is not None:
+            cls.header_timeout = float(spec["config"]["proxy_header_timeout"])
+    app = build_app(spec)
+    for problem in app.state.proxy.middleware.store.problems if spec["memory"] else ():
+        logging.getLogger("memwire").warning("memwire: %s", problem)
+    return app

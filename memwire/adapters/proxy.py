@@ -22,6 +22,7 @@ server (:mod:`memwire.adapters._server`, ``memwire proxy``). Responses are never
 
 from __future__ import annotations
 
+import hmac
 import itertools
 import json
 import logging
@@ -38,7 +39,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware as AsgiMiddleware
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route, request_response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -46,9 +47,11 @@ from .._errors import ConfigError, NamespaceError, RequestFormatError
 from ..memory._store import validate_namespace
 from ..middleware._core import Injection, Middleware, Prepared
 from ..middleware._distill import Complete, upstream_complete
-from ..middleware._reply import ReplyTap, tap_reply
+from ..middleware._records import record_of
+from ..middleware._reply import Reply, ReplyTap, tap_reply
 from ._common import WRONG_KEY, dump_json, wrong_key
 from ._limits import NamespaceQuota, Refusal, read_body
+from ._metrics import Metrics
 from ._memory_api import memory_api
 
 __all__ = ["create_app", "default_client"]
@@ -165,7 +168,12 @@ def create_app(
             if own_client:
                 await upstream_client.aclose()
 
+    metrics = Metrics(store_size=lambda: len(middleware.store))
+    middleware.records.listeners.append(metrics.observe)
+    middleware.capture.listeners.append(metrics.capture)
     routes: list[BaseRoute] = [memory_api(middleware, proxy_key=proxy_key)]  # /memwire/v1/...
+    routes += [Route("/metrics", partial(_metrics, metrics, proxy.proxy_key)),
+               Route("/memwire/healthz", partial(_healthz, middleware, memory))]
     routes += [Route(path, partial(proxy.with_memory, api=api), methods=["POST"]) for path, (api, _) in _ROUTES.items()]
     routes.append(Route("/{path:path}", proxy))  # any other method or path: the provider's
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[AsgiMiddleware(_AccessLog)],
@@ -216,14 +224,23 @@ class _Proxy:
     async def with_memory(self, request: Request, api: str) -> Response:
         self._check(request)
         raw = b"".join([chunk async for chunk in read_body(request, self.body_timeout, self.max_body_bytes)])
-        body, injection = await self._prepare(request, raw, api) if self.memory else (raw, None)
+        body, injection, model = await self._prepare(request, raw, api) if self.memory else (raw, None, "")
         injected = len(injection.memory_ids) if injection is not None and injection.injected else 0
         request.state.injected = injected  # for the access log
         mode = injection.mode if injection is not None else self.middleware.mode
         headers = {"x-memwire-injected": str(injected), "x-memwire-mode": mode}
         if injection is not None and injection.profile_ids:  # contextPerTurn with profile=true
             headers["x-memwire-profile"] = str(len(injection.profile_ids))
-        return await self._forward(request, body, headers, partial(tap_reply, self.middleware, injection, api))
+        return await self._forward(request, body, headers, partial(self._tap, injection, api, model))
+
+    def _tap(self, injection: Injection | None, api: str, model: str, status: int,
+             headers: Mapping[str, str]) -> ReplyTap | None:
+        """The reader of a memory route's reply: telemetry (when memories went in) and the request's
+        record (``Middleware.records``: /metrics and the figures), from the reply's usage."""
+        def record(reply: Reply) -> None:
+            self.middleware.records.add(record_of(injection, api, model, status, reply.usage))
+
+        return tap_reply(self.middleware, injection, api, status, headers, on_reply=record)
 
     async def pass_through(self, request: Request) -> Response:
         self._check(request)
@@ -241,8 +258,9 @@ class _Proxy:
 
     # ---------------------------------------------------------------- the memory routes
 
-    async def _prepare(self, request: Request, raw: bytes, api: str) -> tuple[bytes, Injection | None]:
-        """The bytes to send upstream and the injection (None: the caller's bytes go unchanged)."""
+    async def _prepare(self, request: Request, raw: bytes, api: str) -> tuple[bytes, Injection | None, str]:
+        """The bytes to send upstream, the injection (None: the caller's bytes go unchanged) and
+        the request's model."""
         namespace = request.headers.get("x-memwire-namespace") or None
         if namespace is not None and namespace != "default":
             try:
@@ -252,22 +270,23 @@ class _Proxy:
             try:
                 refused = self.quota.admit(namespace, self._quota_client(request))
             except OSError as exc:  # the namespaces directory cannot be read: no memory for this call
-                return _unchanged(raw, exc)
+                return (*_unchanged(raw, exc), "")
             if refused:
                 raise Refusal(429, refused, "memwire_namespace_limit")
         big = len(raw) > OFFLOAD_BYTES  # parsing and searching a huge body must not hold the event loop
         data = await _run(big, _parse, raw, api)
+        model = data.get("model") if isinstance(data.get("model"), str) else ""
         kw: dict[str, Any] = {"namespace": namespace, "headers": request.headers, "distill_with": self._distill_with(request, api)}
         try:
             if big:
                 prepared = await run_in_threadpool(partial(self.middleware.prepare_request, data, api, **kw))
             else:
                 prepared = await self.middleware.aprepare_request(data, api, **kw)
-            return await _run(big, self._encode, prepared, data, raw, api), prepared.injection
+            return await _run(big, self._encode, prepared, data, raw, api), prepared.injection, model
         except (RequestFormatError, NamespaceError) as exc:
             raise Refusal(400, str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - fail open: memory never fails the user's call
-            return _unchanged(raw, exc)
+            return (*_unchanged(raw, exc), model)
 
     def _distill_with(self, request: Request, api: str) -> Complete | None:
         """With ``distill_via_upstream`` (the operator's opt-in), distillation goes to this
@@ -331,6 +350,30 @@ class _Proxy:
             raise Refusal(502, f"upstream {base} unreachable: {type(exc).__name__}", "upstream_unreachable") from None
 
 
+async def _metrics(metrics: Metrics, key: bytes | None, request: Request) -> Response:
+    """``/metrics`` (Prometheus text). With a proxy key, the scrape carries it: ``x-memwire-key``,
+    or ``Authorization: Bearer KEY`` (what Prometheus's scrape config sends)."""
+    bearer = request.headers.get("authorization", "")
+    if key is not None and wrong_key(request.headers, key) and not (
+            bearer[:7].lower() == "bearer " and hmac.compare_digest(bearer[7:].strip().encode("latin-1"), key)):
+        raise Refusal(401, WRONG_KEY, "invalid_memwire_key")
+    body, ctype = await run_in_threadpool(metrics.render)
+    return Response(body, media_type=ctype)
+
+
+async def _healthz(middleware: Middleware, memory: bool, request: Request) -> Response:
+    """Liveness (answered at all: 200) and whether the default store can be read (a problem is
+    named, its details are in the log)."""
+    store = "off" if not memory else "readable"
+    if memory:
+        try:
+            await run_in_threadpool(middleware.store.refresh)
+        except Exception as exc:  # noqa: BLE001 - the probe reports it, the proxy keeps serving (fail open)
+            log.warning("memwire proxy: health check: the store cannot be read (%s: %s)", type(exc).__name__, exc)
+            store = "unreadable"
+    return JSONResponse({"status": "ok", "store": store})
+
+
 def _raw_path(request: Request) -> str:
     """The path as the client encoded it (``%2F`` stays ``%2F``)."""
     raw = request.scope.get("raw_path")
@@ -365,7 +408,13 @@ class _Relay(StreamingResponse):
         self.tap = tap
 
     async def stream_response(self, send: Send) -> None:
-        upstream = self.answer if isinstance(self.answer, httpx.Response) else await self.answer()
+        try:
+            upstream = self.answer if isinstance(self.answer, httpx.Response) else await self.answer()
+        except Refusal as refused:  # no answer (unreachable, timed out): the tap records the failure
+            tap = self.tap(refused.status_code, httpx.Headers()) if self.tap is not None else None
+            if tap is not None:
+                tap.finish()
+            raise
         try:
             self.status_code = upstream.status_code
             self.raw_headers[:0] = [(k.lower(), v) for k, v in upstream.headers.raw if k.lower() not in _DROP_RESPONSE]

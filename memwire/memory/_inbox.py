@@ -66,10 +66,8 @@ def was_rejected(store: MemoryStore, mem_id: str) -> bool:
     arch = store.archive
     if not arch.path.is_dir():
         return False
-    try:
-        return "rejected" in arch.get(mem_id).tags
-    except MemoryNotFoundError:
-        return False
+    found = arch.known([mem_id]) if mem_id in arch else []  # a full id: no prefix lookup
+    return bool(found) and "rejected" in found[0].tags
 
 
 def log_event(store: MemoryStore, event: str, mem: Memory, source: Mapping[str, Any] | None = None) -> None:

@@ -114,6 +114,7 @@ DEFAULT_MIN_SCORE = 0.2
 SMALL_STORE = 50
 
 _CHUNK = 1000  # bulk adds release the lock this often
+_SPREAD = 4  # a term with up to this many postings per slot to score is spread, not looked up
 
 _MONTHS = (
     "january february march april may june july august september october november december"
@@ -154,26 +155,77 @@ def _numpy() -> Any:
     return _np
 
 
+class _Postings:
+    """One term's postings: the slots holding it, ascending, and its frequency in each, in numpy
+    arrays with room to grow (an add appends; a reused slot or a removal shifts, both rare)."""
+
+    __slots__ = ("slots", "tfs", "n", "maxtf")
+
+    def __init__(self, slots: Any = None, tfs: Any = None) -> None:
+        np = _numpy()
+        self.slots = np.empty(2, dtype=np.int32) if slots is None else slots
+        self.tfs = np.empty(2, dtype=np.uint16) if tfs is None else tfs
+        self.n = 0 if slots is None else len(slots)
+        self.maxtf = int(self.tfs[: self.n].max()) if self.n else 0  # for the bound (see _prune)
+
+    def add(self, slot: int, tf: int) -> None:
+        np = _numpy()
+        n = self.n
+        if n == len(self.slots):
+            size = max(4, 2 * n)
+            slots, tfs = np.empty(size, dtype=np.int32), np.empty(size, dtype=np.uint16)
+            slots[:n], tfs[:n] = self.slots[:n], self.tfs[:n]
+            self.slots, self.tfs = slots, tfs
+        tf = min(tf, 65535)  # a memory is at most 4,000 characters: never reached
+        if n == 0 or slot > self.slots[n - 1]:
+            self.slots[n], self.tfs[n] = slot, tf
+        else:  # a reused slot: keep the order
+            at = int(np.searchsorted(self.slots[:n], slot))
+            self.slots[at + 1 : n + 1] = self.slots[at:n].copy()
+            self.tfs[at + 1 : n + 1] = self.tfs[at:n].copy()
+            self.slots[at], self.tfs[at] = slot, tf
+        self.n = n + 1
+        self.maxtf = max(self.maxtf, tf)
+
+    def remove(self, slot: int) -> None:
+        n = self.n
+        at = int(_numpy().searchsorted(self.slots[:n], slot))
+        if at < n and self.slots[at] == slot:
+            self.slots[at : n - 1] = self.slots[at + 1 : n].copy()
+            self.tfs[at : n - 1] = self.tfs[at + 1 : n].copy()
+            self.n = n - 1
+
+
 class BM25Index:
     """BM25 (rank-bm25's BM25Plus) over memories, updated one document at a time. Thread-safe."""
+
+    #: skip the postings of terms too weak to lift a memory over the score cut (see ``_run``);
+    #: False scores every posting (tests compare the two)
+    prune = True
 
     def __init__(self, k1: float = K1, b: float = B, delta: float = DELTA) -> None:
         self.k1, self.b, self.delta = k1, b, delta
         self._lock = threading.Lock()
         self._slot: dict[str, int] = {}  # doc id -> slot (a row in the length array)
         self._ids: list[str | None] = []  # slot -> doc id
-        self._terms: list[Counter[str] | None] = []  # slot -> term frequencies (for removal)
+        self._doc: list[bytes | None] = []  # slot -> its term ids, uint32, one per occurrence
         self._free: list[int] = []  # slots of removed documents, reused first
         self._lens: Any = None  # numpy float64 array: slot -> document length
         self._dates: list[str | None] = []  # slot -> the date it was indexed with
         # conversation neighbors (see the module docstring): slot -> previous / next slot, -1 none
-        self._prev: Any = None  # numpy int64 arrays, grown with _lens
+        self._prev: Any = None  # numpy int32 arrays, grown with _lens
         self._next: Any = None
         self._tails: dict[str, int] = {}  # date -> its last slot: a new memory follows it
         self._links = 0  # how many prev/next links exist (none: searches skip the neighbor pass)
         self._total_len = 0
-        self._postings: dict[str, dict[int, int]] = {}  # term -> {slot: tf}
-        self._arrays: dict[str, tuple[Any, Any]] = {}  # term -> (slots, tfs), built lazily
+        self._term_id: dict[str, int] = {}
+        self._term: list[str] = []  # term id -> term
+        self._postings: list[_Postings] = []  # term id -> postings
+        # per-query scratch, as long as _lens: reset where a query touched it, never reallocated
+        self._acc: Any = None
+        self._common: Any = None
+        self._tmp: Any = None  # one term's scores, spread then gathered (see _add_terms)
+        self._state: Any = None  # 0 untouched, 1 scored on the essential terms, 2 on every term
 
     # ------------------------------------------------------------------ updates
 
@@ -187,7 +239,7 @@ class BM25Index:
         the same date as its conversation neighbor (see the module docstring)."""
         tf = self._analyze(text, date)
         with self._lock:
-            self._insert(doc_id, tf, date, patch=True)
+            self._insert(doc_id, tf, date)
 
     def add_many(self, docs: Iterable[tuple[str, str, str | None]]) -> None:
         """Index many (id, text, date) documents, in conversation order (consecutive documents
@@ -207,19 +259,26 @@ class BM25Index:
     def remove(self, doc_id: str) -> None:
         """Drop ``doc_id`` from the index (nothing happens if it is not there)."""
         with self._lock:
-            self._delete(doc_id, patch=True)
+            self._delete(doc_id)
 
-    def _insert(
-        self, doc_id: str, tf: Counter[str], date: str | None = None, patch: bool = False
-    ) -> None:
-        """Index one document. ``patch``: update the cached term arrays in place (a memcpy, fast
-        for one document) rather than dropping them (cheaper when many documents come)."""
+    def _grow(self, slot: int) -> None:
+        np = _numpy()
+        size = max(64, 2 * slot)
+        old = 0 if self._lens is None else len(self._lens)
+        lens, prev, nxt = np.zeros(size), np.full(size, -1, dtype=np.int32), np.full(size, -1, dtype=np.int32)
+        if old:
+            lens[:old], prev[:old], nxt[:old] = self._lens, self._prev, self._next
+        self._lens, self._prev, self._next = lens, prev, nxt
+        self._acc, self._common, self._tmp = np.zeros(size), np.zeros(size), np.zeros(size)
+        self._state = np.zeros(size, dtype=np.uint8)
+
+    def _insert(self, doc_id: str, tf: Counter[str], date: str | None = None) -> None:
         np = _numpy()
         old = self._slot.get(doc_id)
         # a replacement of the same date keeps its slot, so it keeps its neighbors
         keep = old is not None and self._dates[old] == date
         if old is not None:
-            self._delete(doc_id, patch, unlink=not keep)
+            self._delete(doc_id, unlink=not keep)
         if keep:
             slot = self._free.pop()  # the slot just freed
             assert slot == old
@@ -228,21 +287,12 @@ class BM25Index:
         else:
             slot = len(self._ids)
             self._ids.append(None)
-            self._terms.append(None)
+            self._doc.append(None)
             self._dates.append(None)
             if self._lens is None or slot >= len(self._lens):
-                size = max(64, 2 * slot)
-                grown = np.zeros(size)
-                prev = np.full(size, -1, dtype=np.int64)
-                nxt = np.full(size, -1, dtype=np.int64)
-                if self._lens is not None:
-                    grown[: len(self._lens)] = self._lens
-                    prev[: len(self._prev)] = self._prev
-                    nxt[: len(self._next)] = self._next
-                self._lens, self._prev, self._next = grown, prev, nxt
+                self._grow(slot)
         self._slot[doc_id] = slot
         self._ids[slot] = doc_id
-        self._terms[slot] = tf
         self._dates[slot] = date
         if date and not keep:
             tail = self._tails.get(date)
@@ -250,20 +300,30 @@ class BM25Index:
                 self._prev[slot], self._next[tail] = tail, slot
                 self._links += 1
             self._tails[date] = slot
+        ids, term_id, postings = [], self._term_id, self._postings
+        for term, n in tf.items():
+            tid = term_id.get(term)
+            if tid is None:
+                tid = term_id[term] = len(self._term)
+                self._term.append(term)
+                postings.append(_Postings())
+            postings[tid].add(slot, n)
+            ids += [tid] * n
+        self._doc[slot] = np.array(ids, dtype="<u4").tobytes()
         length = sum(tf.values())
         self._lens[slot] = length
         self._total_len += length
-        postings, arrays = self._postings, self._arrays
-        for term, n in tf.items():
-            p = postings.get(term)
-            if p is None:
-                p = postings[term] = {}
-            p[slot] = n
-            cached = arrays.pop(term, None)  # dropped arrays are rebuilt by the next search
-            if patch and cached is not None:
-                arrays[term] = (np.append(cached[0], slot), np.append(cached[1], float(n)))
 
-    def _delete(self, doc_id: str, patch: bool = False, unlink: bool = True) -> None:
+    def _terms_of(self, slot: int) -> dict[int, int]:
+        """A document's term ids and frequencies."""
+        raw = self._doc[slot]
+        assert raw is not None
+        counts: dict[int, int] = {}
+        for tid in _numpy().frombuffer(raw, dtype="<u4").tolist():
+            counts[tid] = counts.get(tid, 0) + 1
+        return counts
+
+    def _delete(self, doc_id: str, unlink: bool = True) -> None:
         slot = self._slot.pop(doc_id, None)
         if slot is None:
             return
@@ -281,24 +341,67 @@ class BM25Index:
                     self._tails[date] = before
                 else:
                     del self._tails[date]
-        tf = self._terms[slot]
-        assert tf is not None
-        postings, arrays = self._postings, self._arrays
-        for term in tf:
-            p = postings[term]
-            del p[slot]
-            if not p:
-                del postings[term]
-            cached = arrays.pop(term, None)
-            if patch and cached is not None and p:
-                keep = cached[0] != slot
-                arrays[term] = (cached[0][keep], cached[1][keep])
+        for tid in self._terms_of(slot):
+            self._postings[tid].remove(slot)
         self._total_len -= int(self._lens[slot])
         self._lens[slot] = 0.0
         self._ids[slot] = None
-        self._terms[slot] = None
+        self._doc[slot] = None
         self._dates[slot] = None
         self._free.append(slot)
+
+    # ------------------------------------------------------------------ snapshot
+
+    def export(self) -> dict[str, Any]:
+        """The index's whole state as arrays and lists of strings (see ``_snapshot``)."""
+        np = _numpy()
+        with self._lock:
+            used = len(self._ids)
+            counts = [p.n for p in self._postings]
+            docs = [d or b"" for d in self._doc]
+            return {
+                "ids": list(self._ids), "dates": list(self._dates), "terms": list(self._term),
+                "tail_dates": list(self._tails), "tail_slots": np.array(list(self._tails.values()), dtype=np.int64),
+                "lens": self._lens[:used].copy() if used else np.zeros(0),
+                "prev": self._prev[:used].copy() if used else np.zeros(0, dtype=np.int32),
+                "next": self._next[:used].copy() if used else np.zeros(0, dtype=np.int32),
+                "free": np.array(self._free, dtype=np.int64),
+                "scalars": np.array([self._links, self._total_len], dtype=np.int64),
+                "post_off": np.concatenate(([0], np.cumsum(counts, dtype=np.int64))),
+                "post_slots": np.concatenate([p.slots[: p.n] for p in self._postings] or [np.zeros(0, np.int32)]),
+                "post_tfs": np.concatenate([p.tfs[: p.n] for p in self._postings] or [np.zeros(0, np.uint16)]),
+                "doc_off": np.concatenate(([0], np.cumsum([len(d) for d in docs], dtype=np.int64))),
+                "doc_terms": np.frombuffer(b"".join(docs), dtype=np.uint8),
+            }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take the state ``export`` gave (into an empty index). Checks its shape, not its sense:
+        ``_snapshot`` only restores what it verified against the files."""
+        np = _numpy()
+        ids, dates, terms = state["ids"], state["dates"], state["terms"]
+        used, off, doc_off = len(ids), state["post_off"], state["doc_off"]
+        if not (len(dates) == len(state["lens"]) == len(state["prev"]) == len(state["next"]) == used
+                and len(off) == len(terms) + 1 and len(doc_off) == used + 1
+                and off[-1] == len(state["post_slots"]) == len(state["post_tfs"])
+                and doc_off[-1] == len(state["doc_terms"])):
+            raise ValueError("index arrays of inconsistent lengths")
+        with self._lock:
+            if self._slot:
+                raise ValueError("restore into an empty index only")
+            self._grow(max(used, 1))
+            self._lens[:used], self._prev[:used], self._next[:used] = state["lens"], state["prev"], state["next"]
+            self._ids, self._dates = list(ids), list(dates)
+            self._slot = {doc: slot for slot, doc in enumerate(ids) if doc is not None}
+            raw = state["doc_terms"].tobytes()
+            bounds = doc_off.tolist()
+            self._doc = [raw[a:b] if doc is not None else None for doc, a, b in zip(ids, bounds, bounds[1:])]
+            self._free = state["free"].tolist()
+            self._tails = dict(zip(state["tail_dates"], state["tail_slots"].tolist()))
+            self._links, self._total_len = (int(v) for v in state["scalars"])
+            self._term = list(terms)
+            self._term_id = {t: i for i, t in enumerate(terms)}
+            slots, tfs, cuts = state["post_slots"].astype(np.int32), state["post_tfs"].astype(np.uint16), off.tolist()
+            self._postings = [_Postings(slots[a:b], tfs[a:b]) for a, b in zip(cuts, cuts[1:])]
 
     # ------------------------------------------------------------------ reading
 
@@ -318,6 +421,10 @@ class BM25Index:
         # or drop one when a second memory shares its word (see the module docstring).
         return math.log((max(n, SMALL_STORE) + 1) / df)
 
+    def _df(self, term: str) -> int:
+        tid = self._term_id.get(term)
+        return 0 if tid is None else self._postings[tid].n
+
     def _weights(self, query: "Query | str") -> tuple[Counter[str], dict[str, float]]:
         """Query term weights: each occurrence in the text counts 1 (as in rank-bm25, where a
         repeated query word is scored twice); a context term counts CONTEXT_WEIGHT, once."""
@@ -327,35 +434,22 @@ class BM25Index:
         ctx = {t: CONTEXT_WEIGHT for c in query.context for t in analyze(c)}
         return text, ctx
 
-    def _accumulate(
-        self, weights: Mapping[str, float], acc: Any, hit: Any, common_acc: Any = None
-    ) -> None:
-        """Add each term's weighted BM25 contribution to ``acc`` (and, for common words, to
-        ``common_acc`` too). Call under the lock."""
-        np = _numpy()
-        common = common_terms()
-        n = len(self._slot)
+    def _part(self, slots: Any, tfs: Any, w: float, idf: float, avgdl: float) -> Any:
+        """One term's weighted BM25 contribution to each of ``slots`` (its frequencies ``tfs``):
+        rank_bm25.BM25Plus.get_scores without its ``delta`` term (see the module docstring)."""
         k1, b = self.k1, self.b
-        avgdl = self._total_len / n
-        for term, w in weights.items():
-            p = self._postings.get(term)
-            if not p:
-                continue  # rank-bm25 scores an unknown term 0
-            arrs = self._arrays.get(term)
-            if arrs is None:
-                arrs = self._arrays[term] = (
-                    np.fromiter(p.keys(), dtype=np.int64, count=len(p)),
-                    np.fromiter(p.values(), dtype=np.float64, count=len(p)),
-                )
-            slots, tfs = arrs
-            idf = self._idf(len(p), n)
-            # rank_bm25.BM25Plus.get_scores without its `delta` term (see the module docstring)
-            part = idf * ((tfs * (k1 + 1)) / (k1 * (1 - b + b * self._lens[slots] / avgdl) + tfs))
-            part = part if w == 1 else w * part
-            acc[slots] += part
-            hit[slots] = True
-            if common_acc is not None and term in common:
-                common_acc[slots] += part
+        tfs = tfs.astype(_numpy().float64)
+        part = idf * ((tfs * (k1 + 1)) / (k1 * (1 - b + b * self._lens[slots] / avgdl) + tfs))
+        return part if w == 1 else w * part
+
+    def _lookup(self, p: _Postings, slots: Any) -> tuple[Any, Any]:
+        """Which of ``slots`` (any order) hold the term of ``p``, and their frequencies: a binary
+        search of its postings, so a term in half the store costs what the few slots cost."""
+        np = _numpy()
+        have = p.slots[: p.n]
+        at = np.minimum(np.searchsorted(have, slots), p.n - 1)
+        found = have[at] == slots
+        return slots[found], p.tfs[at[found]]
 
     def _ideal(self, terms: Mapping[str, float], common_weight: float = 1.0) -> float:
         """The normalizer: the weighted idf of the query's IDEAL_TERMS most specific terms
@@ -366,15 +460,15 @@ class BM25Index:
         common = common_terms()
         halves: list[float] = []
         for term, w in terms.items():
-            p = self._postings.get(term)
+            df = self._df(term)
             scale = common_weight if term in common else 1.0
-            if not p and term in common:
+            if not df and term in common:
                 # A common word is unseen only because the store is small (in LoCoMo's, the
                 # common words of a question are in ~3% of memories, half an unseen word's idf);
                 # at full unseen weight, "want", "learn", "start" outweighed "rust" in "I want to
                 # learn more Rust, where should I start?" and no Rust memory was returned.
                 scale = min(scale, COMMON_WEIGHT)
-            part = (self._idf(len(p), n) if p else unseen) * w * scale
+            part = (self._idf(df, n) if df else unseen) * w * scale
             # A CJK bigram is half a word: a run of n characters makes n - 1 bigrams but holds
             # about n / 2 words, and a memory sharing one word shares about one bigram. At full
             # weight, "部署" was 1/5 of "什么时候部署？" ("when do we deploy?") and the memory
@@ -403,26 +497,26 @@ class BM25Index:
         n = len(self._slot)
         mass: dict[str, float] = {}
         for i in self._top(cand, score, FEEDBACK_DOCS):
-            tf = self._terms[int(cand[i])]
-            assert tf is not None
+            tf = self._terms_of(int(cand[i]))
             share = float(score[i]) / sum(tf.values())  # score x term's share of the memory
-            for term, c in tf.items():
+            for tid, c in tf.items():
+                term = self._term[tid]
                 if term not in exclude:
                     mass[term] = mass.get(term, 0.0) + share * c
         ranked = sorted(
-            ((m * self._idf(len(self._postings[t]), n), t) for t, m in mass.items()),
+            ((m * self._idf(self._df(t), n), t) for t, m in mass.items()),
             key=lambda x: (-x[0], x[1]),
         )[:FEEDBACK_TERMS]
         if not ranked or ranked[0][0] <= 0:
             return {}
         top = ranked[0][0]
-        # a term under a tenth of the strongest barely moves a score, but a common one (in every
-        # memory, idf ~ 0) would still cost a pass over its whole postings list
+        # a term under a tenth of the strongest barely moves a score
         return {t: FEEDBACK_WEIGHT * v / top for v, t in ranked if v >= 0.1 * top}
 
     def _with_neighbors(self, cand: Any, acc: Any) -> Any:
         """The scores of ``cand`` plus NEIGHBOR_WEIGHT times the better of their conversation
-        neighbors' scores (``acc``: every slot's score). Call under the lock."""
+        neighbors' scores (``acc``: the scores by slot, complete for ``cand`` and its
+        neighbors). Call under the lock."""
         np = _numpy()
         own = acc[cand]
         if not self._links:
@@ -434,6 +528,13 @@ class BM25Index:
         )
         return own + NEIGHBOR_WEIGHT * near
 
+    def _neighbors_of(self, cand: Any) -> Any:
+        np = _numpy()
+        if not self._links or not len(cand):
+            return np.zeros(0, dtype=np.int32)
+        near = np.concatenate((self._prev[cand], self._next[cand]))
+        return near[near >= 0]
+
     def neighbors(self, doc_id: str) -> tuple[str | None, str | None]:
         """The previous and next conversation neighbors of ``doc_id`` (for tests and
         diagnostics)."""
@@ -443,72 +544,183 @@ class BM25Index:
             return (self._ids[p] if p >= 0 else None), (self._ids[n] if n >= 0 else None)
 
     def _run(
-        self, query: "Query | str", cut: float, feedback: bool
-    ) -> tuple[Any, Any, float, dict[str, float]]:
+        self, query: "Query | str | Mapping[str, float]", cut: float, feedback: bool,
+        exclude: Collection[str] = (),
+    ) -> tuple[Any, Any, Any, float, dict[str, float]]:
         """Score the query. Returns the slots of the documents sharing a term with it whose
-        normalized score is >= ``cut``, their raw scores (with feedback terms when
-        ``feedback``, and with their neighbors' share), the normalizer and the term weights
-        used. Call under the lock."""
+        normalized score is >= ``cut`` (ascending), their own scores, their scores with feedback
+        terms (when ``feedback``) and their neighbors' share, the normalizer and the term
+        weights used. A mapping is taken as analyzed terms and their weights. Call under the lock.
+
+        No store-sized work: the scores are summed in scratch arrays that are reset where the
+        query touched them. And with a cut, the postings of the weakest terms are not walked:
+        terms are taken weakest first (by the most one can add to a score, ``_bound``) while
+        all of them together cannot lift a memory to the cut; the memories that could still
+        reach it on the other terms' postings get those weak terms' share by binary search
+        (``_lookup``), as do the candidates' neighbors and, for the feedback terms, the
+        candidates and their neighbors: every score that is used is the exhaustive one.
+
+        Ids in ``exclude`` are scored (they count for feedback and as neighbors) but not
+        returned."""
         np = _numpy()
-        text, ctx = self._weights(query)
+        if isinstance(query, Mapping):
+            text, ctx = Counter(), dict(query)
+        else:
+            text, ctx = self._weights(query)
         weights: dict[str, float] = dict(text)
         for t, w in ctx.items():
             weights[t] = weights.get(t, 0) + w
+        empty = np.zeros(0, dtype=np.int32)
         if not self._slot or not weights:
-            return np.zeros(0, dtype=np.int64), np.zeros(0), 0.0, weights
+            return empty, np.zeros(0), np.zeros(0), 0.0, weights
         # normalize by the text's ideal score; by the context's when the text has no terms
         base = text if text else ctx
         norm = self._ideal(base)
-        acc = np.zeros(len(self._lens))
-        hit = np.zeros(len(self._lens), dtype=bool)
-        common_acc = np.zeros(len(self._lens))
-        self._accumulate(weights, acc, hit, common_acc)
-        cand = np.flatnonzero(hit)
-        if cut > 0:
-            # the cut is on the query's own terms, twice: as scored, and with common words
-            # counting COMMON_WEIGHT, so a match on "make" or "work" alone is not enough
-            spec = acc[cand] - (1 - COMMON_WEIGHT) * common_acc[cand]
-            spec_norm = self._ideal(base, COMMON_WEIGHT)
-            cand = cand[(acc[cand] >= cut * norm) & (spec >= cut * spec_norm)]
-        if feedback and FEEDBACK_TERMS and len(cand):
-            extra = self._feedback(cand, self._with_neighbors(cand, acc), weights)
-            # feedback reorders the memories that match the query; it adds none (the recall it
-            # buys on LoCoMo comes from reordering, and an added memory would not match at all)
-            self._accumulate(extra, acc, hit)
-            weights.update(extra)
-        # neighbors reorder too: a memory is scored with a share of its neighbors' scores
-        return cand, self._with_neighbors(cand, acc), norm, weights
+        spec_norm = self._ideal(base, COMMON_WEIGHT) if cut > 0 else 0.0
+        n = len(self._slot)
+        avgdl = self._total_len / n
+        common = common_terms()
+        terms = []  # (term, weight, postings, idf, is common)
+        for t, w in weights.items():
+            tid = self._term_id.get(t)
+            if tid is not None and self._postings[tid].n:
+                p = self._postings[tid]
+                terms.append((t, w, p, self._idf(p.n, n), t in common))
+        weak = self._weak(terms, cut * norm, cut * spec_norm, avgdl) if cut > 0 and self.prune else []
+        weak_ids = {id(x) for x in weak}
+        acc, com, state = self._acc, self._common, self._state
+        touched: list[Any] = []
+        try:
+            for x in terms:  # the essential terms: every posting
+                if id(x) in weak_ids:
+                    continue
+                t, w, p, idf, is_common = x
+                slots = p.slots[: p.n]
+                part = self._part(slots, p.tfs[: p.n], w, idf, avgdl)
+                new = slots[state[slots] == 0]
+                state[new] = 1
+                touched.append(new)
+                acc[slots] += part
+                if is_common:
+                    com[slots] += part
+            seen = np.concatenate(touched) if touched else empty
+            cand = seen
+            if weak:
+                ub = sum(_bound(x, self.k1, self.b, avgdl) for x in weak) * (1 + 1e-9)
+                ub_spec = sum(_bound(x, self.k1, self.b, avgdl) * (COMMON_WEIGHT if x[4] else 1.0) for x in weak) * (1 + 1e-9)
+                a = acc[seen]
+                cand = seen[(a + ub >= cut * norm) & (a - (1 - COMMON_WEIGHT) * com[seen] + ub_spec >= cut * spec_norm)]
+                self._add_terms(weak, cand, avgdl, touched)
+            state[cand] = 2
+            if cut > 0:
+                # the cut is on the query's own terms, twice: as scored, and with common words
+                # counting COMMON_WEIGHT, so a match on "make" or "work" alone is not enough
+                a = acc[cand]
+                cand = cand[(a >= cut * norm) & (a - (1 - COMMON_WEIGHT) * com[cand] >= cut * spec_norm)]
+            cand = np.sort(cand)
+            own = acc[cand]
+            # the neighbors' scores on every term (those not scored on the weak terms yet)
+            near = self._neighbors_of(cand)
+            near = near[state[near] < 2]  # duplicates are harmless: a slot gets a term's share once
+            if len(near):
+                touched.append(near[state[near] == 0])
+                self._add_terms(weak, near, avgdl, touched)
+                state[near] = 2
+            if feedback and FEEDBACK_TERMS and len(cand):
+                before = self._with_neighbors(cand, acc)
+                extra = self._feedback(cand, before, weights)
+                # feedback reorders the memories that match the query; it adds none (the recall it
+                # buys on LoCoMo comes from reordering, and an added memory would not match at all)
+                more = []
+                for t, w in extra.items():
+                    p = self._postings[self._term_id[t]]
+                    more.append((t, w, p, self._idf(p.n, n), False))
+                # a feedback term is rare (distinctive): spread over its postings, which costs
+                # what they hold; scores land on slots no one reads too, reset with the rest
+                scored = None
+                for x in more:
+                    p = x[2]
+                    if p.n <= _SPREAD * 3 * len(cand):
+                        have = p.slots[: p.n]
+                        acc[have] += self._part(have, p.tfs[: p.n], x[1], x[3], avgdl)
+                        touched.append(have)
+                        continue
+                    if scored is None:
+                        scored = np.concatenate((cand, self._neighbors_of(cand)))
+                    self._add_terms([x], scored, avgdl, touched)
+                weights.update(extra)
+            if exclude:
+                keep = ~np.isin(cand, self._slots_of(exclude))
+                cand, own = cand[keep], own[keep]
+            return cand, own, self._with_neighbors(cand, acc), norm, weights
+        finally:
+            for slots in touched:
+                acc[slots] = 0.0
+                com[slots] = 0.0
+                state[slots] = 0
+
+    def _weak(self, terms: list[Any], floor: float, spec_floor: float, avgdl: float) -> list[Any]:
+        """The terms whose postings need not be walked: weakest first, while all of them together
+        cannot lift a memory that has none of the others to the cut (``floor`` on the score, or
+        ``spec_floor`` with common words counting COMMON_WEIGHT)."""
+        weak: list[Any] = []
+        total = spec = 0.0
+        for x in sorted(terms, key=lambda x: _bound(x, self.k1, self.b, avgdl) * (COMMON_WEIGHT if x[4] else 1.0)):
+            bound = _bound(x, self.k1, self.b, avgdl)
+            total += bound
+            spec += bound * (COMMON_WEIGHT if x[4] else 1.0)
+            if total * (1 + 1e-9) >= floor and spec * (1 + 1e-9) >= spec_floor:
+                break
+            weak.append(x)
+        return weak
+
+    def _add_terms(self, terms: list[Any], slots: Any, avgdl: float, touched: list[Any]) -> None:
+        """Add these terms' contributions to the scratch scores of ``slots`` (no duplicates):
+        a term with few postings is spread over them and gathered at ``slots``; one with many
+        (more than ``_SPREAD`` times the slots) is looked up by binary search."""
+        if not len(slots):
+            return
+        acc, com, tmp = self._acc, self._common, self._tmp
+        for t, w, p, idf, is_common in terms:
+            if p.n <= _SPREAD * len(slots):
+                have = p.slots[: p.n]
+                tmp[have] = self._part(have, p.tfs[: p.n], w, idf, avgdl)
+                part = tmp[slots]
+                tmp[have] = 0.0
+                acc[slots] += part  # + 0.0 where the term is not: unchanged
+                if is_common:
+                    com[slots] += part
+                continue
+            found, tfs = self._lookup(p, slots)
+            if len(found):
+                part = self._part(found, tfs, w, idf, avgdl)
+                acc[found] += part
+                if is_common:
+                    com[found] += part
+
+    def _slots_of(self, ids: Collection[str]) -> Any:
+        np = _numpy()
+        return np.fromiter((s for s in map(self._slot.get, ids) if s is not None), dtype=np.int64)
 
     def expand(self, query: "Query | str", min_score: float | None = None) -> dict[str, float]:
         """The weighted terms ``search`` scores with: the query's, its context's and the
         feedback terms (for tests and diagnostics)."""
         cut = DEFAULT_MIN_SCORE if min_score is None else min_score
         with self._lock:
-            return self._run(query, cut, feedback=True)[3]
+            return self._run(query, cut, feedback=True)[4]
 
     def scores(self, query: "Query | str | Mapping[str, float]") -> dict[str, float]:
         """rank_bm25.BM25Plus scores, without feedback, of every document sharing a term with the
         query (every other document scores ``delta * sum(weight * idf)`` of the known terms). A
         mapping is taken as analyzed terms and their weights. For tests and diagnostics."""
-        np = _numpy()
         with self._lock:
             if not self._slot:
                 return {}
-            if isinstance(query, Mapping):
-                weights = dict(query)
-            else:
-                weights = self._run(query, 0.0, feedback=False)[3]
-            acc = np.zeros(len(self._lens))
-            hit = np.zeros(len(self._lens), dtype=bool)
-            self._accumulate(weights, acc, hit)
+            cand, own, _, _, weights = self._run(query, 0.0, feedback=False)
             n = len(self._slot)
-            base = sum(
-                w * self._idf(len(self._postings[t]), n) * self.delta
-                for t, w in weights.items()
-                if t in self._postings
-            )
+            base = sum(w * self._idf(self._df(t), n) * self.delta for t, w in weights.items() if self._df(t))
             ids = self._ids
-            return {str(ids[s]): base + float(acc[s]) for s in np.flatnonzero(hit).tolist()}
+            return {str(ids[s]): base + float(v) for s, v in zip(cand.tolist(), own.tolist())}
 
     def search(
         self, query: "Query | str", k: int = 5, min_score: float | None = None, exclude: Collection[str] = ()
@@ -523,12 +735,17 @@ class BM25Index:
             return []
         cut = DEFAULT_MIN_SCORE if min_score is None else min_score
         with self._lock:
-            cand, raw, norm, _ = self._run(query, cut, feedback=True)
+            cand, _, raw, norm, _ = self._run(query, cut, feedback=True, exclude=exclude)
             ids = self._ids
-            if exclude and len(cand):
-                keep = _numpy().fromiter((ids[int(s)] not in exclude for s in cand), dtype=bool, count=len(cand))
-                cand, raw = cand[keep], raw[keep]
             if norm <= 0 or len(cand) == 0:
                 return []
             score = raw / norm
             return [(str(ids[int(cand[i])]), float(score[i])) for i in self._top(cand, score, k)]
+
+
+def _bound(term: tuple[Any, ...], k1: float, b: float, avgdl: float) -> float:
+    """The most ``term`` (term, weight, postings, idf, common) adds to any memory's score: its
+    highest frequency in the shortest possible memory (one term long)."""
+    _, w, p, idf, _ = term
+    tf = float(p.maxtf)
+    return float(w * idf * (tf * (k1 + 1)) / (k1 * (1 - b + b * 1.0 / avgdl) + tf))

@@ -4,8 +4,11 @@ Every read first checks the files' (mtime, size, inode); only a changed file is 
 only the memories that changed are re-indexed, so hand edits show up on the next call and nothing
 is re-read when nothing changed. Writes hold an inter-process lock (``.lock`` in the directory):
 an add appends to the file when its topic is the last one (``O_APPEND``: a hand edit appending at
-the same moment is never lost), else the file is replaced atomically (temp file + rename, the
+the same moment is never lost; without reading the file when the cache is current), else the file is replaced atomically (temp file + rename, the
 file's permissions kept), and bytes a hand edit appended meanwhile are carried over.
+
+The first load starts from the index snapshot ``.index`` when it matches the files (see
+``_snapshot``): a large store then opens without parsing or indexing anything.
 
 Locks, always in this order: the directory's file lock (writers only), then the store's thread
 lock, held only for in-memory work and re-reading changed files. A reader never takes the file
@@ -17,6 +20,7 @@ Symlinks: a memory file that is a symlink to somewhere outside the memory direct
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import logging
@@ -27,6 +31,7 @@ import tempfile
 import threading
 import time
 import unicodedata
+import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -40,6 +45,7 @@ from .._errors import (
     StoreBusyError,
 )
 from .._locks import write_lock
+from . import _snapshot
 from ._index import BM25Index
 from ._lifecycle import Lifecycle, Scoring
 from ._markdown import MAX_TAG_CHARS, PINNED_TAG, TAG_PATTERN, ParsedFile, format_line, parse, parse_text
@@ -84,6 +90,9 @@ class _Dir:
         self.sigs: dict[str, _Sig | None] = {}
         self.files: dict[str, dict[str, Memory]] = {}
         self.problems: dict[str, list[MemoryFileError]] = {}
+        # each file's last header line as cached (see _last_header): an add under it appends blind
+        self.heads: dict[str, bytes | None] = {}
+        self.hashes: dict[str, bytes | None] = {}  # digests of the files as parsed (None: patched since)
         self._dir_sig: tuple[int, int] | None = None
         self.outside: set[str] = set()  # symlinked files that point out of the directory (not read)
         self.writing = 0  # writes of this process in progress (see MemoryStore.ready)
@@ -145,6 +154,8 @@ class _Dir:
             if name not in found:
                 del self.files[name], self.sigs[name]
                 self.problems.pop(name, None)
+                self.heads.pop(name, None)
+                self.hashes.pop(name, None)
                 changed = True
         for name, sig in found.items():
             if self.sigs.get(name) != sig:
@@ -164,7 +175,9 @@ class _Dir:
         except OSError as exc:
             self.problems[name] = [MemoryFileError(str(path), None, f"cannot read: {exc}")]
             self.files[name], self.sigs[name] = {}, sig
+            self.heads[name] = self.hashes[name] = None
             return
+        self.heads[name], self.hashes[name] = _last_header(data), _snapshot.digest(data)
         parsed = parse(data, str(path))
         self.files[name] = _by_id(parsed, str(path))
         self.sigs[name] = sig
@@ -279,6 +292,14 @@ def _collided(mem: Memory, other: Memory, where: str | None) -> str:
     return longer
 
 
+def _last_header(data: bytes) -> bytes | None:
+    """The file's last line that starts with ``#`` (without its newline), when a newline comes
+    before and after it: while the file is unchanged, bullets under it go at the file's end."""
+    start = data.rfind(b"\n#")
+    end = data.find(b"\n", start + 1) if start >= 0 else -1
+    return data[start + 1 : end] if end >= 0 else None
+
+
 def _read_all(fd: int) -> bytes:
     os.lseek(fd, 0, os.SEEK_SET)
     chunks = []
@@ -309,6 +330,23 @@ def _carry_over(old_fd: int, read: int, new_path: Path) -> None:
         finally:
             os.close(fd)
         done += len(extra)
+
+
+def _blind_append(fd: int, sig: _Sig, cached: _Sig | None, head: bytes | None,
+                  by_topic: dict[str, list[Memory]]) -> bytes | None:
+    """The bytes to append for an add into one topic, without reading the file, or None when the
+    file must be read (``_insert_under_topic``). Only when the file is what the cache holds and
+    its last header is exactly ``## topic`` with no blank line at its end: then the lines go at
+    the end, which is what ``_insert_under_topic`` does there."""
+    if sig != cached or head is None or len(by_topic) != 1 or sig[1] < 2:
+        return None
+    topic, mems = next(iter(by_topic.items()))
+    if head != b"## " + topic.encode("utf-8"):
+        return None
+    end = os.pread(fd, 2, sig[1] - 2)
+    if end[-1:] != b"\n" or end == b"\n\n":  # no newline at the end, or a blank line: the slow path
+        return None
+    return ("\n".join(format_line(m) for m in {m.id: m for m in mems}.values()) + "\n").encode("utf-8")
 
 
 def _insert_under_topic(data: bytes, topic: str, lines_to_add: list[str]) -> bytes:
@@ -391,6 +429,7 @@ class MemoryStore:
         self.scoring = scoring
         self.track = track  # record lifecycle metadata (the inbox and the archive do not)
         self._lifecycle: Lifecycle | None = None
+        self._archive: MemoryStore | None = None
         self._dirs = [_Dir(self.path)]
         if global_dir is not None and Path(global_dir).resolve() != self.path.resolve():
             self._dirs.insert(0, _Dir(Path(global_dir)))  # global first: the project overrides it
@@ -399,6 +438,7 @@ class MemoryStore:
         self._merged: dict[str, Memory] = {}
         self._lock = threading.RLock()
         self.version = 0  # bumps whenever the memory set changes
+        self._snapshot_version = -1  # the version the index snapshot on disk holds
         self._loaded = False
 
     @classmethod
@@ -420,20 +460,44 @@ class MemoryStore:
     @property
     def archive(self) -> "MemoryStore":
         """Where forgotten, superseded, rejected and decayed memories go (``DIR/archive``): never
-        injected, searchable, restorable."""
-        return MemoryStore(self.path / ARCHIVE_DIR, min_score=self.min_score, track=False)
+        injected, searchable, restorable. One store per store: it re-reads only what changed."""
+        if self._archive is None:
+            self._archive = MemoryStore(self.path / ARCHIVE_DIR, min_score=self.min_score, track=False)
+        return self._archive
 
     # ---------------------------------------------------------------- reading
 
     def refresh(self) -> None:
-        """Pick up changed files (also done by every read)."""
+        """Pick up changed files (also done by every read). The first load starts from the index
+        snapshot (``_snapshot``: only what it verifies against the files) and writes one when it
+        had to parse files."""
         with self._lock:
+            first = not self._loaded
+            whole = first and _snapshot.restore(self)
+            if whole:  # every file as recorded: the index as recorded
+                self._merged = {mid: m for d in self._dirs for mid, m in d.memories().items()}
+                self.version += 1
+                self._snapshot_version = self.version
             changed = False
             for d in self._dirs:
                 changed = d.refresh() or changed
-            if changed:
+            if changed or (first and not whole):
                 self._rebuild_merged()
             self._loaded = True
+            if first:
+                _LOADED.add(self)
+                if not whole:
+                    self._save_snapshot()
+
+    def _save_snapshot(self) -> None:
+        """Write the snapshot when it would differ from the last one (call with the lock held)."""
+        if self._snapshot_version == self.version:
+            return
+        try:
+            if _snapshot.save(self):
+                self._snapshot_version = self.version
+        except Exception as exc:  # noqa: BLE001 - a snapshot only saves time; never fail a read for it
+            log.warning("memwire: could not write the index snapshot in %s (%s: %s)", self.path, type(exc).__name__, exc)
 
     def ready(self) -> bool:
         """True when the files are loaded and unchanged since: a search is in-memory work only.
@@ -604,28 +668,40 @@ class MemoryStore:
 
     def _append(self, d: _Dir, by_topic: dict[str, list[Memory]]) -> None:
         """Add the new lines to MEMORY.md: appended in place when they go at its end (the usual
-        case), else the file is replaced. The file work happens outside the store's lock, so
-        searches go on meanwhile; the lock is held only to patch the cache."""
+        case), else the file is replaced. When the cache is current (the file's (mtime, size,
+        inode) is the one last read or written here, checked under the write lock) and the topic
+        is the file's last section, the lines are appended without reading the file: the bytes
+        ``_insert_under_topic`` would add at its end. The file work happens outside the store's
+        lock, so searches go on meanwhile; the lock is held only to patch the cache."""
         with self._lock:
-            cached = d.sigs.get(MAIN_FILE)
+            cached, head = d.sigs.get(MAIN_FILE), d.heads.get(MAIN_FILE)
         fd = d.open_for_write(MAIN_FILE, create=True)
         try:
             st = os.fstat(fd)
             before: _Sig = (st.st_mtime_ns, st.st_size, st.st_ino)
-            data = _read_all(fd)
-            new = data
-            for topic, mems in by_topic.items():
-                new = _insert_under_topic(new, topic, [format_line(m) for m in {m.id: m for m in mems}.values()])
-            if new.startswith(data):  # O_APPEND: lands after whatever anyone appended meanwhile
-                os.write(fd, new[len(data):])
+            blind = _blind_append(fd, before, cached, head, by_topic)
+            if blind is not None:
+                os.write(fd, blind)
                 os.fsync(fd)
                 st = os.fstat(fd)
                 sig = (st.st_mtime_ns, st.st_size, st.st_ino)
-                clean = st.st_size == len(new)
+                clean = st.st_size == before[1] + len(blind)
             else:
-                d.commit(d.stage(MAIN_FILE, new, st.st_mode), MAIN_FILE)
-                _carry_over(fd, len(data), d.path / MAIN_FILE)
-                sig, clean = d.current_sig(MAIN_FILE), os.fstat(fd).st_size == len(data)
+                data = _read_all(fd)
+                new = data
+                for topic, mems in by_topic.items():
+                    new = _insert_under_topic(new, topic, [format_line(m) for m in {m.id: m for m in mems}.values()])
+                if new.startswith(data):  # O_APPEND: lands after whatever anyone appended meanwhile
+                    os.write(fd, new[len(data):])
+                    os.fsync(fd)
+                    st = os.fstat(fd)
+                    sig = (st.st_mtime_ns, st.st_size, st.st_ino)
+                    clean = st.st_size == len(new)
+                else:
+                    d.commit(d.stage(MAIN_FILE, new, st.st_mode), MAIN_FILE)
+                    _carry_over(fd, len(data), d.path / MAIN_FILE)
+                    sig, clean = d.current_sig(MAIN_FILE), os.fstat(fd).st_size == len(data)
+                head = _last_header(new)
         finally:
             os.close(fd)
         with self._lock:
@@ -637,6 +713,7 @@ class MemoryStore:
             for m in added:
                 files.setdefault(m.id, m)
             d.sigs[MAIN_FILE] = sig  # type: ignore[assignment]
+            d.heads[MAIN_FILE], d.hashes[MAIN_FILE] = head, None
             for m in added:
                 self._resolve(m.id)
 
@@ -809,6 +886,17 @@ class MemoryStore:
 
     def __repr__(self) -> str:
         return f"MemoryStore({str(self.path)!r})"
+
+
+_LOADED: "weakref.WeakSet[MemoryStore]" = weakref.WeakSet()  # stores loaded in this process
+
+
+@atexit.register
+def _save_snapshots() -> None:
+    """At exit, the snapshot of every store changed since its last one (adds included)."""
+    for store in list(_LOADED):
+        with store._lock:
+            store._save_snapshot()
 
 
 def cue_of(mem: Memory) -> str:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .._worker import Worker
+from .._worker import Traffic, Worker
 from ._logfile import append_jsonl, read_jsonl
 from ._model import Memory
 from ._text import analyze, common_terms
@@ -56,8 +56,8 @@ def used(mem: Memory, reply_terms: set[str]) -> bool:
 class Telemetry:
     """Records what replies used, off the caller's path (one worker thread per middleware)."""
 
-    def __init__(self) -> None:
-        self._worker = Worker("memwire-telemetry", "telemetry", "replies", lambda: MAX_PENDING)
+    def __init__(self, traffic: Traffic | None = None) -> None:
+        self._worker = Worker("memwire-telemetry", "telemetry", "replies", lambda: MAX_PENDING, traffic)
 
     def offer(self, store: "MemoryStore", ids: Sequence[str], reply: str, session: str, mode: str) -> None:
         self._worker.submit(self._record, store, tuple(ids), reply, session, mode)

@@ -2,9 +2,11 @@
 
 ``Capture.offer(turn)`` runs on the request path and costs a memo lookup: a latest user message
 is read once per turn (never per tool-loop request), and its human text goes to one background
-worker thread. The worker takes up a turn ``SETTLE_S`` after it was offered, when the request has
-left and the provider is working on it: its Python work then never holds the interpreter while
-the request is being sent (one thread at a time runs Python). It finds the statements (``policies/_capture``) and, per statement:
+worker thread. The worker takes up a turn once no request has been prepared for ``settle_s``
+(the request has left and the provider is working on it), or ``MAX_DEFER_S`` after it was
+offered under sustained load (``memwire._worker.Traffic``): its Python work never holds the
+interpreter while a request is being sent (one thread at a time runs Python), nor takes the CPU
+from requests while they keep coming. It finds the statements (``policies/_capture``) and, per statement:
 
 1. refuses it when it holds a secret (``policies/_secrets``): a log line naming the kind, never
    the value, and nothing written;
@@ -31,7 +33,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from .._worker import Worker
+from .._worker import QUIET_S, Traffic, Worker
 from ..memory._inbox import CAPTURED_TAG, inbox_of, log_event, reject, was_rejected
 from ..memory._model import Memory, memory_id, normalized
 from ..memory._text import analyze
@@ -57,7 +59,6 @@ DUPLICATE_SCORE = 0.8
 DUPLICATE_WORDS = 0.8
 FORGET_SCORE = 0.5
 COOLDOWN_S = 600.0
-SETTLE_S = 0.02  # a request leaves within a few ms of prepare(); a provider takes 100s of ms to answer
 MAX_PENDING = 1000      # turns waiting for the worker at most; past it a turn is not read (logged)
 TOPICS = {"preference": "Preferences", "instruction": "Instructions", "fact": "Facts", "decision": "Decisions",
           "lesson": "Lessons"}
@@ -71,19 +72,29 @@ class Capture:
 
     def __init__(self, setting: str = "auto", *, cooldown_s: float = COOLDOWN_S,
                  clock: Callable[[], float] = time.monotonic, memo_size: int = 1024,
-                 distiller: Distiller | None = None, settle_s: float = SETTLE_S) -> None:
+                 distiller: Distiller | None = None, settle_s: float = QUIET_S, traffic: Traffic | None = None) -> None:
         if setting not in CAPTURE_SETTINGS:
             raise ValueError(f"capture must be one of {', '.join(CAPTURE_SETTINGS)}, got {setting!r}")
         self.setting = setting
         self.cooldown_s = cooldown_s
         self.distiller = distiller
-        self.settle_s = settle_s
         self._clock = clock
         self._seen: LRU[tuple[str, ...], object] = LRU(memo_size)
         self._recent: LRU[tuple[str, str], float] = LRU(memo_size)  # (store, statement) -> when captured
         self._by_session: LRU[tuple[str, str], list[tuple[float, str]]] = LRU(memo_size)  # -> (when, id)
         # one worker, in order: a "forget that" follows the capture it takes back
-        self._worker = Worker("memwire-capture", "capture", "turns", lambda: MAX_PENDING)
+        self.traffic = traffic or Traffic()  # the middleware's: every request touches it
+        self.listeners: list[Callable[[str], None]] = []  # told each event's name (captured, reinforced, ...)
+        self._worker = Worker("memwire-capture", "capture", "turns", lambda: MAX_PENDING, self.traffic, settle_s)
+
+    @property
+    def settle_s(self) -> float:
+        """How long no request must have been prepared before the worker takes up a turn."""
+        return self._worker.quiet_s
+
+    @settle_s.setter
+    def settle_s(self, value: float) -> None:
+        self._worker.quiet_s = value
 
     def offer(self, turn: "Turn", complete: Complete | None = None) -> None:
         """Hand a new turn to the worker (request path: no parsing, no I/O): its human text, and
@@ -97,8 +108,14 @@ class Capture:
         exchange = _previous_exchange(turn) if self.distiller is not None else None
         if not text and not exchange:
             return
-        self._worker.submit(self._run, turn.store, turn.session, key[-1], text, exchange, complete,
-                            time.monotonic() + self.settle_s)
+        self.traffic.touch()
+        self._worker.submit(self._run, turn.store, turn.session, key[-1], text, exchange, complete)
+
+    def _event(self, store: "MemoryStore", event: str, mem: Memory, source: dict[str, str]) -> None:
+        """One capture event: to the capture log, and to the ``listeners`` (the proxy's metrics)."""
+        log_event(store, event, mem, source)
+        for listen in self.listeners:
+            listen(event)
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until what was offered so far is captured."""
@@ -107,10 +124,7 @@ class Capture:
     # ------------------------------------------------------------------ the worker
 
     def _run(self, store: "MemoryStore", session: str, turn: str, text: str,
-             exchange: tuple["Format", list[Any], str] | None = None, complete: Complete | None = None,
-             start_at: float = 0.0) -> None:
-        if (wait := start_at - time.monotonic()) > 0:
-            time.sleep(wait)
+             exchange: tuple["Format", list[Any], str] | None = None, complete: Complete | None = None) -> None:
         try:
             for st in statements(_without_blocks(text)):
                 if st.kind == "forget":
@@ -140,7 +154,7 @@ class Capture:
         for where in (store, inbox):
             dup = where is not None and _near_duplicate(where, text)
             if dup:
-                log_event(store, "reinforced", dup, source)
+                self._event(store, "reinforced", dup, source)
                 if where is store:
                     store.lifecycle.reinforce([dup.id])
                 return
@@ -151,7 +165,7 @@ class Capture:
         mem = (store if inbox is None else inbox).add(text, tags=[kind, CAPTURED_TAG, *extra_tags],
                                                       topic=TOPICS[kind], date=time.strftime("%Y-%m-%d"),
                                                       cue="distilled" if DISTILLED_TAG in extra_tags else "captured")
-        log_event(store, "captured" if inbox is None else "captured-for-review", mem, source)
+        self._event(store, "captured" if inbox is None else "captured-for-review", mem, source)
         self._by_session.setdefault((str(store.path), source["session"]), []).append((now, mem.id))
         log.info("memwire: captured %s %s: %s", kind, mem.id, mem.text)
 
@@ -165,7 +179,7 @@ class Capture:
                       "confidence": f"{p.confidence:.2f}"}
             old = next((m for m in existing if p.replaces and m.id.startswith(p.replaces)), None)
             if p.action == "update" and old is not None and old.id in store and _near_duplicate(store, p.text) is None:
-                log_event(store, "superseded", store.forget(old.id, reason="superseded"), source)
+                self._event(store, "superseded", store.forget(old.id, reason="superseded"), source)
             self._write(store, p.kind, p.text, source, extra_tags=(DISTILLED_TAG,))
 
     def _supersede(self, store: "MemoryStore", text: str, source: dict[str, str]) -> None:
@@ -173,7 +187,7 @@ class Capture:
         key = text[: text.find(" is ") + 4].lower()
         for mem in store.memories():
             if CAPTURED_TAG in mem.tags and mem.text.lower().startswith(key) and mem.text != text:
-                log_event(store, "superseded", store.forget(mem.id, reason="superseded"), source)
+                self._event(store, "superseded", store.forget(mem.id, reason="superseded"), source)
 
     def _forget(self, store: "MemoryStore", session: str, st: Statement) -> None:
         inbox = inbox_of(store) if self.setting == "review" else None
@@ -189,7 +203,7 @@ class Capture:
             if inbox is not None and mem.id in inbox:  # not approved yet: it was never memory
                 reject(store, [mem.id])
             else:
-                log_event(store, "forgotten", store.forget(mem.id), {"session": session})
+                self._event(store, "forgotten", store.forget(mem.id), {"session": session})
             log.info("memwire: forgot captured memory %s: %s", mem.id, mem.text)
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .._config import load_config, make_config, normalize_mode
 from .._errors import NamespaceError, RequestFormatError, StoreBusyError
+from .._worker import Traffic
 from ..memory._store import MemoryStore
 from ..memory._telemetry import Telemetry
 from ..policies._gate import gate
@@ -32,6 +33,7 @@ from ._capture import Capture
 from ._distill import Complete, Distiller, litellm_complete
 from ._formats import get_format
 from ._incremental import Views
+from ._records import Records
 from ._render import Block, failed
 from ._session import LRU, resolve_session, session_hint
 
@@ -129,8 +131,12 @@ class Middleware:
         given = mode if isinstance(mode, Mode) else None
         self._modes: dict[str, Mode] = {self.config.mode: given or mode_from_config(self.config.mode, self.config)}
         self._modes_lock = threading.Lock()
-        self.capture = Capture(self.config.capture, memo_size=self.config.memo_size, distiller=_distiller(self.config))
-        self.telemetry = Telemetry()
+        # capture and telemetry run in the background, and wait for a quiet moment between requests
+        self.traffic = Traffic()
+        self.capture = Capture(self.config.capture, memo_size=self.config.memo_size, distiller=_distiller(self.config),
+                               traffic=self.traffic)
+        self.telemetry = Telemetry(self.traffic)
+        self.records = Records()  # per request, what memwire did and what the provider reported (adapters add them)
         self._views = Views()  # each conversation's previous request: a request reads only what is new
 
     @classmethod
@@ -243,6 +249,7 @@ class Middleware:
         """The whole transform, I/O-free (httpx ``auth_flow`` style): it yields the retrieval it
         needs and is sent the result; the sync and async faces only differ in how they run it."""
         start = time.perf_counter()
+        self.traffic.touch()
         try:
             m = self.mode_for(mode)
             turn = self._read(body, api, m.name, session_id, namespace, memory_role, headers)

@@ -10,7 +10,8 @@ Everything replay needs lives here:
   replayed block shows, renders forgotten or edited memories out of earlier blocks, and compacts
   once when the replayed memory passes ``replay_max_tokens`` (the oldest blocks go, down to half);
 - the turn memo is the session's :class:`Ledger` (the first request of a turn to commit wins, so
-  every request of that turn, in any thread, gets the same bytes);
+  every request of that turn, in any thread or any process serving the directory, gets the same
+  bytes);
 - the keys: a hash of the user message's identity (its normalized text: ``cache_control`` and other
   block metadata ignored, a string equal to one text block) and its occurrence number among the
   user messages of that same identity, so removing or editing an earlier message never moves a
@@ -18,9 +19,12 @@ Everything replay needs lives here:
 - the session's profile block (contextPerTurn with ``profile = true``), kept in the ledger too
   (:class:`ProfileMemo`), so that a restart puts back the same bytes; it is never compacted nor
   rendered out (byte-stable for the session);
-- storage: one JSON Lines file per session under the memory directory (``.ledger/``), bounded in
-  entries, files and age, saved by a background writer thread (off the request path; a ledger is
-  read back whole, ``flush()`` waits for it).
+- storage: one JSON Lines file per session under the memory directory (``.ledger/<hash of the
+  session>.jsonl``: found in O(1)), the source of truth for every process (``memwire proxy
+  --workers N``): a process checks it with one ``lstat`` per request and reads only what was
+  appended since; a commit locks the file, reads its tail and appends a line (see :class:`Ledger`).
+  The files are bounded in entries, number and age; the directory is pruned now and then on a
+  background thread, never per session. The other modes' turn memos live in the same file.
 
 Symlinks: memwire never follows one out of the memory directory. When ``.ledger`` or a session's
 ledger file is a symlink (or not a plain directory / file), that ledger is kept in memory only, for
@@ -30,18 +34,19 @@ it. A rewritten ledger file keeps its permissions.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import hashlib
 import json
 import logging
 import os
+import secrets
 import stat
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +59,7 @@ if TYPE_CHECKING:
     from ..memory._store import MemoryStore
     from ..policies.modes import Turn
 
-__all__ = ["Replay", "LedgerEntry", "Ledger", "ProfileMemo", "message_keys", "flush", "PROFILE_KEY"]
+__all__ = ["Replay", "LedgerEntry", "Ledger", "ProfileMemo", "message_keys", "flush", "PROFILE_KEY", "ledger_path"]
 
 log = logging.getLogger("memwire")
 
@@ -62,6 +67,10 @@ LEDGER_DIR = ".ledger"
 MAX_ENTRIES = 500          # per session; the oldest go first (a compaction)
 MAX_FILES = 1000           # sessions kept per memory directory
 MAX_AGE_S = 30 * 24 * 3600  # sessions untouched this long are pruned
+MAX_LINES = 2 * MAX_ENTRIES  # lines in a ledger file before it is rewritten with its newest entries
+PRUNE_EVERY_FILES = 100     # new ledgers one process creates between prunes of the directory ...
+PRUNE_EVERY_S = 3600        # ... or seconds since any process last pruned it
+MEMO_PREFIX = "memo:"       # the turn memos of the other modes (``_session.Memo``) share the file
 _VERSION = 3  # keys by message identity (2: raw JSON); a JSON Lines file: a header line, then one entry per line
 PROFILE_KEY = "profile"  # the profile's line in a ledger file (message keys are "<hash>#<n>")
 
@@ -98,130 +107,379 @@ class LedgerEntry:
                    int(d.get("tokens", 0)), d.get("skipped"))
 
 
+class _Entries(tuple):  # type: ignore[type-arg]
+    """A new turn's entries of the session, and the ledger generation they were computed from: a
+    commit keeps another writer's change to an entry made since (see ``Ledger.commit``)."""
+
+    gen: int = -1
+
+
 class Ledger:
-    """One session's entries, in turn order, and its profile. Thread-safe; the first writer of a
-    turn (or of the profile) wins."""
+    """One session's ledger: the replay entries in turn order, the profile, and the turn memos of
+    the other modes. Thread-safe.
+
+    The file is the source of truth for every process serving the directory; this object is this
+    process's view of it. ``sync()`` costs one ``lstat`` when nothing changed and reads only what
+    other processes appended since. A commit takes the file's lock (``flock``), reads the tail,
+    keeps the first writer of a turn (or of the profile), and appends one line per changed entry,
+    synchronously (a few microseconds, no fsync). A line is an entry; a later line of the same key
+    replaces it in place. The file is rewritten (atomically) only when it was not a valid ledger
+    of this session, or holds more than ``MAX_LINES`` lines: then the newest ``MAX_ENTRIES``
+    entries (and memos) are kept."""
 
     def __init__(self, path: Path | None, session: str = "", entries: Sequence[LedgerEntry] = (),
                  profile: LedgerEntry | None = None) -> None:
         self.path = path
         self.session = session
-        self.entries: tuple[LedgerEntry, ...] = tuple(entries)
+        self._entries: dict[str, LedgerEntry] = {e.key: e for e in entries}
+        self._memos: dict[str, LedgerEntry] = {}  # startup / drop / systemPromptPerTurn (``_session.Memo``)
         self.profile = profile
-        self._lock = threading.Lock()
+        self._tuple: tuple[LedgerEntry, ...] | None = None
+        self._lock = threading.RLock()
+        self._file: tuple[int, int] | None = None  # (st_dev, st_ino) of the file this view has read
+        self._header = b""    # its first line: an inode number is reused, a header (its "saved") is not
+        self._sig: tuple[int, int, int, int] | None = None  # (dev, ino, size, mtime) when read to the end
+        self._st: os.stat_result | None = None  # the locked file's, as the commit read it
+        self._offset = 0      # bytes of it read (complete lines only)
+        self._lines = 0       # lines after the header
+        self._valid = True    # the file is this session's ledger (else the next commit rewrites it)
+        self.gen = 0          # bumped by every change this view sees
+        self._changed: dict[str, int] = {}  # key -> generation it last changed at
+        self._reset = 0       # generation of the last full read (every key may have changed)
 
     @classmethod
     def load(cls, root: Path, session: str) -> "Ledger":
-        path = root / LEDGER_DIR / (hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:24] + ".jsonl")
-        _writer.flush(path)  # a ledger saved a moment ago by this process is read back whole
-        if _unsafe(path):  # a symlink (or worse) where the ledger goes: this process keeps it in memory
-            return cls(None, session)
-        try:
-            head, *lines = path.read_text(encoding="utf-8").splitlines()
-            meta = json.loads(head)
-            if not isinstance(meta, dict) or meta.get("version") != _VERSION or meta.get("session") != session:
-                raise ValueError("not this session's ledger")
-            by_key: dict[str, LedgerEntry] = {}
-            for line in lines:
-                if line.strip():  # a line cut short by a crash ends the readable part
-                    try:
-                        e = LedgerEntry.from_json(json.loads(line))
-                    except (ValueError, KeyError, TypeError, AttributeError):
-                        break
-                    by_key[e.key] = e
-            profile = by_key.pop(PROFILE_KEY, None)
-            return cls(path, session, list(by_key.values()), profile)
-        except (FileNotFoundError, NotADirectoryError):  # no ledger yet (or no directory: retrieval will say so)
-            return cls(path, session)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # any shape: set aside
-            log.warning("memwire: ledger %s unreadable (%s); starting a new one", path, exc)
-            return cls(path, session)
+        ledger = cls(ledger_path(root, session), session)
+        if _unsafe(ledger.path):  # a symlink (or worse) where the ledger goes: this process keeps it in memory
+            ledger.path = None
+        ledger.sync()
+        return ledger
+
+    # ---------------------------------------------------------------- reading
+
+    @property
+    def entries(self) -> tuple[LedgerEntry, ...]:
+        t = self._tuple
+        if t is None:
+            with self._lock:
+                t = self._tuple = tuple(self._entries.values())
+        return t
+
+    def snapshot(self) -> _Entries:
+        """The entries and the generation they are at, together."""
+        with self._lock:
+            out = _Entries(self.entries)
+            out.gen = self.gen
+            return out
 
     def get(self, key: str) -> LedgerEntry | None:
-        for e in reversed(self.entries):
-            if e.key == key:
-                return e
-        return None
+        return self._entries.get(key)
+
+    def memo(self, key: str) -> LedgerEntry | None:
+        return self._memos.get(key)
+
+    def sync(self) -> None:
+        """Read what other processes wrote since this view last looked (one lstat if nothing)."""
+        path = self.path
+        if path is None:
+            return
+        try:
+            st = os.lstat(path)
+        except OSError:  # no file yet (or none any more: pruned): what this view holds stands
+            return
+        if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == self._sig:
+            return
+        if not stat.S_ISREG(st.st_mode):  # became a symlink: never read or write through it
+            if _unsafe(path):
+                self.path = None
+            return
+        with self._lock:
+            fd = _open(path, os.O_RDONLY)
+            if fd is None:
+                return
+            try:
+                self._read(fd)
+            finally:
+                os.close(fd)
+
+    def _read(self, fd: int) -> None:
+        """Apply what the open file ``fd`` holds beyond what this view has read. Another file (the
+        ledger was rewritten, or pruned and started anew) replaces this view once its header is read."""
+        st = self._st = os.fstat(fd)
+        if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == self._sig:
+            return  # nothing changed since this view read or wrote it
+        if (st.st_dev, st.st_ino) != self._file or st.st_size < self._offset or not self._same_header(fd):
+            self._file, self._offset, self._lines, self._valid = (st.st_dev, st.st_ino), 0, 0, True
+        self._sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if st.st_size <= self._offset or not self._valid:
+            return
+        os.lseek(fd, self._offset, os.SEEK_SET)
+        data = _read_all(fd, st.st_size - self._offset)
+        end = data.rfind(b"\n") + 1  # a line still being written (or cut short by a crash) waits
+        if not end:
+            return
+        lines = data[:end].split(b"\n")[:-1]
+        if self._offset == 0:
+            self._entries, self._memos, self.profile, self._tuple, self._changed = {}, {}, None, None, {}
+            self.gen += 1
+            self._reset = self.gen
+            if not self._header_ok(lines[0]):
+                log.warning("memwire: ledger %s is not this session's ledger; starting a new one", self.path)
+                self._valid, self._offset = False, st.st_size
+                return
+            self._header = lines[0] + b"\n"
+            lines = lines[1:]
+        self._offset += end
+        self._lines += len(lines)
+        for raw in lines:
+            try:
+                entry = LedgerEntry.from_json(json.loads(raw))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue  # a torn line (a crash mid-write, a full disk) is skipped, not trusted
+            self._apply(entry)
+
+    def _same_header(self, fd: int) -> bool:
+        """Whether the file still starts with the header this view read (else it is another file
+        that got the old one's inode number)."""
+        if not self._offset or not self._valid:
+            return True
+        os.lseek(fd, 0, os.SEEK_SET)
+        return _read_all(fd, len(self._header)) == self._header
+
+    def _header_ok(self, raw: bytes) -> bool:
+        try:
+            meta = json.loads(raw)
+        except ValueError:
+            return False
+        return isinstance(meta, dict) and meta.get("version") == _VERSION and meta.get("session") == self.session
+
+    def _apply(self, entry: LedgerEntry) -> None:
+        key = entry.key
+        if key == PROFILE_KEY:
+            self.profile = entry
+        elif key.startswith(MEMO_PREFIX):
+            self._memos[key] = entry
+        else:
+            self._entries[key] = entry  # a key seen before keeps its place (turn order)
+            self._tuple = None
+        self.gen += 1
+        self._changed[key] = self.gen
+
+    def _changed_since(self, key: str, gen: int) -> bool:
+        return max(self._changed.get(key, 0), self._reset) > gen
+
+    # ---------------------------------------------------------------- writing
 
     def commit(self, key: str, entries: Sequence[LedgerEntry], persist: bool = True, relook: bool = False) -> bool:
-        """Replace the entries with ``entries`` (which hold ``key``) unless another request of the
-        same turn committed first. Returns whether this call's entries were stored. ``persist=False``
-        keeps the change in memory only (after a failed retrieval: the memory directory may be broken).
+        """Merge ``entries`` (the session's entries as a new turn left them; they hold ``key``) unless
+        another request of the same turn committed first, in any process. Returns whether this
+        call's entry was stored. Another writer's change to an entry made after ``entries`` were
+        computed (``snapshot().gen``) is kept over this call's. ``persist=False`` keeps the change
+        in this process only (after a failed retrieval: the memory directory may be broken).
         ``relook``: the turn's entry may be replaced while it holds no block (nothing was sent)."""
-        with self._lock:
-            existing = self.get(key)
+        base = getattr(entries, "gen", -1)
+
+        def changes() -> list[LedgerEntry] | None:
+            existing = self._entries.get(key)
             if existing is not None and (existing.ids or not relook):
-                return False
-            self.entries = tuple(entries)[-MAX_ENTRIES:]
-            snapshot = self._lines()
-        if persist:
-            self._save(snapshot)
-        return True
+                return None
+            return [e for e in entries if self._entries.get(e.key) != e
+                    and (e.key == key or base < 0 or not self._changed_since(e.key, base))]
+
+        return self._commit(changes, persist)
 
     def set_profile(self, entry: LedgerEntry) -> LedgerEntry:
         """Keep ``entry`` as the session's profile unless one is kept already; returns the kept one."""
+        self._commit(lambda: None if self.profile is not None else [entry])
+        return self.profile or entry
+
+    def settle_memo(self, entry: LedgerEntry) -> LedgerEntry:
+        """Keep ``entry`` as its key's memo unless one that holds a block (or a reason other than
+        "nothing relevant") is kept already; returns the kept one."""
+
+        def changes() -> list[LedgerEntry] | None:
+            old = self._memos.get(entry.key)
+            if old is None or (old != entry and not old.ids and old.skipped == "nothing_relevant"):
+                return [entry]
+            return None
+
+        self._commit(changes)
+        return self._memos.get(entry.key) or entry
+
+    def _commit(self, changes: Callable[[], list[LedgerEntry] | None], persist: bool = True) -> bool:
         with self._lock:
-            if self.profile is not None:
-                return self.profile
-            self.profile = entry
-            snapshot = self._lines()
-        self._save(snapshot)
-        return entry
-
-    def _lines(self) -> tuple[LedgerEntry, ...]:
-        """What the file holds: the profile first (set once, so a new turn is still an append)."""
-        return (self.profile, *self.entries) if self.profile is not None else self.entries
-
-    def _save(self, entries: tuple[LedgerEntry, ...]) -> None:
-        if self.path is not None:  # serialized on the writer thread, off the request path
-            _writer.submit(self.path, (self.session, entries))
-
-
-class _Writer:
-    """Saves ledgers off the request path: one daemon thread, the latest snapshot per file wins.
-
-    ``flush()`` waits until everything submitted is on disk; loading a ledger flushes first, and
-    so does interpreter exit."""
-
-    def __init__(self) -> None:
-        self._pending: dict[Path, tuple[str, tuple[LedgerEntry, ...]]] = {}
-        self._writing: set[Path] = set()
-        self._on_disk: dict[Path, tuple[LedgerEntry, ...]] = {}  # what this process last wrote
-        self._cond = threading.Condition()
-        self._thread: threading.Thread | None = None
-
-    def submit(self, path: Path, data: tuple[str, tuple[LedgerEntry, ...]]) -> None:
-        with self._cond:
-            self._pending[path] = data
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="memwire-ledger", daemon=True)
-                self._thread.start()
-            self._cond.notify_all()
-
-    def flush(self, path: Path | None = None) -> None:
-        """Wait until everything (or ``path``) submitted so far is on disk."""
-        with self._cond:
-            while (path in self._pending or path in self._writing) if path else (self._pending or self._writing):
-                self._cond.wait(1.0)
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._pending:
-                    self._cond.wait()
-                batch, self._pending = self._pending, {}
-                self._writing = set(batch)
+            fd = _lock_file(self.path) if persist and self.path is not None else None
             try:
-                for path, (session, entries) in batch.items():
-                    written = _write(path, session, entries, self._on_disk.get(path))
-                    if written is None:  # unknown state on disk: the next save rewrites the file
-                        self._on_disk.pop(path, None)
-                    else:
-                        self._on_disk[path] = written
+                if fd is not None:
+                    self._read(fd)  # under the lock: what every other process committed
+                new = changes()
+                if new is None:
+                    return False
+                for e in new:
+                    self._apply(e)
+                if fd is not None and new:
+                    self._write(fd, new)
+                return True
             finally:
-                with self._cond:
-                    self._writing = set()
-                    self._cond.notify_all()
+                if fd is not None:
+                    os.close(fd)  # releases the lock
+
+    def _write(self, fd: int, new: list[LedgerEntry]) -> None:
+        """Append ``new`` to the locked file ``fd``; a new file gets everything this view holds (a
+        session whose file was pruned keeps its turns); see the class for rewrites."""
+        assert self.path is not None
+        try:
+            st = self._st  # as _read found it, under this lock
+            assert st is not None
+            if st.st_size == 0:
+                self._offset = 0
+                new = [*([self.profile] if self.profile is not None else []), *self._entries.values(),
+                       *self._memos.values()]
+                data = self._head() + "".join(_line(e) for e in new).encode("utf-8", "surrogatepass")
+                _pruner.created(self.path.parent)
+            elif not self._valid or self._offset == 0 or self._lines + len(new) > MAX_LINES:  # 0: no header
+                self._rewrite(stat.S_IMODE(st.st_mode))
+                return
+            else:
+                data = "".join(_line(e) for e in new).encode("utf-8", "surrogatepass")
+                if st.st_size > self._offset:  # a line a crash cut short: end it, readers skip it
+                    data = b"\n" + data
+                    self._lines += 1
+            _write_all(fd, data)
+            self._offset = st.st_size + len(data)
+            self._lines += len(new)
+            if st.st_size == 0:
+                self._header = data[: data.index(b"\n") + 1]
+            st = os.fstat(fd)
+            self._sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        except OSError as exc:  # the ledger is an optimization: never fail a call over it
+            log.warning("memwire: could not save ledger %s (%s)", self.path, exc)
+
+    def _head(self) -> bytes:
+        head = {"version": _VERSION, "session": self.session, "saved": time.time(), "file": secrets.token_hex(8)}
+        return (json.dumps(head) + "\n").encode()
+
+    def _rewrite(self, mode: int) -> None:
+        """Write the newest entries to a temp file and rename it over the ledger (which this process
+        has locked: a waiter sees the new file once it holds the old one's lock, and retries)."""
+        assert self.path is not None
+        entries = list(self._entries.values())[-MAX_ENTRIES:]
+        memos = list(self._memos.values())[-MAX_ENTRIES:]
+        self._entries, self._memos, self._tuple = {e.key: e for e in entries}, {e.key: e for e in memos}, None
+        kept = ([self.profile] if self.profile is not None else []) + entries + memos
+        self._header = self._head()
+        data = self._header + "".join(_line(e) for e in kept).encode("utf-8", "surrogatepass")
+        fd, tmp = tempfile.mkstemp(prefix=".ledger.", suffix=".tmp", dir=self.path.parent)
+        try:
+            os.fchmod(fd, mode)  # a rewrite keeps the file's permissions (a new ledger is private)
+            _write_all(fd, data)
+            st = os.fstat(fd)
+            os.close(fd)
+            fd = -1
+            os.replace(tmp, self.path)
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        self._file, self._offset, self._lines, self._valid = (st.st_dev, st.st_ino), len(data), len(kept), True
+        self._sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        self.gen += 1
+        self._reset = self.gen
+
+
+def ledger_path(root: Path, session: str) -> Path:
+    """Where ``session``'s ledger lives under the memory directory ``root``: found in O(1)."""
+    return root / LEDGER_DIR / (hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:24] + ".jsonl")
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open(path: Path, flags: int) -> int | None:
+    """An fd of the plain file ``path`` (never through a symlink, never blocking on a FIFO), or None."""
+    try:
+        fd = os.open(path, flags | _NOFOLLOW, 0o600)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if not _unsafe(path):
+            what = "save" if flags & (os.O_WRONLY | os.O_RDWR) else "read"
+            log.warning("memwire: could not %s ledger %s (%s)", what, path, exc)
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        _unsafe(path)
+        return None
+    return fd
+
+
+def _lock_file(path: Path) -> int | None:
+    """The session's ledger file, created if missing, open and locked (``flock``: released when
+    the fd is closed, or the process dies). None when it cannot be (then the change stays in
+    memory, with a warning)."""
+    for _ in range(100):  # a rewrite renames a new file over the one just locked: lock that one
+        fd = _open(path, os.O_RDWR | os.O_APPEND)  # the file is there: O_NOFOLLOW guards it
+        if fd is None:  # a new session (or a refused file): create it where it is safe to
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                log.warning("memwire: could not save ledger %s (%s)", path, exc)
+                return None
+            if _unsafe(path):
+                return None
+            fd = _open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        if fd is None:
+            return None
+        try:
+            _flock(fd)
+            st = os.fstat(fd)
+            with contextlib.suppress(FileNotFoundError):  # pruned meanwhile: create it again
+                now = os.lstat(path)
+                if (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino):
+                    return fd
+        except OSError as exc:
+            os.close(fd)
+            log.warning("memwire: could not save ledger %s (%s)", path, exc)
+            return None
+        os.close(fd)
+    return None
+
+
+if sys.platform == "win32":
+    import msvcrt
+
+    def _flock(fd: int) -> None:
+        """Lock the file's first byte (released when the fd is closed, like flock)."""
+        while True:
+            try:
+                msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
+                return
+            except OSError:  # LK_LOCK gives up after ten seconds: keep waiting
+                continue
+else:
+    import fcntl
+
+    def _flock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+
+
+def _read_all(fd: int, n: int) -> bytes:
+    chunks = []
+    while n > 0:
+        chunk = os.read(fd, n)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 _warned: set[Path] = set()
@@ -250,54 +508,61 @@ def _unsafe(path: Path) -> bool:
     return False
 
 
-def _line(entry: LedgerEntry) -> str:
-    return json.dumps(asdict(entry), ensure_ascii=False, separators=(",", ":")) + "\n"
+def _line(e: LedgerEntry) -> str:
+    d = {"key": e.key, "ids": list(e.ids), "lines": list(e.lines), "text": e.text, "tokens": e.tokens, "skipped": e.skipped}
+    return json.dumps(d, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
-def _write(
-    path: Path, session: str, entries: tuple[LedgerEntry, ...], on_disk: tuple[LedgerEntry, ...] | None
-) -> tuple[LedgerEntry, ...] | None:
-    """Append the new entries when the file holds a prefix of them (a new turn: one short line);
-    rewrite it atomically otherwise (compaction, a forgotten memory). Returns what is on disk."""
-    tmp = ""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if _unsafe(path):  # it became a symlink since it was loaded: never write through it
-            return None
+class _Pruner:
+    """Prunes a ledger directory now and then, on a background thread: when this process has
+    created ``PRUNE_EVERY_FILES`` ledgers there since, or when no process has pruned it for
+    ``PRUNE_EVERY_S`` (the ``.pruned`` file's mtime says when one last did). Never per session."""
+
+    def __init__(self) -> None:
+        self._created: dict[Path, int] = {}
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def created(self, directory: Path) -> None:
+        with self._lock:
+            n = self._created[directory] = self._created.get(directory, 0) + 1
+            if n < PRUNE_EVERY_FILES and not self._stale(directory):
+                return
+            self._created[directory] = 0
+            self._threads = [t for t in self._threads if t.is_alive()]
+            t = threading.Thread(target=self._run, args=(directory,), name="memwire-ledger-prune", daemon=True)
+            self._threads.append(t)
+        t.start()
+
+    @staticmethod
+    def _stale(directory: Path) -> bool:
         try:
-            mode: int | None = stat.S_IMODE(os.lstat(path).st_mode)
-        except FileNotFoundError:
-            mode = None
-        if on_disk is not None and entries[: len(on_disk)] == on_disk and mode is not None:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
-            with open(fd, "a", encoding="utf-8") as fh:
-                fh.write("".join(_line(e) for e in entries[len(on_disk):]))
-            return entries
-        fd, tmp = tempfile.mkstemp(prefix=".ledger.", suffix=".tmp", dir=path.parent)
-        if mode is not None:  # a rewrite keeps the file's permissions (a new ledger is private)
-            os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps({"version": _VERSION, "session": session, "saved": time.time()}) + "\n")
-            fh.write("".join(_line(e) for e in entries))
-        os.replace(tmp, path)
-        if mode is None:
-            _prune(path.parent)
-        return entries
-    except OSError as exc:  # the ledger is an optimization: never fail a call over it
-        log.warning("memwire: could not save ledger %s (%s)", path, exc)
-        if tmp:
+            return time.time() - os.lstat(directory / ".pruned").st_mtime > PRUNE_EVERY_S
+        except OSError:
+            return True
+
+    @staticmethod
+    def _run(directory: Path) -> None:
+        marker = _open(directory / ".pruned", os.O_WRONLY | os.O_CREAT)
+        if marker is not None:
             with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        return None
+                os.utime(marker)
+            os.close(marker)
+        _prune(directory)
+
+    def flush(self) -> None:
+        with self._lock:
+            threads = list(self._threads)
+        for t in threads:
+            t.join()
 
 
-_writer = _Writer()
-atexit.register(_writer.flush)
+_pruner = _Pruner()
 
 
 def flush() -> None:
-    """Wait until every ledger change is on disk."""
-    _writer.flush()
+    """Wait for a background prune of the ledger directories to finish (writes are synchronous)."""
+    _pruner.flush()
 
 
 def _prune(directory: Path) -> None:
@@ -382,7 +647,8 @@ class Replay:
         assert view.latest_user is not None
         latest_key = keys[view.latest_user]
         present = {keys[i] for i in view.user_indices if i != view.latest_user}
-        entries = list(ledger.entries)
+        base = ledger.snapshot()  # the commit keeps what another writer changed since
+        entries = list(base)
         compacted = False
         # retrieval reads the files first, so the check for forgotten memories below sees them as
         # this search did (a forgotten id is not in the index anyway: excluding it changes nothing)
@@ -404,11 +670,12 @@ class Replay:
                     total -= e.tokens
                     compacted = True
         new = LedgerEntry(latest_key, block.ids, block.lines, block.text, block.tokens, block.skipped)
-        entries = [e for e in entries if e.key != latest_key] + [new]
-        return replace(block, extra=tuple(entries), compacted=compacted)
+        out = _Entries([e for e in entries if e.key != latest_key] + [new])
+        out.gen = base.gen
+        return replace(block, extra=out, compacted=compacted)
 
 
-def _as_block(entry: LedgerEntry, **kw: Any) -> Block:
+def as_block(entry: LedgerEntry, **kw: Any) -> Block:
     skipped = kw.pop("skipped", None) or entry.skipped or (None if entry.ids else "nothing_relevant")
     return Block(entry.ids, entry.lines, entry.text, entry.tokens, skipped=skipped, **kw)
 
@@ -421,12 +688,13 @@ class ProfileMemo:
         self.ledger = ledger
 
     def get(self) -> Block | None:
+        self.ledger.sync()
         entry = self.ledger.profile
-        return None if entry is None else _as_block(entry)
+        return None if entry is None else as_block(entry)
 
     def settle(self, block: Block) -> Block:
         entry = LedgerEntry(PROFILE_KEY, block.ids, block.lines, block.text, block.tokens, block.skipped)
-        return _as_block(self.ledger.set_profile(entry))
+        return as_block(self.ledger.set_profile(entry))
 
 
 class LedgerMemo:
@@ -437,9 +705,10 @@ class LedgerMemo:
         self.ledger, self.key, self.store, self.looked = ledger, key, store, looked
 
     def _block(self, entry: LedgerEntry, entries: tuple[LedgerEntry, ...], **kw: Any) -> Block:
-        return _as_block(entry, extra=entries, **kw)
+        return as_block(entry, extra=entries, **kw)
 
     def get(self) -> Block | None:
+        self.ledger.sync()  # what other processes serving this directory committed
         entries = self.ledger.entries
         entry = self.ledger.get(self.key)
         if entry is None:
@@ -459,5 +728,5 @@ class LedgerMemo:
             if self.ledger.commit(self.key, (*self.ledger.entries, entry), persist=False):
                 return self._block(entry, self.ledger.entries, skipped=block.skipped, error=block.error)
         elif self.ledger.commit(self.key, block.extra, relook=block.looked_at is not None or bool(block.ids)):
-            return block
+            return replace(block, extra=self.ledger.entries)  # with what other writers changed meanwhile
         return self.get() or block

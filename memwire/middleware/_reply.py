@@ -29,11 +29,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._worker import Worker
 from ._formats import text_of
+from ._usage import Usage, merged, usage_of
 
 if TYPE_CHECKING:
     from ._core import Injection, Middleware
 
-__all__ = ["ReplyReader", "ReplyTap", "tap_reply", "reply_text", "observe", "MAX_REPLY_BYTES"]
+__all__ = ["Reply", "ReplyReader", "ReplyTap", "tap_reply", "reply_text", "observe", "MAX_REPLY_BYTES"]
 
 log = logging.getLogger("memwire")
 
@@ -78,6 +79,7 @@ class _Text:
         self.size = 0
         self.final: str | None = None  # the whole reply, as a stream's last event repeats it (Responses)
         self.done = False              # the stream's end marker was read
+        self.usage: Any = None         # the API's usage object, as last reported (see _usage)
 
     def add(self, place: Any, piece: Any) -> None:
         if isinstance(piece, str) and piece:
@@ -89,7 +91,10 @@ class _Text:
 
 
 def _chat(out: _Text, body: Any, field: str = "message") -> None:
-    """Chat completions: each choice's message (a chunk: its delta) content and refusal."""
+    """Chat completions: each choice's message (a chunk: its delta) content and refusal; the
+    usage (a stream's last chunk holds it, with no choices)."""
+    if (usage := _get(body, "usage")) is not None:
+        out.usage = usage
     for choice in _list(_get(body, "choices")):
         message = _get(choice, field)
         content = _get(message, "content")
@@ -102,6 +107,7 @@ def _chat_event(out: _Text, event: Any) -> None:
 
 
 def _anthropic(out: _Text, body: Any) -> None:
+    out.usage = _get(body, "usage")
     for i, block in enumerate(_list(_get(body, "content"))):
         if _kind(block) == "text":
             out.add(i, _get(block, "text"))
@@ -109,7 +115,11 @@ def _anthropic(out: _Text, body: Any) -> None:
 
 def _anthropic_event(out: _Text, event: Any) -> None:
     kind = _kind(event)
-    if kind == "content_block_start":
+    if kind == "message_start":
+        out.usage = merged(None, _get(_get(event, "message"), "usage"))
+    elif kind == "message_delta":
+        out.usage = merged(out.usage, _get(event, "usage"))
+    elif kind == "content_block_start":
         block = _get(event, "content_block")
         if _kind(block) == "text":
             out.add(_index(event), _get(block, "text"))
@@ -127,6 +137,7 @@ _RESPONSES_ENDS = ("response.completed", "response.incomplete", "response.failed
 
 
 def _responses(out: _Text, body: Any) -> None:
+    out.usage = _get(body, "usage")
     for i, item in enumerate(_list(_get(body, "output"))):
         if _kind(item) == "message":
             for j, part in enumerate(_list(_get(item, "content"))):
@@ -143,7 +154,7 @@ def _responses_event(out: _Text, event: Any) -> None:
         out.done = True
         whole = _Text("")
         _responses(whole, _get(event, "response"))
-        out.final = whole.text() or None
+        out.final, out.usage = whole.text() or None, whole.usage
 
 
 class _Api(NamedTuple):
@@ -166,17 +177,33 @@ def _api(api: str) -> _Api:
         raise ValueError(f"unknown api {api!r}; expected one of {', '.join(_APIS)}") from None
 
 
-def reply_text(api: str, body: Any) -> str | None:
-    """The text of a whole reply of ``api``: parsed JSON, or an SDK object (a litellm
-    ``ModelResponse``, a Responses object). None when it has none or cannot be read."""
+class Reply(NamedTuple):
+    """What a reply said (None: no text) and what the provider says it cost (None: not reported)."""
+
+    text: str | None = None
+    usage: Usage | None = None
+
+
+def _reply(api: str, out: _Text) -> Reply:
+    return Reply(out.text() or None, usage_of(api, out.usage))
+
+
+def read_reply(api: str, body: Any) -> Reply:
+    """A whole reply of ``api``: parsed JSON, or an SDK object (a litellm ``ModelResponse``, a
+    Responses object). An odd body is an empty :class:`Reply`, never an error."""
     spec = _api(api)
     out = _Text(spec.sep)
     try:
         spec.whole(out, body)
-        return out.text() or None
+        return _reply(api, out)
     except Exception as exc:  # noqa: BLE001 - an odd body is no reply, never an error for the caller
         log.debug("memwire: reply not read (%s: %s)", type(exc).__name__, exc)
-        return None
+        return Reply()
+
+
+def reply_text(api: str, body: Any) -> str | None:
+    """The text of a whole reply of ``api`` (see :func:`read_reply`). None when it has none."""
+    return read_reply(api, body).text
 
 
 def _sse_data(body: str) -> Iterator[str]:
@@ -245,19 +272,23 @@ class ReplyReader:
     def text(self, ended: bool = True) -> str | None:
         """The reply's text, or None (see the module docstring). ``ended``: the body ran to its
         end; False: the caller closed it first, and a stream counts only if its end marker was read."""
+        return self.read(ended).text
+
+    def read(self, ended: bool = True) -> Reply:
+        """The reply's text and usage, parsed once from what was fed. A stream the caller closed
+        before its end marker has no text; its usage is what was reported by then."""
         if not self.ok:
-            return None
+            return Reply()
         try:
             if self._body and not self.sse:
                 body = self._decoded()
-                return reply_text(self.api, json.loads(body)) if body else None
+                return read_reply(self.api, json.loads(body)) if body else Reply()
             out = self._read_events() if self._body else self._events
-            if not (ended or out.done):
-                return None
-            return out.text() or None
+            reply = _reply(self.api, out)
+            return reply if ended or out.done else reply._replace(text=None)
         except Exception as exc:  # noqa: BLE001 - garbage is no reply, never an exception
             log.debug("memwire: reply not read (%s: %s)", type(exc).__name__, exc)
-            return None
+            return Reply()
 
     def _read_events(self) -> _Text:
         out = _Text(self._spec.sep)
@@ -299,14 +330,17 @@ def observe(middleware: Middleware, injection: Injection, text: str | None) -> N
 
 class ReplyTap(ReplyReader):
     """The reader of one call's reply that, when the body is over (:meth:`finish`), hands its text
-    to ``middleware.observe_reply``, once. Finishing costs little where it is called (the end of a
-    stream, on the caller's thread or the event loop): a big body is parsed in a worker thread."""
+    to ``middleware.observe_reply`` (when memories went into the request) and the whole
+    :class:`Reply` to ``on_reply`` (the request's record), once. Finishing costs little where it is
+    called (the end of a stream, on the caller's thread or the event loop): a big body is parsed
+    in a worker thread."""
 
-    def __init__(self, middleware: Middleware, injection: Injection, api: str, status: int = 200,
-                 headers: Mapping[str, str] | None = None) -> None:
+    def __init__(self, middleware: Middleware, injection: Injection | None, api: str, status: int = 200,
+                 headers: Mapping[str, str] | None = None, on_reply: Callable[[Reply], None] | None = None) -> None:
         super().__init__(api, status, headers)
         self.middleware = middleware
         self.injection = injection
+        self.on_reply = on_reply
         self._finished = False
 
     def finish(self, ended: bool = True) -> None:
@@ -320,12 +354,25 @@ class ReplyTap(ReplyReader):
             self._observe(ended)
 
     def _observe(self, ended: bool) -> None:
-        observe(self.middleware, self.injection, self.text(ended))
+        reply = self.read(ended)
+        if self.injection is not None:
+            observe(self.middleware, self.injection, reply.text)
+        if self.on_reply is not None:
+            try:
+                self.on_reply(reply)
+            except Exception as exc:  # noqa: BLE001 - figures never fail the call they watch
+                log.warning("memwire: the request's record failed (%s: %s)", type(exc).__name__, exc)
+
+
+def _observed(injection: Injection | None) -> bool:
+    return injection is not None and bool(injection.memory_ids or injection.profile_ids)
 
 
 def tap_reply(middleware: Middleware, injection: Injection | None, api: str, status: int = 200,
-              headers: Mapping[str, str] | None = None) -> ReplyTap | None:
-    """A tap on the reply of a call, or None when its request got no memories (nothing to observe)."""
-    if injection is None or not (injection.memory_ids or injection.profile_ids):
+              headers: Mapping[str, str] | None = None,
+              on_reply: Callable[[Reply], None] | None = None) -> ReplyTap | None:
+    """A tap on the reply of a call, or None when nothing reads it: its request got no memories
+    (nothing to observe) and no ``on_reply`` wants its usage."""
+    if on_reply is None and not _observed(injection):
         return None
-    return ReplyTap(middleware, injection, api, status, headers)
+    return ReplyTap(middleware, injection if _observed(injection) else None, api, status, headers, on_reply)

@@ -20,6 +20,7 @@ import hashlib
 import json
 import re
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 if TYPE_CHECKING:
     from ..memory._store import MemoryStore
     from ._render import Block
+    from ._replay import Ledger
 
 __all__ = ["resolve_session", "session_hint", "SESSION_HEADERS", "turn_key", "LRU", "Memo"]
 
@@ -172,15 +174,66 @@ class LRU(Generic[K, V]):
 
 
 class Memo:
-    """A turn's (or a session's) block in an LRU: the first block settled for a key is what every
-    later request gets, unless it found nothing and the store has changed since (``may_look_again``)."""
+    """A turn's (or a session's) block: the first block settled for a key is what every later
+    request gets, unless it found nothing and the store has changed since (``may_look_again``).
 
-    def __init__(self, lru: LRU[tuple[str, ...], "Block"], key: tuple[str, ...], store: "MemoryStore") -> None:
-        self.lru, self.key, self.store = lru, key, store
+    With a ``kind`` (the mode's name for this memo: "startup", "turn", ...) the block is kept in
+    the session's ledger file (``_replay.Ledger``), so every process serving the memory directory
+    (``memwire proxy --workers N``), and a restart, gets the same block. ``key`` is then
+    ``(namespace, session, *rest)`` of the store's directory. Without a ``kind`` (a stateful call:
+    the provider keeps the history) the block is kept in ``lru`` only, for this process."""
+
+    def __init__(self, lru: LRU[tuple[str, ...], "Block"], key: tuple[str, ...], store: "MemoryStore",
+                 kind: str | None = None) -> None:
+        self.lru, self.key, self.store, self.kind = lru, key, store, kind
 
     def get(self) -> "Block | None":
-        block = self.lru.get(self.key)
-        return None if block is not None and block.may_look_again(self.store) else block
+        if self.kind is None:
+            block = self.lru.get(self.key)
+            return None if block is not None and block.may_look_again(self.store) else block
+        from ._replay import as_block
+
+        ledger = self._ledger()
+        ledger.sync()  # what other processes settled
+        entry = ledger.memo(self._entry_key())
+        if entry is None:
+            return None
+        if entry.ids or entry.skipped != "nothing_relevant":
+            return as_block(entry)
+        # found nothing: kept unless the store changed since this process looked (it looks again)
+        looked = self.lru.get(self.key)
+        return None if looked is None or looked.ids or looked.may_look_again(self.store) else looked
 
     def settle(self, block: "Block") -> "Block":
-        return self.lru.setdefault(self.key, block, replace=lambda old: old.may_look_again(self.store))
+        if self.kind is None:
+            return self.lru.setdefault(self.key, block, replace=lambda old: old.may_look_again(self.store))
+        from ._replay import LedgerEntry, as_block
+
+        entry = LedgerEntry(self._entry_key(), block.ids, block.lines, block.text, block.tokens, block.skipped)
+        kept = self._ledger().settle_memo(entry)
+        if kept != entry:  # another request (of any process) settled first
+            return as_block(kept)
+        if block.looked_at is not None:  # this process looked at this store version: not again until it changes
+            self.lru.setdefault(self.key, block, replace=lambda _: True)
+        return block
+
+    def _entry_key(self) -> str:
+        from ._replay import MEMO_PREFIX
+
+        return ":".join((MEMO_PREFIX + str(self.kind), *self.key[2:]))
+
+    def _ledger(self) -> "Ledger":
+        ledgers = _ledgers.get(self.lru)
+        if ledgers is None:
+            ledgers = _ledgers.setdefault(self.lru, LRU(self.lru.maxsize))
+        key = (self.key[0], self.key[1])
+        ledger = ledgers.get(key)
+        if ledger is None:  # read from disk once per session, then kept in step with the file
+            from ._replay import Ledger
+
+            ledger = ledgers.setdefault(key, Ledger.load(self.store.path, self.key[1]))
+        return ledger
+
+
+# the ledgers of each memo table (an LRU of blocks), loaded once per session
+_ledgers: "weakref.WeakKeyDictionary[LRU[Any, Any], LRU[tuple[str, str], Ledger]]" = weakref.WeakKeyDictionary()

@@ -648,7 +648,7 @@ def test_proxy_command_wires_its_options(tmp_path: Any, monkeypatch: pytest.Monk
 
     served: dict[str, Any] = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
-    code = main(["proxy", "--dir", str(tmp_path / "mem"), "--mode", "startup", "--port", "9999",
+    code = main(["proxy", "--workers", "1", "--dir", str(tmp_path / "mem"), "--mode", "startup", "--port", "9999",
                  "--openai-upstream", "http://127.0.0.1:1/v1", "--anthropic-upstream", "http://127.0.0.1:2",
                  "--no-cache-breakpoint", "--max-body-mb", "1", "--proxy-key", "k", "--log-level", "warning"])
     assert code == 0
@@ -657,7 +657,7 @@ def test_proxy_command_wires_its_options(tmp_path: Any, monkeypatch: pytest.Monk
     assert proxy.upstreams == {"openai": "http://127.0.0.1:1", "anthropic": "http://127.0.0.1:2"}
     assert proxy.cache_breakpoint is False and proxy.max_body_bytes == 2**20 and proxy.proxy_key == b"k"
     assert proxy.middleware.mode == "startup" and proxy.middleware.store.path == tmp_path / "mem"
-    main(["proxy", "--dir", str(tmp_path / "mem"), "--log-level", "warning"])
+    main(["proxy", "--workers", "1", "--dir", str(tmp_path / "mem"), "--log-level", "warning"])
     assert served["app"].state.proxy.cache_breakpoint is True  # the config default
 
 

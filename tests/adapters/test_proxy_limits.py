@@ -319,7 +319,7 @@ def run_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     def run(*args: str) -> tuple[int, dict[str, Any]]:
         served: dict[str, Any] = {}
         monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
-        return main(["proxy", *args]), served
+        return main(["proxy", "--workers", "1", *args]), served  # one process: uvicorn.run gets the app
 
     yield run
     for name, level in levels.items():

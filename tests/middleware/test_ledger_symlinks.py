@@ -136,21 +136,26 @@ def test_pruning_skips_symlinks_and_prunes_plain_old_ledgers(tmp_path: Path) -> 
     assert outside.read_text() == "keep\n" and (ledger_dir / "link.jsonl").is_symlink()
 
 
-def test_a_rewritten_ledger_keeps_its_permissions(tmp_path: Path) -> None:
+def test_a_rewritten_ledger_keeps_its_permissions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memwire.middleware import _replay
+
+    monkeypatch.setattr(_replay, "MAX_LINES", 2)  # the third line makes the file be rewritten
+    monkeypatch.setattr(_replay, "MAX_ENTRIES", 1)  # ... with its newest entry
     store = make_store(tmp_path / "mem")
     ledger = Ledger.load(store.path, "s")
     assert ledger.path is not None
-    a, b = LedgerEntry("a", text="A"), LedgerEntry("b", text="B")
+    a, b, c = LedgerEntry("a", text="A"), LedgerEntry("b", text="B"), LedgerEntry("c", text="C")
     assert ledger.commit("a", (a,))
-    flush()
     assert stat.S_IMODE(ledger.path.stat().st_mode) == 0o600  # a new ledger is private
     os.chmod(ledger.path, 0o640)
     inode = ledger.path.stat().st_ino
-    assert ledger.commit("b", (b,))  # not an extension of what is on disk: a rewrite
-    flush()
+    assert ledger.commit("b", (a, b))  # appended
+    assert ledger.path.stat().st_ino == inode
+    assert ledger.commit("c", (a, b, c))  # past MAX_LINES: a rewrite
     assert ledger.path.stat().st_ino != inode  # it was rewritten (a new file renamed over it) ...
     assert stat.S_IMODE(ledger.path.stat().st_mode) == 0o640  # ... with the file's permissions
-    assert [e.key for e in Ledger.load(store.path, "s").entries] == ["b"]
+    assert [e.key for e in Ledger.load(store.path, "s").entries] == ["c"]
+    assert [e.key for e in ledger.entries] == ["c"]
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")

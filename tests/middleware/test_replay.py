@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -94,8 +95,7 @@ def test_restart_continues_the_ledger_with_identical_bytes(tmp_path: Path) -> No
     store_dir = tmp_path / "mem"
     make_store(store_dir)
     a = run_session(Middleware(store=MemoryStore(store_dir), history="replay"), 5)
-    flush()  # ledgers are saved by a background writer
-    assert [p.suffix for p in (store_dir / ".ledger").iterdir()] == [".jsonl"]
+    assert [p.suffix for p in (store_dir / ".ledger").iterdir() if p.name != ".pruned"] == [".jsonl"]
     # a new process: new Middleware, new store object, same directory
     b = Middleware(store=MemoryStore(store_dir), history="replay").prepare(chat(*TURNS[:7]), session_id="sess").messages
     assert b[: len(a)] == a
@@ -189,3 +189,122 @@ def test_a_stateful_responses_call_keeps_no_ledger(tmp_path: Path) -> None:
     mw.flush()
     assert mw.mode_for().replay.ledgers.get(("", "stateful")) is None
     assert not (tmp_path / "mem" / ".ledger").exists()
+
+
+# ------------------------------------------------------------------ several processes, one directory
+# Two Middleware objects over one directory, each with its own MemoryStore, are two proxy workers:
+# nothing is shared between them but the files.
+
+MODES = [("contextPerTurn", "replay", False), ("contextPerTurn", "replay", True), ("contextPerTurn", "drop", False),
+         ("contextPerTurn", "drop", True), ("startup", "replay", False), ("systemPromptPerTurn", "drop", False)]
+
+
+def worker(path: Path, mode: str, history: str, profile: bool) -> Middleware:
+    return Middleware(store=MemoryStore(path), mode=mode, history=history, profile=profile, startup_max_tokens=150,
+                      shared_memos=True)
+
+
+@pytest.mark.parametrize(("mode", "history", "profile"), MODES)
+def test_a_conversation_alternating_between_workers_gets_the_bytes_of_one(
+        tmp_path: Path, mode: str, history: str, profile: bool) -> None:
+    import shutil
+
+    make_store(tmp_path / "one")
+    shutil.copytree(tmp_path / "one", tmp_path / "two")
+    single = worker(tmp_path / "one", mode, history, profile)
+    a, b = worker(tmp_path / "two", mode, history, profile), worker(tmp_path / "two", mode, history, profile)
+    # who serves each turn's requests: a turn's tool-loop retry on the other worker, and new turns
+    # on a worker that has not seen the previous one
+    schedule = [(a, b), (a,), (b,), (a, b)]
+    previous: list[Any] | None = None
+    for turn, workers in zip(range(1, len(TURNS) + 1, 2), schedule):
+        msgs = chat(*TURNS[:turn])
+        alone = single.prepare(msgs, session_id="s").messages
+        for w in workers:
+            served = w.prepare(msgs, session_id="s").messages
+            assert served == alone
+        if previous is not None and mode == "contextPerTurn" and history == "replay":
+            assert served[: len(previous)] == previous, "every request a prefix-extension of the previous one"
+        previous = served
+
+
+@pytest.mark.parametrize(("mode", "history", "profile"), MODES)
+def test_a_turn_keeps_its_block_on_another_worker_when_the_store_changed(
+        tmp_path: Path, mode: str, history: str, profile: bool) -> None:
+    make_store(tmp_path)
+    a, b = worker(tmp_path, mode, history, profile), worker(tmp_path, mode, history, profile)
+    msgs = chat("Which database does staging use, and on which port?")
+    first = a.prepare(msgs, session_id="s")
+    assert first.injection.injected or first.injection.profile_ids
+    MemoryStore(tmp_path).add("The staging database moved to Postgres 16 on port 6543 last week")
+    assert b.prepare(msgs, session_id="s").messages == first.messages  # rule 4, across workers
+
+
+def test_an_empty_turn_is_looked_at_again_by_any_worker(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    store.add("Deploys go out on Tuesdays")
+    question = [{"role": "user", "content": "Which database does staging use?"}]
+    a, b = (Middleware(store=MemoryStore(tmp_path), history="drop", shared_memos=True) for _ in range(2))
+    assert a.prepare(question, session_id="s").injection.skipped == "nothing_relevant"
+    assert b.prepare(question, session_id="s").injection.skipped == "nothing_relevant"
+    store.add("The staging database is Postgres 16 on port 5433")
+    found = b.prepare(question, session_id="s")
+    assert found.injection.injected
+    assert a.prepare(question, session_id="s").messages == found.messages  # settled: a takes b's block
+
+
+def test_shared_memos_off_writes_no_memo(tmp_path: Path) -> None:
+    mw = Middleware(store=make_store(tmp_path), mode="startup")  # the library default: memos in this process
+    assert mw.prepare(chat(TURNS[0]), session_id="s").injection.injected
+    assert not (tmp_path / ".ledger").exists()
+
+
+def _commit_many(path: str, who: int, n: int, start: float) -> None:
+    from memwire.middleware import _replay
+
+    _replay.MAX_LINES, _replay.MAX_ENTRIES = 25, 10_000  # rewrites (a new file renamed over) all along
+    ledger = _replay.Ledger.load(Path(path), "s")
+    while time.time() < start:
+        time.sleep(0.001)
+    for i in range(n):
+        ledger.sync()
+        base = ledger.snapshot()
+        key = f"{who}-{i}"
+        entry = _replay.LedgerEntry(key, ("m",), ("- m",), f"<memory>{key}</memory>", 3)
+        assert ledger.commit(key, (*base, entry))
+        shared = _replay.LedgerEntry("shared", (str(who),), ("- w",), f"<memory>{who}</memory>", 3)
+        ledger.commit("shared", (*ledger.entries, shared))  # every process commits one turn: one wins
+        assert ledger.get("shared") == _replay.Ledger.load(Path(path), "s").get("shared")
+
+
+def test_no_ledger_write_is_lost_when_processes_commit_at_once(tmp_path: Path) -> None:
+    import multiprocessing
+
+    from memwire.middleware._replay import Ledger
+
+    start = time.time() + 3  # all four commit at once, once the three children have started
+    procs = [multiprocessing.get_context("spawn").Process(target=_commit_many, args=(str(tmp_path), w, 80, start))
+             for w in range(3)]
+    for p in procs:
+        p.start()
+    _commit_many(str(tmp_path), 9, 80, start)
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    keys = [e.key for e in Ledger.load(tmp_path, "s").entries]
+    assert sorted(keys) == sorted([f"{w}-{i}" for w in (0, 1, 2, 9) for i in range(80)] + ["shared"])
+
+
+def test_a_concurrent_writer_s_change_to_an_earlier_entry_is_kept(tmp_path: Path) -> None:
+    from memwire.middleware._replay import Ledger, LedgerEntry, _Entries
+
+    a, b = Ledger.load(tmp_path, "s"), Ledger.load(tmp_path, "s")
+    assert a.commit("t1", (LedgerEntry("t1"),))
+    b.sync()
+    stale = b.snapshot()  # b computes turn 2 from here ...
+    a.commit("t1", (LedgerEntry("t1", ("m",), ("- m",), "<memory>m</memory>", 3),), relook=True)  # ... a fills turn 1
+    mine = _Entries((*stale, LedgerEntry("t2")))
+    mine.gen = stale.gen  # as Replay._new_turn hands it over
+    assert b.commit("t2", mine)
+    for ledger in (b, Ledger.load(tmp_path, "s")):
+        assert ledger.get("t1").ids == ("m",) and ledger.get("t2") is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -11,15 +12,49 @@ from memwire.cli import main
 
 
 @pytest.fixture(scope="module")
-def demo_json() -> dict:
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    """One `memwire demo --json --html FILE` run: its JSON and its page."""
     import contextlib
     import io
 
-    out = io.StringIO()
+    out, page = io.StringIO(), tmp_path_factory.mktemp("demo") / "demo.html"
     with contextlib.redirect_stdout(out):
-        assert main(["demo", "--json"]) == 0
+        assert main(["demo", "--json", "--html", str(page)]) == 0
     logging.getLogger("memwire").setLevel(logging.NOTSET)
-    return json.loads(out.getvalue())
+    return json.loads(out.getvalue()), page
+
+
+@pytest.fixture(scope="module")
+def demo_json(demo_run: tuple[dict, Path]) -> dict:
+    return demo_run[0]
+
+
+def test_the_html_page_in_a_real_browser(demo_run: tuple[dict, Path], tmp_path: Path) -> None:
+    """The page loads offline in Chromium: the table's rows, one chart per mode whose points are
+    the requests' cached shares, and a screenshot."""
+    from ..browser import browser_page
+
+    data, page_file = demo_run
+    with browser_page() as page:
+        page.goto(page_file.as_uri())
+        rows = page.locator("tbody tr")
+        assert rows.count() == len(data["modes"])
+        assert rows.nth(0).locator("td").first.inner_text() == "no memory"
+        for mode in data["modes"]:
+            chart = page.locator(f'svg[data-mode="{mode["label"]}"]')
+            dots = chart.locator("circle")
+            assert dots.count() == mode["requests"] == len(mode["series"])
+            prompt, cached = mode["series"][-1]
+            assert (dots.last.locator("title").text_content() or "").startswith(
+                f"request {mode['requests']}: {cached:,} of {prompt:,} prompt tokens cached")
+        shot = tmp_path / "demo.png"
+        page.screenshot(path=str(shot), full_page=True)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_html_to_a_path_that_cannot_be_written_fails_at_once(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--html", "/nonexistent-dir/demo.html"]) == 2
+    assert "--html /nonexistent-dir/demo.html: cannot write it" in capsys.readouterr().err
 
 
 def test_demo_json_structure(demo_json: dict) -> None:

@@ -36,7 +36,7 @@ class ContextPerTurn(Mode):
 
     def __init__(self, history: str = "replay", max_tokens: int = 600, replay_max_tokens: int = 4000,
                  placement: str = "message", memo_size: int = 1024, profile: bool = False,
-                 profile_max_tokens: int = 1200) -> None:
+                 profile_max_tokens: int = 1200, shared_memos: bool = False) -> None:
         self.history = check_choice(self.name, "history", history, HISTORIES)
         self.max_tokens = check_int(self.name, "max_tokens", max_tokens, 16, 100_000)
         self.placement = check_choice(self.name, "placement", placement, PLACEMENTS)
@@ -47,11 +47,12 @@ class ContextPerTurn(Mode):
         self.profile = bool(profile)
         self.profile_max_tokens = check_int(self.name, "profile_max_tokens", profile_max_tokens, 16, 100_000)
         self._profiles: LRU[tuple[str, ...], Block] = LRU(memo_size)  # history="drop": the sessions' profiles
+        self.shared = bool(shared_memos)  # history="drop": the memos in the session's ledger file (``Memo``)
 
     @classmethod
     def from_config(cls, config: "Config") -> "ContextPerTurn":
         return cls(config.history, config.max_tokens, config.replay_max_tokens, config.placement, config.memo_size,
-                   config.profile, config.startup_max_tokens)
+                   config.profile, config.startup_max_tokens, config.shared_memos)
 
     def plan(self, turn: Turn) -> Plan | Skip:
         def search(fresh: bool, exclude: frozenset[str] = frozenset()) -> Block:
@@ -70,11 +71,15 @@ class ContextPerTurn(Mode):
         def turn_block(s: Search) -> Callable[[bool], Block]:
             return replay.compute(turn, keys, s) if replay else lambda fresh: s(fresh, frozenset())
 
-        memo: TurnMemo = replay.memo(turn, keys) if replay else Memo(self._turns, turn.turn_key(), turn.store)
+        # a stateful call's memo stays in this process: each such call would be a session of its own
+        shared = self.shared and not stateful
+        memo: TurnMemo = (replay.memo(turn, keys) if replay
+                          else Memo(self._turns, turn.turn_key(), turn.store, "turn" if shared else None))
         context = keys if replay else None
         if not profile:
             return Plan(memo, turn_block(search), context)
-        session = replay.profile_memo(turn) if replay else Memo(self._profiles, (turn.namespace, turn.session), turn.store)
+        session = (replay.profile_memo(turn) if replay
+                   else Memo(self._profiles, (turn.namespace, turn.session), turn.store, "profile" if shared else None))
         return Plan(WithProfile(session, memo), self._with_profile(turn, session, search, turn_block), context)
 
     def _with_profile(

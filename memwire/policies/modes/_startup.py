@@ -19,18 +19,19 @@ class Startup(Mode):
 
     name = "startup"
 
-    def __init__(self, max_tokens: int = 1200, memo_size: int = 1024) -> None:
+    def __init__(self, max_tokens: int = 1200, memo_size: int = 1024, shared_memos: bool = False) -> None:
         self.max_tokens = check_int(self.name, "max_tokens", max_tokens, 16, 100_000)
+        self.shared = bool(shared_memos)  # the session block in the session's ledger file (``Memo``)
         self._sessions: LRU[tuple[str, ...], Block] = LRU(check_int(self.name, "memo_size", memo_size, 1, 10**9))
 
     @classmethod
     def from_config(cls, config: "Config") -> "Startup":
-        return cls(config.startup_max_tokens, config.memo_size)
+        return cls(config.startup_max_tokens, config.memo_size, config.shared_memos)
 
     def plan(self, turn: Turn) -> Plan | Skip:
         if turn.view.stateful:  # the provider keeps the history: the block went in with the first call
             return Skip("stateful")
-        memo = Memo(self._sessions, (turn.namespace, turn.session), turn.store)
+        memo = Memo(self._sessions, (turn.namespace, turn.session), turn.store, "startup" if self.shared else None)
         return Plan(memo, lambda fresh: turn.profile(fresh, self.max_tokens))
 
     def place(self, turn: Turn, plan: Plan, block: Block) -> Placed:

@@ -18,18 +18,22 @@ class SystemPromptPerTurn(Mode):
 
     name = "systemPromptPerTurn"
 
-    def __init__(self, max_tokens: int = 600, memo_size: int = 1024) -> None:
+    def __init__(self, max_tokens: int = 600, memo_size: int = 1024, shared_memos: bool = False) -> None:
         self.max_tokens = check_int(self.name, "max_tokens", max_tokens, 16, 100_000)
+        self.shared = bool(shared_memos)  # the turn memo in the session's ledger file (``Memo``)
         self._turns: LRU[tuple[str, ...], Block] = LRU(check_int(self.name, "memo_size", memo_size, 1, 10**9))
 
     @classmethod
     def from_config(cls, config: "Config") -> "SystemPromptPerTurn":
-        return cls(config.max_tokens, config.memo_size)
+        return cls(config.max_tokens, config.memo_size, config.shared_memos)
 
     def plan(self, turn: Turn) -> Plan | Skip:
         if turn.gate.skip:
             return Skip("gate")
-        return Plan(Memo(self._turns, turn.turn_key(), turn.store), lambda fresh: turn.search(fresh, self.max_tokens))
+        # a stateful call's memo stays in this process: each such call would be a session of its own
+        shared = self.shared and not turn.view.stateful
+        memo = Memo(self._turns, turn.turn_key(), turn.store, "system" if shared else None)
+        return Plan(memo, lambda fresh: turn.search(fresh, self.max_tokens))
 
     def place(self, turn: Turn, plan: Plan, block: Block) -> Placed:
         if block.skipped or not block.ids:

@@ -1,0 +1,56 @@
+"""Per-request records: what memwire did and what the provider reported, bounded, never text."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from memwire.middleware._core import Injection
+from memwire.middleware._records import Record, Records, read_records, record_of
+from memwire.middleware._usage import Usage
+
+INJ = Injection("contextPerTurn", ("a1", "b2"), "<memory>secret plans</memory>", 40, elapsed_ms=1.23456,
+                session="s1", namespace="team", replayed=3, profile_tokens=12)
+
+
+def test_a_record_holds_counts_and_ids_never_text() -> None:
+    r = record_of(INJ, "anthropic.messages", "claude-sonnet-4-5", 200, Usage(1000, 800, 100, 50), at=5.0)
+    assert r == Record(5.0, "anthropic.messages", "claude-sonnet-4-5", 200, "team", "s1", "contextPerTurn",
+                       injected=2, replayed=3, block_tokens=40, profile_tokens=12, added_ms=1.235,
+                       prompt_tokens=1000, cached_tokens=800, cache_write_tokens=100, output_tokens=50,
+                       provider="anthropic")
+    assert "secret" not in json.dumps(r.__dict__)
+
+
+def test_a_skipped_turn_injected_nothing_and_unknown_usage_stays_unknown() -> None:
+    skipped = Injection("contextPerTurn", ("a1",), "", 9, skipped="gate", session="s")
+    r = record_of(skipped, "openai.chat", "gpt-4o", 200, None)
+    assert (r.injected, r.block_tokens, r.skipped, r.prompt_tokens, r.cached_tokens) == (0, 0, "gate", None, None)
+    passed = record_of(None, "openai.responses", "gpt-4o", 502, None)
+    assert (passed.mode, passed.session, passed.status, passed.provider) == ("", "", 502, "openai")
+
+
+def test_the_ring_keeps_the_latest_and_filters(tmp_path: Path) -> None:
+    records = Records(size=3)
+    for i in range(5):
+        records.add(record_of(INJ if i % 2 else None, "openai.chat", "m", 200, None, at=float(i)))
+    assert [r.at for r in records.recent()] == [2.0, 3.0, 4.0]
+    assert [r.at for r in records.recent(namespace="team")] == [3.0]
+    assert [r.at for r in records.recent(1)] == [4.0]
+    assert records.recent(session="nobody") == []
+
+
+def test_the_log_file_round_trips_and_a_failing_listener_costs_a_log_line(tmp_path: Path,
+                                                                          caplog: pytest.LogCaptureFixture) -> None:
+    seen: list[Record] = []
+    records = Records(path=tmp_path / "requests.jsonl")
+    records.listeners += [lambda r: 1 / 0, seen.append]
+    r = record_of(INJ, "openai.chat", "gpt-4o", 200, Usage(10, 5))
+    with caplog.at_level(logging.WARNING, "memwire"):
+        records.add(r)
+    assert seen == [r] and "not counted" in caplog.text
+    (tmp_path / "requests.jsonl").open("a").write("not json\n")
+    assert read_records(tmp_path / "requests.jsonl") == [r]

@@ -1,0 +1,41 @@
+"""The background worker capture and telemetry share: in order, bounded, yielding to traffic."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from memwire._worker import Traffic, Worker
+
+
+def test_jobs_run_in_order_and_past_the_bound_are_dropped() -> None:
+    gate, done = threading.Event(), []
+    w = Worker("t", "test", "jobs", lambda: 2)
+    assert w.submit(gate.wait, 10)
+    assert w.submit(done.append, 1)
+    assert not w.submit(done.append, 2)  # two waiting: the third is dropped
+    gate.set()
+    w.flush(10)
+    assert done == [1]
+
+
+def test_a_job_waits_while_requests_keep_coming() -> None:
+    """A job starts only once nothing touched the traffic gauge for ``quiet_s``. The last request
+    is put 0.5 s ahead (as if requests kept coming until then): no load on the machine can make
+    the job start before that."""
+    traffic, ran_at = Traffic(), []
+    w = Worker("t", "test", "jobs", lambda: 10, traffic, quiet_s=0.2, max_defer_s=30)
+    traffic.last = last = time.monotonic() + 0.5
+    w.submit(lambda: ran_at.append(time.monotonic()))
+    w.flush(30)
+    assert ran_at and ran_at[0] >= last + 0.2
+
+
+def test_a_job_is_held_at_most_max_defer_s() -> None:
+    traffic, ran = Traffic(), threading.Event()
+    w = Worker("t", "test", "jobs", lambda: 10, traffic, quiet_s=0.2, max_defer_s=0.3)
+    traffic.last = time.monotonic() + 3600  # saturated: never quiet
+    submitted = time.monotonic()
+    w.submit(ran.set)
+    assert ran.wait(10)
+    assert time.monotonic() - submitted >= 0.3
