@@ -44,8 +44,9 @@ class View:
 class Scan:
     """The facts about a message list that ``Format.view`` reads item by item, each depending only
     on that item and the ones before it: the scan of a list extends to any longer list that starts
-    with the same items, reading only the new ones (``_incremental``). Never changed once built:
-    ``copy`` first (requests of one conversation may run at once).
+    with the same items, reading only the new ones (``_incremental``). Its lists never change once
+    built: ``copy`` first (requests of one conversation may run at once); only the two memos below
+    are set later, each as one new tuple.
 
     ``ledger`` is the replay ledger keys' state (``_incremental.user_keys``): the system text the
     user messages' identities were read with, the keys of ``users[:len(keys)]`` by index, and how
@@ -101,8 +102,8 @@ class Scan:
                     leading, ledger, joined)
 
 
-_METADATA = frozenset({"cache_control"})
-_ROLE_NAMES = {r: r for r in ("system", "developer", "user", "assistant", "tool", "function")}  # block metadata that does not change what a message says
+_METADATA = frozenset({"cache_control"})  # block metadata that does not change what a message says
+_ROLE_NAMES = {r: r for r in ("system", "developer", "user", "assistant", "tool", "function")}
 
 
 def _canonical(value: Any) -> str:
@@ -250,7 +251,8 @@ class Format:
         if latest is None:
             return v
         earlier_users = islice(scan.user_texts, len(users) - 1)  # read only if a paragraph is found in them
-        v.user_text = human_text(self.text_parts(items[latest]), earlier_users, v.system_text, scan.joined(len(users) - 1))
+        v.user_text = human_text(self.text_parts(items[latest]), earlier_users, v.system_text,
+                                 scan.joined(len(users) - 1))
         v.first_user_text = scan.user_texts[0]
         v.earlier = self._recent_texts(items, latest, scan)
         for j in range(latest - 1, -1, -1):

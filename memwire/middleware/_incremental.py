@@ -1,16 +1,18 @@
-"""Reading only what is new: a request costs the same at message 20 and at message 1,000.
+"""Reading only what is new: a request costs about the same at message 20 and at message 1,000.
 
 A conversation grows by appending: each request of a session repeats the previous one and adds a
 few messages. Per conversation this module keeps a copy of what a view reads of the previous
 request's items (their ``role`` and ``content``; Responses also ``type``: nothing else of an item
 changes what ``Format.view`` says of it) and their ``Scan`` (the per-item facts: validated roles,
 the human user messages, the system texts, and with replay the ledger keys). The next request's
-values are compared with that copy (``==``, in C, no Python per item); the facts of the common
-prefix are reused, only the items after it are read (validated, classified, hashed). An edited, removed or reordered earlier message
-ends the common prefix there, so everything after it is read again: the view is always exactly what
-reading the whole request gives, only cheaper (``tests/middleware/test_incremental.py``).
+values are taken and compared with that copy in C (``map(dict.get)``, list ``==``: no Python per
+item); the facts of the common prefix are reused, only the items after it are read (validated,
+classified, hashed). An edited, removed or reordered earlier message ends the common prefix there,
+and everything after it is read again: the view is always exactly what reading the whole request
+gives (``tests/middleware/test_incremental.py``). Another client, or another worker process that
+saw other requests of the conversation, only makes the common prefix shorter.
 
-Objects are compared by value, never by identity: the proxy parses every request afresh, and an SDK
+Values are compared, never object identity: the proxy parses every request afresh, and an SDK
 caller may change a message in place between calls (hence the copy). Numbers in the copy compare
 by type and by their JSON form too (``1`` and ``True``, ``1.0`` and ``1`` are ``==`` but not the
 same identity text).
