@@ -22,21 +22,16 @@ import argparse
 import json
 import random
 import statistics
+import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from memwire import MemoryStore, Middleware
 
-SUBJECTS = "tests build deploy database cache linter formatter migrations frontend backend docker ci api auth logging".split()
-VERBS = "prefers uses decided avoids needs runs configures expects documents requires".split()
-THINGS = ("postgres redis ruff black pytest vite react fastapi alembic kubernetes terraform nginx celery kafka "
-          "tabs spaces mypy poetry uv make tox nox sentry grafana prometheus s3 gcs lambda cron").split()
-
-
-def make_memory(rng: random.Random, i: int) -> str:
-    words = [rng.choice(SUBJECTS), rng.choice(VERBS), rng.choice(THINGS), rng.choice(THINGS)]
-    return f"Note {i}: the {words[0]} setup {words[1]} {words[2]} with {words[3]} (ticket {rng.randint(1, 99999)})"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overhead import SUBJECTS, THINGS, make_memory  # noqa: E402 - the same memories as overhead.py
 
 
 def user_message(rng: random.Random, session: int, turn: int) -> dict[str, Any]:
