@@ -134,6 +134,19 @@ MUTATIONS = [
     Mutation("two processes' counts overwrite each other", "memwire/memory/_lifecycle.py",
              "                disk = self._read()\n                now = self.clock()",
              "                disk = {}\n                now = self.clock()"),
+    Mutation("background work does not wait for a quiet moment", "memwire/_worker.py",
+             "            if self.traffic is not None:\n", "            if False:\n"),
+    Mutation("the cache read is left out of Anthropic's prompt", "memwire/middleware/_usage.py",
+             "        return Usage(fresh + read + written, read, written,", "        return Usage(fresh + written, read, written,"),
+    Mutation("a stream's later usage does not replace message_start's", "memwire/middleware/_usage.py",
+             "        out.update({k: v for k, v in later.items() if v is not None})", "        pass"),
+    Mutation("an upstream failure is not recorded", "memwire/adapters/proxy.py",
+             "            if tap is not None:\n                tap.finish()\n            raise",
+             "            raise"),
+    Mutation("another process's ledger commit is not read before committing", "memwire/middleware/_replay.py",
+             "                if fd is not None:\n                    self._read(fd)", "                if False:\n                    self._read(fd)"),
+    Mutation("the incremental read trusts the whole previous request", "memwire/middleware/_incremental.py",
+             "    if all(a[:n] == b[:n] for a, b in zip(new, old)):", "    if True:"),
 ]
 
 
