@@ -97,6 +97,10 @@ class Config(BaseModel):
     proxy_max_namespaces: int = Field(
         10_000, ge=0, le=10_000_000, description="proxy: namespaces in the memory directory at most (429 after)"
     )
+    proxy_request_log: Path | None = Field(
+        None, description="proxy: append each request's figures (never message text) to this JSON Lines file "
+                          "(bounded: 1 MiB, then one older file); `memwire stats --requests --log FILE` reads it"
+    )
 
     half_lives: dict[str, float] = Field(
         default_factory=dict, description="lifecycle: days for a category's memories to lose half their stability "

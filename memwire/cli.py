@@ -131,6 +131,9 @@ def cmd_stats(args: argparse.Namespace, cfg: Config) -> int:
     from .memory._lifecycle import STATES
     from .memory._upkeep import stats
 
+    if args.requests or args.url or args.log:
+        return _request_stats(args, cfg)
+
     store = _store(args, cfg)
     rows = stats(store)
     data = [{"category": r.category, "count": r.count, **r.states, "injected": r.injected, "used": r.used,
@@ -142,6 +145,44 @@ def cmd_stats(args: argparse.Namespace, cfg: Config) -> int:
         + (" (over: a sweep archives the weakest it may move)" if r.count > r.cap else "")
         for r in rows]
     _out(args, data, lines if rows else [f"no memories in {store.path}"])
+    return 0
+
+
+def _request_stats(args: argparse.Namespace, cfg: Config) -> int:
+    """The cache figures of real traffic, per mode and provider: from a running proxy's /metrics
+    (``--url``) or a request log (``--log``, default: the configured proxy_request_log)."""
+    from .middleware._figures import from_metrics, from_records
+    from .middleware._records import read_records
+
+    if args.url:
+        import httpx
+
+        key = args.key or cfg.proxy_key
+        url = args.url.rstrip("/") + "/metrics"
+        try:
+            r = httpx.get(url, headers={"x-memwire-key": key} if key else {}, timeout=10, trust_env=False)
+        except httpx.HTTPError as exc:
+            raise MemwireError(f"--url: cannot reach {url} ({type(exc).__name__}: {exc})") from None
+        if r.status_code == 401:
+            raise MemwireError(f"--url: {url} wants the proxy key (--key KEY or MEMWIRE_PROXY_KEY)")
+        if r.status_code != 200:
+            raise MemwireError(f"--url: {url} answered {r.status_code}; is it a memwire proxy?")
+        rows, source = from_metrics(r.text), url
+    else:
+        log = Path(args.log) if args.log else cfg.proxy_request_log
+        if log is None:
+            raise MemwireError("stats --requests: give --url URL (a running proxy) or --log FILE "
+                               "(memwire proxy --request-log FILE)")
+        if not log.exists():
+            raise MemwireError(f"--log {log}: no such file (memwire proxy --request-log {log} writes it)")
+        rows, source = from_records(read_records(log)), str(log)
+    head = (f"{'mode':<22}{'provider':<11}{'requests':>9}{'injected':>10}{'prompt tokens':>15}{'cached':>8}"
+            f"{'cost units':>12}{'vs no cache':>13}")
+    lines = [f"requests seen by {source}", head] + [
+        f"{f.mode:<22}{f.provider:<11}{f.requests:>9}{f.injected:>10}{f.prompt_tokens:>15,}{f.cached_ratio:>8.1%}"
+        f"{f.cost:>12,.0f}{f.vs_uncached:>12.2f}x" for f in rows]
+    lines.append("cost units: uncached input 1.0; OpenAI cached 0.5; Anthropic cache read 0.1, write 1.25 (as memwire demo)")
+    _out(args, [f.as_json() for f in rows], lines if rows else [f"no requests in {source}"])
     return 0
 
 
@@ -384,7 +425,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.set_defaults(fn=cmd_restore)
 
-    p = common(sub.add_parser("stats", help="per category: memories by state, injected, used, capacity"))
+    p = common(sub.add_parser("stats", help="per category: memories by state, injected, used, capacity; "
+                                            "--requests: the real cache figures of proxied traffic"))
+    p.add_argument("--requests", action="store_true",
+                   help="per mode and provider: requests, injected, prompt tokens, cached share, cost units "
+                        "(from --url or --log)")
+    p.add_argument("--url", help="a running memwire proxy (its /metrics: every worker's figures)")
+    p.add_argument("--log", help="a request log (memwire proxy --request-log FILE; default: proxy_request_log)")
+    p.add_argument("--key", help="the proxy key for --url (default: MEMWIRE_PROXY_KEY / proxy_key)")
     p.set_defaults(fn=cmd_stats)
 
     p = common(sub.add_parser("stale", help="memories that are fading, for you to decide (--sweep archives)",

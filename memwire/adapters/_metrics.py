@@ -44,10 +44,10 @@ class Metrics:
         self.registry = CollectorRegistry()
         self.store_size = store_size
         reg = self.registry
-        self.requests = Counter("memwire_requests", "Requests on the memory routes", ["api", "mode", "status"],
-                                registry=reg)
+        self.requests = Counter("memwire_requests", "Requests on the memory routes",
+                                ["api", "mode", "provider", "status"], registry=reg)
         self.injections = Counter("memwire_injections", "Requests by what memwire did: injected, or why not",
-                                  ["mode", "outcome"], registry=reg)
+                                  ["mode", "provider", "outcome"], registry=reg)
         self.latency = Histogram("memwire_added_latency_seconds", "Time memwire added before the request left",
                                  ["mode"], buckets=_LATENCY_BUCKETS, registry=reg)
         self.tokens = {kind: Counter(f"memwire_{kind}_tokens", f"The provider's {kind.replace('_', ' ')} tokens",
@@ -61,8 +61,8 @@ class Metrics:
 
     def observe(self, r: Record) -> None:
         mode = r.mode or "none"
-        self.requests.labels(r.api, mode, _status_class(r.status)).inc()
-        self.injections.labels(mode, "injected" if r.injected else (r.skipped or "passthrough")).inc()
+        self.requests.labels(r.api, mode, r.provider, _status_class(r.status)).inc()
+        self.injections.labels(mode, r.provider, "injected" if r.injected else (r.skipped or "passthrough")).inc()
         if r.mode:
             self.latency.labels(mode).observe(r.added_ms / 1000)
         if r.block_tokens:

@@ -67,6 +67,9 @@ def register(sub: Any) -> None:
     p.add_argument("--max-namespaces", type=int,
                    help="namespaces in the memory directory at most; past it new ones get 429 "
                         "(default 10000; proxy_max_namespaces)")
+    p.add_argument("--request-log", metavar="FILE",
+                   help="append each request's figures (mode, memories, tokens, cache; never message text) to this "
+                        "JSON Lines file, for `memwire stats --requests --log FILE` (proxy_request_log)")
     p.add_argument("--workers", type=int,
                    help="worker processes, each serving any request of any session over the one memory directory "
                         "(default: one per core; proxy_workers)")
@@ -109,13 +112,20 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
     updates = {"proxy_header_timeout": args.header_timeout, "proxy_body_timeout": args.body_timeout,
                "proxy_max_connections": args.max_connections,
                "proxy_new_namespaces_per_minute": args.new_namespaces_per_minute,
-               "proxy_max_namespaces": args.max_namespaces, "proxy_workers": args.workers}
+               "proxy_max_namespaces": args.max_namespaces, "proxy_workers": args.workers,
+               "proxy_request_log": os.path.abspath(args.request_log) if args.request_log else None}
     for key, value in updates.items():
         if value is not None:
             try:
                 setattr(cfg, key, value)  # validated by the config model
             except ValidationError as exc:
                 raise_config_error(exc, "--" + key.removeprefix("proxy_").replace("_", "-"))
+    if cfg.proxy_request_log is not None:  # a log that cannot be written fails now, not once per request
+        try:
+            with open(cfg.proxy_request_log, "a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            raise ConfigError(f"--request-log {cfg.proxy_request_log}: cannot write it ({exc.strerror or exc})") from None
     workers = cfg.proxy_workers or os.cpu_count() or 1
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))  # one line per request is ours

@@ -168,6 +168,8 @@ def create_app(
             if own_client:
                 await upstream_client.aclose()
 
+    if middleware.config.proxy_request_log is not None:
+        middleware.records.path = middleware.config.proxy_request_log
     metrics = Metrics(store_size=lambda: len(middleware.store))
     middleware.records.listeners.append(metrics.observe)
     middleware.capture.listeners.append(metrics.capture)

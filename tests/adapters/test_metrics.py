@@ -37,10 +37,10 @@ def test_figures_after_a_scripted_conversation() -> None:
     metrics = Metrics(store_size=lambda: 56)
     feed(metrics)
     got = scrape(metrics)
-    assert got[("memwire_requests_total", (("api", "anthropic.messages"), ("mode", "contextPerTurn"), ("status", "2xx")))] == 2
-    assert got[("memwire_requests_total", (("api", "openai.chat"), ("mode", "startup"), ("status", "5xx")))] == 1
-    assert got[("memwire_injections_total", (("mode", "contextPerTurn"), ("outcome", "injected")))] == 2
-    assert got[("memwire_injections_total", (("mode", "contextPerTurn"), ("outcome", "gate")))] == 1
+    assert got[("memwire_requests_total", (("api", "anthropic.messages"), ("mode", "contextPerTurn"), ("provider", "anthropic"), ("status", "2xx")))] == 2
+    assert got[("memwire_requests_total", (("api", "openai.chat"), ("mode", "startup"), ("provider", "openai"), ("status", "5xx")))] == 1
+    assert got[("memwire_injections_total", (("mode", "contextPerTurn"), ("outcome", "injected"), ("provider", "anthropic")))] == 2
+    assert got[("memwire_injections_total", (("mode", "contextPerTurn"), ("outcome", "gate"), ("provider", "openai")))] == 1
     assert got[("memwire_cached_tokens_total", (("mode", "contextPerTurn"), ("provider", "anthropic")))] == 1500
     assert got[("memwire_cache_write_tokens_total", (("mode", "contextPerTurn"), ("provider", "anthropic")))] == 100
     assert got[("memwire_cache_hit_ratio", (("mode", "contextPerTurn"), ("provider", "anthropic")))] == 0.75
@@ -75,5 +75,5 @@ def test_workers_figures_add_up(tmp_path: Path) -> None:
                           text=True).stdout
     got = {(s.name, tuple(sorted(s.labels.items()))): s.value
            for f in text_string_to_metric_families(body) for s in f.samples}
-    assert got[("memwire_injections_total", (("mode", "contextPerTurn"), ("outcome", "injected")))] == 4
+    assert got[("memwire_injections_total", (("mode", "contextPerTurn"), ("outcome", "injected"), ("provider", "anthropic")))] == 4
     assert got[("memwire_cache_hit_ratio", (("mode", "contextPerTurn"), ("provider", "anthropic")))] == 0.75

@@ -92,8 +92,10 @@ def test_the_providers_usage_becomes_records_and_metrics(mw: Middleware, served:
         assert got[("memwire_prompt_tokens_total", label)] == prompt
         assert got[("memwire_cached_tokens_total", label)] == cached
         assert got[("memwire_cache_hit_ratio", label)] == pytest.approx(cached / prompt)
-    assert got[("memwire_injections_total", (("mode", "contextPerTurn"), ("outcome", "gate")))] == 2
-    assert got[("memwire_injections_total", (("mode", "contextPerTurn"), ("outcome", "injected")))] >= 4
+    for provider in ("openai", "anthropic"):
+        outcome = {dict(labels)["outcome"]: n for (name, labels), n in got.items()
+                   if name == "memwire_injections_total" and dict(labels)["provider"] == provider}
+        assert outcome["gate"] == 1 and outcome["injected"] >= 2 and sum(outcome.values()) == 4
     assert got[("memwire_added_latency_seconds_count", (("mode", "contextPerTurn"),))] == 8
     assert got[("memwire_store_memories", ())] == 3
 
