@@ -67,6 +67,9 @@ def register(sub: Any) -> None:
     p.add_argument("--max-namespaces", type=int,
                    help="namespaces in the memory directory at most; past it new ones get 429 "
                         "(default 10000; proxy_max_namespaces)")
+    p.add_argument("--log-format", choices=["text", "json"], default="text",
+                   help="text lines, or one JSON object per line (at, level, logger, message); "
+                        "never message text or credentials")
     p.add_argument("--request-log", metavar="FILE",
                    help="append each request's figures (mode, memories, tokens, cache; never message text) to this "
                         "JSON Lines file, for `memwire stats --requests --log FILE` (proxy_request_log)")
@@ -103,6 +106,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
     from pydantic import ValidationError
 
     from .._config_model import raise_config_error
+    from .._logs import configure_logging
     from ._server import SPEC_ENV, build_app, http_protocol, protocol_with_header_timeout
 
     proxy_key = args.proxy_key or cfg.proxy_key
@@ -127,16 +131,22 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
         except OSError as exc:
             raise ConfigError(f"--request-log {cfg.proxy_request_log}: cannot write it ({exc.strerror or exc})") from None
     workers = cfg.proxy_workers or os.cpu_count() or 1
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))  # one line per request is ours
-    logging.getLogger("httpcore").setLevel(logging.INFO)  # its debug lines carry response headers (cookies, keys)
+    configure_logging(args.log_level, args.log_format)
+    banner = logging.getLogger("memwire.proxy")
+
+    def say(text: str, warning: bool = False) -> None:
+        """The start-up lines: on stderr as they are, or as log records in JSON mode."""
+        if args.log_format == "json":
+            (banner.warning if warning else banner.info)(" ".join(text.split()))
+        else:
+            print(text, file=sys.stderr)
     from ..cli import check_dir
 
     try:
         check_dir(cfg.dir)
         usable = True
     except MemwireError as exc:  # serve anyway: every request passes through unchanged (fail open)
-        print(f"memwire: warning: {exc}; serving without memory, requests pass through unchanged", file=sys.stderr)
+        say(f"memwire: warning: {exc}; serving without memory, requests pass through unchanged", warning=True)
         usable = False
     # every process gets a turn's block from the session's ledger file, whichever served it first
     cfg.shared_memos = True
@@ -144,9 +154,10 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
     spec = {"config": cfg.model_dump(mode="json"), "openai_upstream": args.openai_upstream,
             "anthropic_upstream": args.anthropic_upstream, "timeout": args.timeout,
             "max_body_bytes": int(args.max_body_mb * 2**20), "cache_breakpoint": args.cache_breakpoint,
-            "memory": usable, "log_level": args.log_level}
+            "memory": usable, "log_level": args.log_level, "log_format": args.log_format}
     server: dict[str, Any] = dict(
         host=args.host, port=args.port, log_level=args.log_level, access_log=False,
+        log_config=None,  # logging is configure_logging's (text or JSON), in every process
         server_header=False, date_header=False,  # the upstream's own server/date headers go through
         limit_concurrency=cfg.proxy_max_connections)  # per worker
     where = (f"memwire proxy on http://{args.host}:{args.port}  mode={cfg.mode}  workers={workers}  "
@@ -156,9 +167,9 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
         app = build_app(spec)  # warmed up here, not on the first request
         mw = app.state.proxy.middleware
         for problem in mw.store.problems if usable else ():
-            print(f"memwire: warning: {problem}", file=sys.stderr)
-        print(f"{where}  memory={mw.store.path} ({f'{len(mw.store)} memories' if usable else 'memory off'})\n"
-              f"{upstreams}", file=sys.stderr)
+            say(f"memwire: warning: {problem}", warning=True)
+        say(f"{where}  memory={mw.store.path} ({f'{len(mw.store)} memories' if usable else 'memory off'})\n"
+            f"{upstreams}")
         uvicorn.run(app, http=protocol_with_header_timeout(cfg.proxy_header_timeout), **server)
         return 0
     # uvicorn's supervisor starts the workers (and restarts one that dies); each builds the app from
@@ -175,7 +186,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
         os.environ[SPEC_ENV] = spec_path
         if figures is not None:
             os.environ[MULTIPROC_ENV] = figures
-        print(f"{where}  memory={cfg.dir if usable else 'off'}\n{upstreams}", file=sys.stderr)
+        say(f"{where}  memory={cfg.dir if usable else 'off'}\n{upstreams}")
         protocol = http_protocol()
         uvicorn.run("memwire.adapters._server:worker_app", factory=True, workers=workers,
                     http=f"{protocol.__module__}:{protocol.__name__}", **server)

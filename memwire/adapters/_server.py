@@ -29,6 +29,8 @@ from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from .._logs import configure_logging
+
 __all__ = ["protocol_with_header_timeout", "http_protocol", "worker_app", "build_app", "SPEC_ENV",
            "GuardedH11Protocol"]
 
@@ -149,10 +151,7 @@ def worker_app() -> Any:
     import logging
 
     spec = json.loads(Path(os.environ[SPEC_ENV]).read_text(encoding="utf-8"))
-    level = spec["log_level"].upper()
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
-    logging.getLogger("httpcore").setLevel(logging.INFO)
+    configure_logging(spec["log_level"], spec.get("log_format", "text"))
     for cls in (GuardedH11Protocol, GuardedHttpToolsProtocol):  # loaded by uvicorn before the app
         if cls is not None:
             cls.header_timeout = float(spec["config"]["proxy_header_timeout"])

@@ -1,0 +1,73 @@
+"""`memwire proxy --log-format json`: one JSON object per line, from the command and each worker."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memwire._logs import configure_logging
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_json_lines_carry_the_fields_and_the_error(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging("info", "json")
+    try:
+        log = logging.getLogger("memwire.test")
+        log.info("POST /v1/messages 200 injected=%d", 3)
+        try:
+            1 / 0
+        except ZeroDivisionError:
+            log.exception("it broke")
+        lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    finally:
+        configure_logging("warning", "text")
+    assert [(r["level"], r["logger"], r["message"]) for r in lines] == [
+        ("info", "memwire.test", "POST /v1/messages 200 injected=3"), ("error", "memwire.test", "it broke")]
+    assert lines[0]["at"].endswith("Z") and "ZeroDivisionError" in lines[1]["error"]
+    with pytest.raises(ValueError, match="log format must be one of text, json"):
+        configure_logging("info", "xml")
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_the_proxy_logs_json_and_never_the_message(tmp_path: Path, workers: str) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMWIRE_")}, "PYTHONPATH": str(ROOT),
+           "MEMWIRE_HOME": str(tmp_path / "home"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    out = tmp_path / "out"
+    with open(out, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "memwire.cli", "proxy", "--dir", str(tmp_path / "mem"),
+                                 "--port", str(port), "--workers", workers, "--log-format", "json",
+                                 "--log-level", "info", "--openai-upstream", "http://127.0.0.1:9"],
+                                env=env, cwd=tmp_path, stdout=fh, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=10, json={
+                    "model": "gpt-4o", "messages": [{"role": "user", "content": "my secret question"}]})
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline and proc.poll() is None, out.read_text()
+                time.sleep(0.2)
+        assert r.status_code == 502  # no upstream: the failure is logged, as JSON
+        time.sleep(0.5)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    text = out.read_text()
+    records = [json.loads(line) for line in text.splitlines()]  # every line is JSON, the banner too
+    assert any(r["logger"] == "memwire.proxy" and "POST /v1/chat/completions 502" in r["message"] for r in records)
+    assert any("memwire proxy on" in r["message"] for r in records)
+    assert "secret question" not in text
