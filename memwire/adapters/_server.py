@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import socket
@@ -134,7 +135,7 @@ def build_app(spec: dict[str, Any], warm: bool = True) -> Any:
     mw = Middleware(config=cfg)
     if spec["memory"] and warm:
         mw.warm_up()  # load and index the default namespace, numpy and the token encodings now
-    return create_app(
+    app = create_app(
         mw,
         openai_upstream=spec["openai_upstream"],
         anthropic_upstream=spec["anthropic_upstream"],
@@ -144,6 +145,11 @@ def build_app(spec: dict[str, Any], warm: bool = True) -> Any:
         anthropic_cache_breakpoint=spec["cache_breakpoint"],
         memory=spec["memory"],
     )
+    # What start-up built (the index, token encodings, modules) lives as long as the process: out
+    # of the collector's generations, each full collection no longer walks all of it again.
+    gc.collect()
+    gc.freeze()
+    return app
 
 
 def worker_app() -> Any:

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from .._config import load_config, make_config, normalize_mode
@@ -383,19 +383,22 @@ class Middleware:
 
     def _finish(self, mode: Mode, turn: Turn, plan: Plan, block: Block, reused: bool, start: float) -> Prepared:
         placed = mode.place(turn, plan, block)
-        injection = Injection(
-            mode.name, session=turn.session, namespace=turn.namespace, reused=reused, replayed=placed.replayed,
-            skipped=block.skipped, error=block.error, compacted=block.compacted and not reused,
-            elapsed_ms=(time.perf_counter() - start) * 1000,
-        )
-        if block.skipped or not block.ids:
-            injection = replace(injection, skipped=block.skipped or "nothing_relevant")
+        # one Injection built once (dataclasses.replace per field group costs more than the rest)
+        extra: dict[str, Any] = {}
+        skipped = block.skipped
+        if skipped or not block.ids:
+            skipped = skipped or "nothing_relevant"
         else:
-            injection = replace(injection, memory_ids=block.ids, text=block.text, tokens=block.tokens,
-                                position=placed.position, placement=placed.placement)
+            extra.update(memory_ids=block.ids, text=block.text, tokens=block.tokens,
+                         position=placed.position, placement=placed.placement)
         profile = block.profile
         if profile is not None and profile.ids:
-            injection = replace(injection, profile_ids=profile.ids, profile_tokens=profile.tokens)
+            extra.update(profile_ids=profile.ids, profile_tokens=profile.tokens)
+        injection = Injection(
+            mode.name, session=turn.session, namespace=turn.namespace, reused=reused, replayed=placed.replayed,
+            skipped=skipped, error=block.error, compacted=block.compacted and not reused,
+            elapsed_ms=(time.perf_counter() - start) * 1000, **extra,
+        )
         return Prepared(placed.body, injection, turn.fmt.api)
 
 
