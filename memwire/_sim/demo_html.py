@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from html import escape
 
-from .demo import DemoReport, ModeResult, summary
+from .._charts import CHART_CSS, share_chart
+from .demo import DemoReport, summary
 
 __all__ = ["render_html"]
-
-_W, _H, _PAD = 640, 160, 32
 
 _CSS = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 760px; color: #1d1d1f; }
@@ -23,44 +22,8 @@ th, td { padding: .3rem .5rem; text-align: right; border-bottom: 1px solid #ddd;
 th:first-child, td:first-child { text-align: left; }
 figure { margin: 1.5rem 0; }
 figcaption { font-weight: 600; }
-svg { width: 100%; height: auto; background: #fafafa; border: 1px solid #e5e5e5; }
-.axis { stroke: #999; stroke-width: 1; }
-.grid { stroke: #e5e5e5; stroke-width: 1; }
-.line { fill: none; stroke: #2a6fdb; stroke-width: 2; }
-.dot { fill: #2a6fdb; }
-.label { font-size: 11px; fill: #666; }
 .note { color: #555; font-size: 13px; }
-"""
-
-
-def _chart(r: ModeResult) -> str:
-    """The cached share of each request's prompt, as an SVG line chart."""
-    n = len(r.series)
-    if not n:
-        return '<p class="note">no requests</p>'
-
-    def x(i: int) -> float:
-        return _PAD + (i * (_W - 2 * _PAD) / max(1, n - 1))
-
-    def y(share: float) -> float:
-        return _H - _PAD + (share * -(_H - 2 * _PAD))
-
-    shares = [cached / prompt if prompt else 0.0 for prompt, cached in r.series]
-    parts = [f'<svg viewBox="0 0 {_W} {_H}" role="img" data-mode="{escape(r.label)}" '
-             f'aria-label="cached share of each request, {escape(r.label)}">']
-    for level in (0.0, 0.5, 1.0):
-        parts.append(f'<line class="grid" x1="{_PAD}" x2="{_W - _PAD}" y1="{y(level):.1f}" y2="{y(level):.1f}"/>')
-        parts.append(f'<text class="label" x="4" y="{y(level) + 4:.1f}">{level:.0%}</text>')
-    parts.append(f'<line class="axis" x1="{_PAD}" x2="{_W - _PAD}" y1="{y(0):.1f}" y2="{y(0):.1f}"/>')
-    points = " ".join(f"{x(i):.1f},{y(s):.1f}" for i, s in enumerate(shares))
-    parts.append(f'<polyline class="line" points="{points}"/>')
-    for i, ((prompt, cached), s) in enumerate(zip(r.series, shares)):
-        parts.append(f'<circle class="dot" cx="{x(i):.1f}" cy="{y(s):.1f}" r="3"><title>request {i + 1}: '
-                     f'{cached:,} of {prompt:,} prompt tokens cached ({s:.0%})</title></circle>')
-    parts.append(f'<text class="label" x="{_PAD}" y="{_H - 8}">request 1</text>')
-    parts.append(f'<text class="label" x="{_W - _PAD}" y="{_H - 8}" text-anchor="end">request {n}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+""" + CHART_CSS
 
 
 def render_html(report: DemoReport) -> str:
@@ -70,7 +33,7 @@ def render_html(report: DemoReport) -> str:
         f"<td>{f'{r.recalled}/{r.needed}' if r.needed else '-'}</td><td>{r.cached_ratio:.1%}</td>"
         f"<td>{r.cost:,.0f}</td><td>{r.cost_vs_none:.2f}x</td></tr>" for r in report.results)
     charts = "".join(f"<figure><figcaption>{escape(r.label)}: {r.cached_ratio:.1%} of prompt tokens cached"
-                     f"</figcaption>{_chart(r)}</figure>" for r in report.results)
+                     f"</figcaption>{share_chart(r.series, r.label)}</figure>" for r in report.results)
     costs = "0.5" if report.provider == "openai" else "read 0.1 / write 1.25"
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>memwire demo: {escape(report.provider)}</title>

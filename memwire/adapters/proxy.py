@@ -52,6 +52,7 @@ from ..middleware._reply import Reply, ReplyTap, tap_reply
 from ._common import WRONG_KEY, dump_json, wrong_key
 from ._limits import NamespaceQuota, Refusal, read_body
 from ._metrics import Metrics
+from ._ui import ui_routes
 from ._memory_api import memory_api
 
 __all__ = ["create_app", "default_client"]
@@ -135,12 +136,15 @@ def create_app(
     timeout: float = 600.0,
     body_timeout: float | None = None,
     memory: bool = True,
+    ui: bool = True,
 ) -> Starlette:
     """Build the proxy app. A ``client`` passed in stays the caller's to close; one created here
     (with ``timeout`` seconds for reads) is closed by the app's lifespan.
     ``anthropic_cache_breakpoint``, ``body_timeout`` and the namespace limits come from the
     middleware's config unless given. ``memory=False`` (the memory directory cannot be used):
-    every request passes through unchanged, without a warning per request."""
+    every request passes through unchanged, without a warning per request. ``ui``: serve the
+    memories page at ``/memwire/ui`` (``memwire proxy`` turns it off on a non-loopback bind
+    without a proxy key)."""
     if proxy_key is not None and not proxy_key.strip():  # "" or spaces would be a key anyone can send
         raise ConfigError("the proxy key must not be empty or whitespace")
     own_client = client is None
@@ -174,6 +178,8 @@ def create_app(
     middleware.records.listeners.append(metrics.observe)
     middleware.capture.listeners.append(metrics.capture)
     routes: list[BaseRoute] = [memory_api(middleware, proxy_key=proxy_key)]  # /memwire/v1/...
+    if ui:
+        routes += ui_routes(middleware, proxy_key)  # /memwire/ui
     routes += [Route("/metrics", partial(_metrics, metrics, proxy.proxy_key)),
                Route("/memwire/healthz", partial(_healthz, middleware, memory))]
     routes += [Route(path, partial(proxy.with_memory, api=api), methods=["POST"]) for path, (api, _) in _ROUTES.items()]

@@ -45,6 +45,7 @@ class Record:
     session: str = ""
     mode: str = ""
     injected: int = 0             # memories in this turn's block
+    memory_ids: tuple[str, ...] = ()  # which (ids only: the page shows their text as it is now)
     replayed: int = 0             # earlier blocks put back (replay)
     block_tokens: int = 0
     profile_tokens: int = 0
@@ -59,7 +60,9 @@ class Record:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Record":
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        kw = {k: v for k, v in d.items() if k in known}
+        kw["memory_ids"] = tuple(kw.get("memory_ids") or ())
+        return cls(**kw)
 
 
 def record_of(injection: "Injection | None", api: str, model: str, status: int, usage: "Usage | None",
@@ -68,7 +71,8 @@ def record_of(injection: "Injection | None", api: str, model: str, status: int, 
     inj: dict[str, Any] = {}
     if injection is not None:
         inj = {"namespace": injection.namespace, "session": injection.session, "mode": injection.mode,
-               "injected": len(injection.memory_ids) if injection.injected else 0, "replayed": injection.replayed,
+               "injected": len(injection.memory_ids) if injection.injected else 0,
+               "memory_ids": injection.memory_ids if injection.injected else (), "replayed": injection.replayed,
                "block_tokens": injection.tokens if injection.injected else 0,
                "profile_tokens": injection.profile_tokens, "skipped": injection.skipped,
                "added_ms": round(injection.elapsed_ms, 3)}

@@ -41,7 +41,7 @@ def test_the_html_page_in_a_real_browser(demo_run: tuple[dict, Path], tmp_path: 
         assert rows.count() == len(data["modes"])
         assert rows.nth(0).locator("td").first.inner_text() == "no memory"
         for mode in data["modes"]:
-            chart = page.locator(f'svg[data-mode="{mode["label"]}"]')
+            chart = page.locator(f'svg[data-chart="{mode["label"]}"]')
             dots = chart.locator("circle")
             assert dots.count() == mode["requests"] == len(mode["series"])
             prompt, cached = mode["series"][-1]
