@@ -94,11 +94,12 @@ _ANTHROPIC_ERROR_TYPES = {
 }
 
 
-def default_client(timeout: float = 600.0, shards: int = 8) -> httpx.AsyncClient:
+def default_client(timeout: float = 600.0, shards: int = 8,
+                   transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:
     """The shared upstream client: pooled keep-alive connections; long reads (model calls can take
     minutes); never follows redirects or reads proxy variables (the upstream is given explicitly)."""
     return httpx.AsyncClient(
-        transport=_sharded(shards),
+        transport=transport or _sharded(shards),
         timeout=httpx.Timeout(timeout, connect=10.0, pool=30.0),
         follow_redirects=False,
         trust_env=False,
@@ -152,10 +153,10 @@ def create_app(
     if proxy_key is not None and not proxy_key.strip():  # "" or spaces would be a key anyone can send
         raise ConfigError("the proxy key must not be empty or whitespace")
     own_client = client is None
-    upstream_client = default_client(timeout) if client is None else client
     # our own client has no auth, cookies, event hooks or redirects to honour: requests go
     # straight to its transport (httpx's client layers cost ~0.1 ms a request)
-    direct = upstream_client._transport if own_client else None  # noqa: SLF001 - built just above
+    direct = _sharded() if own_client else None
+    upstream_client = default_client(timeout, transport=direct) if client is None else client
     if anthropic_cache_breakpoint is None:
         anthropic_cache_breakpoint = middleware.config.anthropic_cache_breakpoint
     proxy = _Proxy(
