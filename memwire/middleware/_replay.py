@@ -117,6 +117,7 @@ class _Entries(tuple):  # type: ignore[type-arg]
 
     gen: int = -1
     shown: "Mapping[str, LedgerEntry] | None" = None
+    ids: frozenset[str] = frozenset()  # the memory ids ``shown`` holds
 
 
 def _holds(e: LedgerEntry) -> bool:
@@ -186,7 +187,7 @@ class Ledger:
                 t = self._tuple
                 if t is None or t.gen != self.gen:
                     t = _Entries(self._entries.values())
-                    t.gen, t.shown = self.gen, dict(self._shown)
+                    t.gen, t.shown, t.ids = self.gen, dict(self._shown), frozenset(self._ids)
                     self._tuple = t
         return t
 
@@ -682,6 +683,7 @@ class Replay:
         self.ledgers: LRU[tuple[str, str], Ledger] = LRU(memo_size)
         # in this process: the store version an empty turn was searched at (may look again)
         self._looked: LRU[tuple[int, str], int] = LRU(memo_size)
+        self._last_index: tuple[Mapping[int, str], tuple[int, int | None], dict[str, int]] | None = None
 
     def keys(self, turn: "Turn") -> dict[int, str]:
         """The ledger key of each human user message of the request, by index (reading only the
@@ -709,9 +711,18 @@ class Replay:
             shown = {e.key: e for e in extra or () if e.text}
         if not shown:
             return {}
-        index = _index_of(turn.view, keys)
+        index = self._index_of(turn.view, keys)
         found = [(i, e.text) for k, e in shown.items() if e.text and (i := index.get(k)) is not None]
         return dict(sorted(found))
+
+    def _index_of(self, view: "View", keys: Mapping[int, str]) -> dict[str, int]:
+        """``_index_of``, once per request (a new turn and ``earlier`` both need it)."""
+        last, users = self._last_index, view.user_indices
+        if last is not None and last[0] is keys and last[1] == (len(users), view.latest_user):
+            return last[2]
+        index = _index_of(view, keys)
+        self._last_index = (keys, (len(users), view.latest_user), index)  # keys are never changed once made
+        return index
 
     def _ledger(self, turn: "Turn") -> Ledger:
         key = (turn.namespace, turn.session)
@@ -727,13 +738,17 @@ class Replay:
         view = turn.view
         assert view.latest_user is not None
         latest_key = keys[view.latest_user]
-        present = _index_of(view, keys)  # the earlier user messages' keys
+        present = self._index_of(view, keys)  # the earlier user messages' keys
         base = ledger.snapshot()  # the commit keeps what another writer changed since
         shown = base.shown
         assert shown is not None
         # retrieval reads the files first, so the check for forgotten memories below sees them as
         # this search did (a forgotten id is not in the index anyway: excluding it changes nothing)
-        block = search(fresh, frozenset(mid for k, e in shown.items() if k in present for mid in e.ids))
+        if all(k in present for k in shown):  # the common case: every block is in this request
+            exclude = base.ids
+        else:
+            exclude = frozenset(mid for k, e in shown.items() if k in present for mid in e.ids)
+        block = search(fresh, exclude)
         gone = ledger.gone(turn.store, base, wait=fresh)
         changed: dict[str, LedgerEntry] = {}
         compacted = False
