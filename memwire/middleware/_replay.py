@@ -45,6 +45,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -58,6 +59,7 @@ from ._session import LRU
 if TYPE_CHECKING:
     from ..memory._store import MemoryStore
     from ..policies.modes import Turn
+    from ._formats import View
 
 __all__ = ["Replay", "LedgerEntry", "Ledger", "ProfileMemo", "message_keys", "flush", "PROFILE_KEY", "ledger_path"]
 
@@ -108,10 +110,18 @@ class LedgerEntry:
 
 
 class _Entries(tuple):  # type: ignore[type-arg]
-    """A new turn's entries of the session, and the ledger generation they were computed from: a
-    commit keeps another writer's change to an entry made since (see ``Ledger.commit``)."""
+    """Entries of the session, and the ledger generation they were read at (or a new turn's
+    changes to them, computed from that generation): a commit keeps another writer's change to an
+    entry made since (see ``Ledger.commit``). ``shown``: of the ledger's entries at ``gen``, those
+    that hold a block (ids or text), by key, in turn order (None: not known; never changed)."""
 
     gen: int = -1
+    shown: "Mapping[str, LedgerEntry] | None" = None
+    ids: frozenset[str] = frozenset()  # the memory ids ``shown`` holds
+
+
+def _holds(e: LedgerEntry) -> bool:
+    return bool(e.ids or e.text)
 
 
 class Ledger:
@@ -134,7 +144,15 @@ class Ledger:
         self._entries: dict[str, LedgerEntry] = {e.key: e for e in entries}
         self._memos: dict[str, LedgerEntry] = {}  # startup / drop / systemPromptPerTurn (``_session.Memo``)
         self.profile = profile
-        self._tuple: tuple[LedgerEntry, ...] | None = None
+        self._tuple: _Entries | None = None  # the entries as a tuple, at ``gen``
+        # kept as entries change, so that a new turn handles its own entry, not every earlier one:
+        self._shown: dict[str, LedgerEntry] = {}  # the entries that hold a block, in turn order (bounded
+        #                                           by compaction: ``replay_max_tokens``)
+        self._ids: dict[str, int] = {}            # memory id -> how many of them show it
+        self._unverified: set[str] = set()        # ids shown since ``gone`` last looked
+        self._verified: tuple[weakref.ref[MemoryStore], int] | None = None  # (store, version) it looked at
+        self._gone: set[str] = set()              # ids missing from the store at that version
+        self._reindex()
         self._lock = threading.RLock()
         self._file: tuple[int, int] | None = None  # (st_dev, st_ino) of the file this view has read
         self._header = b""    # its first line: an inode number is reused, a header (its "saved") is not
@@ -159,18 +177,19 @@ class Ledger:
 
     @property
     def entries(self) -> tuple[LedgerEntry, ...]:
-        t = self._tuple
-        if t is None:
-            with self._lock:
-                t = self._tuple = tuple(self._entries.values())
-        return t
+        return self.snapshot()
 
     def snapshot(self) -> _Entries:
-        """The entries and the generation they are at, together."""
-        with self._lock:
-            out = _Entries(self.entries)
-            out.gen = self.gen
-            return out
+        """The entries, the generation they are at and those that hold a block, together."""
+        t = self._tuple
+        if t is None or t.gen != self.gen:
+            with self._lock:
+                t = self._tuple
+                if t is None or t.gen != self.gen:
+                    t = _Entries(self._entries.values())
+                    t.gen, t.shown, t.ids = self.gen, dict(self._shown), frozenset(self._ids)
+                    self._tuple = t
+        return t
 
     def get(self, key: str) -> LedgerEntry | None:
         return self._entries.get(key)
@@ -221,6 +240,7 @@ class Ledger:
         lines = data[:end].split(b"\n")[:-1]
         if self._offset == 0:
             self._entries, self._memos, self.profile, self._tuple, self._changed = {}, {}, None, None, {}
+            self._reindex()
             self.gen += 1
             self._reset = self.gen
             if not self._header_ok(lines[0]):
@@ -260,10 +280,67 @@ class Ledger:
         elif key.startswith(MEMO_PREFIX):
             self._memos[key] = entry
         else:
+            old = self._entries.get(key)
             self._entries[key] = entry  # a key seen before keeps its place (turn order)
             self._tuple = None
+            self._index(key, old, entry)
         self.gen += 1
         self._changed[key] = self.gen
+
+    def _index(self, key: str, old: LedgerEntry | None, entry: LedgerEntry) -> None:
+        """Keep ``_shown`` and ``_ids`` as ``entry`` replaces ``old`` (already in ``_entries``)."""
+        shown, ids = self._shown, self._ids
+        if old is not None and key in shown:
+            for mid in old.ids:
+                n = ids[mid] - 1
+                if n:
+                    ids[mid] = n
+                else:
+                    del ids[mid]
+            if not _holds(entry):
+                del shown[key]
+                return
+            shown[key] = entry  # keeps its place
+        elif not _holds(entry):
+            return
+        elif old is None or next(reversed(self._entries)) == key:
+            shown[key] = entry  # the newest entry: last in turn order
+        else:  # an earlier entry gets a block (a turn that found nothing, filled): rare
+            shown[key] = entry
+            self._shown = {k: e for k, e in self._entries.items() if k in shown}
+        for mid in entry.ids:
+            n = ids.get(mid, 0)
+            ids[mid] = n + 1
+            if not n:
+                self._unverified.add(mid)
+
+    def _reindex(self) -> None:
+        """Rebuild ``_shown`` and ``_ids`` from the entries (after a full read or a rewrite)."""
+        self._shown = {k: e for k, e in self._entries.items() if _holds(e)}
+        self._ids = {}
+        for e in self._shown.values():
+            for mid in e.ids:
+                self._ids[mid] = self._ids.get(mid, 0) + 1
+        self._unverified, self._verified, self._gone = set(self._ids), None, set()
+
+    def gone(self, store: "MemoryStore", since: _Entries, wait: bool = True) -> set[str]:
+        """The memory ids the entries of ``since`` (a ``snapshot``) show that the store no longer
+        has (as last read: ``store.missing(refresh=False)``). Asks the store only about ids shown
+        since it last asked, unless the store's memory set changed since (its ``version``)."""
+        with self._lock:
+            if since.gen != self.gen or since.shown is None:  # changed meanwhile (another thread): ask about all
+                return store.missing({mid for e in (since.shown or {}).values() for mid in e.ids}
+                                     if since.shown is not None else {mid for e in since for mid in e.ids},
+                                     refresh=False, wait=wait)
+            version = store.version
+            checked = self._verified
+            same = checked is not None and checked[0]() is store and checked[1] == version
+            todo = self._unverified if same else set(self._ids)
+            found = store.missing(todo, refresh=False, wait=wait) if todo else set()
+            gone = self._gone | found if same else found
+            self._gone = {mid for mid in gone if mid in self._ids}
+            self._unverified, self._verified = set(), (weakref.ref(store), version)
+            return set(self._gone)
 
     def _changed_since(self, key: str, gen: int) -> bool:
         return max(self._changed.get(key, 0), self._reset) > gen
@@ -366,6 +443,7 @@ class Ledger:
         entries = list(self._entries.values())[-MAX_ENTRIES:]
         memos = list(self._memos.values())[-MAX_ENTRIES:]
         self._entries, self._memos, self._tuple = {e.key: e for e in entries}, {e.key: e for e in memos}, None
+        self._reindex()
         kept = ([self.profile] if self.profile is not None else []) + entries + memos
         self._header = self._head()
         data = self._header + "".join(_line(e) for e in kept).encode("utf-8", "surrogatepass")
@@ -605,6 +683,7 @@ class Replay:
         self.ledgers: LRU[tuple[str, str], Ledger] = LRU(memo_size)
         # in this process: the store version an empty turn was searched at (may look again)
         self._looked: LRU[tuple[int, str], int] = LRU(memo_size)
+        self._last_index: tuple[Mapping[int, str], tuple[int, int | None], dict[str, int]] | None = None
 
     def keys(self, turn: "Turn") -> dict[int, str]:
         """The ledger key of each human user message of the request, by index (reading only the
@@ -624,14 +703,26 @@ class Replay:
         return lambda fresh: self._new_turn(ledger, turn, keys, search, fresh)
 
     def earlier(self, turn: "Turn", keys: Mapping[int, str], block: Block) -> dict[int, str]:
-        """The blocks to put back before earlier user messages, by index: byte-identical."""
-        by_key = {e.key: e for e in block.extra or ()}
-        out: dict[int, str] = {}
-        for i in turn.view.user_indices[:-1]:
-            e = by_key.get(keys[i])
-            if e is not None and e.text:
-                out[i] = e.text
-        return out
+        """The blocks to put back before earlier user messages, by index: byte-identical. Reads the
+        entries that hold a block (bounded by compaction), not every user message."""
+        extra = block.extra
+        shown = getattr(extra, "shown", None)
+        if shown is None:
+            shown = {e.key: e for e in extra or () if e.text}
+        if not shown:
+            return {}
+        index = self._index_of(turn.view, keys)
+        found = [(i, e.text) for k, e in shown.items() if e.text and (i := index.get(k)) is not None]
+        return dict(sorted(found))
+
+    def _index_of(self, view: "View", keys: Mapping[int, str]) -> dict[str, int]:
+        """``_index_of``, once per request (a new turn and ``earlier`` both need it)."""
+        last, users = self._last_index, view.user_indices
+        if last is not None and last[0] is keys and last[1] == (len(users), view.latest_user):
+            return last[2]
+        index = _index_of(view, keys)
+        self._last_index = (keys, (len(users), view.latest_user), index)  # keys are never changed once made
+        return index
 
     def _ledger(self, turn: "Turn") -> Ledger:
         key = (turn.namespace, turn.session)
@@ -642,37 +733,62 @@ class Replay:
 
     def _new_turn(self, ledger: Ledger, turn: "Turn", keys: Mapping[int, str], search: Search, fresh: bool) -> Block:
         """A new turn: refresh the earlier blocks, retrieve only new memories. The block's ``extra``
-        is every entry of the session, this turn's last."""
+        is what the turn changes in the session's entries (see ``commit``), this turn's entry last.
+        Only the entries that hold a block are read (bounded by compaction), not every turn's."""
         view = turn.view
         assert view.latest_user is not None
         latest_key = keys[view.latest_user]
-        present = {keys[i] for i in view.user_indices if i != view.latest_user}
+        present = self._index_of(view, keys)  # the earlier user messages' keys
         base = ledger.snapshot()  # the commit keeps what another writer changed since
-        entries = list(base)
-        compacted = False
+        shown = base.shown
+        assert shown is not None
         # retrieval reads the files first, so the check for forgotten memories below sees them as
         # this search did (a forgotten id is not in the index anyway: excluding it changes nothing)
-        block = search(fresh, frozenset(mid for e in entries if e.key in present for mid in e.ids))
-        gone = turn.store.missing({mid for e in entries for mid in e.ids}, refresh=False, wait=fresh)
-        for j, e in enumerate(entries):  # a forgotten or edited memory is rendered out of its block
-            if gone.intersection(e.ids):
-                entries[j] = e.without(gone, turn.model)
-                compacted = compacted or e.key in present
-        shown = [e for e in entries if e.key in present and e.text]
-        total = sum(e.tokens for e in shown)
+        if all(k in present for k in shown):  # the common case: every block is in this request
+            exclude = base.ids
+        else:
+            exclude = frozenset(mid for k, e in shown.items() if k in present for mid in e.ids)
+        block = search(fresh, exclude)
+        gone = ledger.gone(turn.store, base, wait=fresh)
+        changed: dict[str, LedgerEntry] = {}
+        compacted = False
+        if gone:
+            for k, e in shown.items():  # a forgotten or edited memory is rendered out of its block
+                if gone.intersection(e.ids):
+                    changed[k] = e.without(gone, turn.model)
+                    compacted = compacted or k in present
+        live = [changed.get(k, e) for k, e in shown.items() if k in present]
+        live = [e for e in live if e.text]
+        total = sum(e.tokens for e in live)
         if total + block.tokens > self.max_tokens:  # compact once: drop the oldest blocks down to half the cap
             budget = self.max_tokens // 2 - block.tokens
-            for j, e in enumerate(entries):
+            for e in live:
                 if total <= budget:
                     break
-                if e.key in present and e.text:
-                    entries[j] = LedgerEntry(e.key)
-                    total -= e.tokens
-                    compacted = True
+                changed[e.key] = LedgerEntry(e.key)
+                total -= e.tokens
+                compacted = True
+        changed.pop(latest_key, None)
         new = LedgerEntry(latest_key, block.ids, block.lines, block.text, block.tokens, block.skipped)
-        out = _Entries([e for e in entries if e.key != latest_key] + [new])
+        out = _Entries((*changed.values(), new))
         out.gen = base.gen
+        # the session's blocks as this turn leaves them (``earlier``, when another request's entry
+        # wins the commit but no block: this one is sent as computed)
+        after = {k: changed.get(k, e) for k, e in shown.items() if k != latest_key}
+        out.shown = {**{k: e for k, e in after.items() if _holds(e)}, **({latest_key: new} if _holds(new) else {})}
         return replace(block, extra=out, compacted=compacted)
+
+
+def _index_of(view: "View", keys: Mapping[int, str]) -> dict[str, int]:
+    """The earlier user messages' ledger keys -> their indices (the latest user message left out)."""
+    users = view.user_indices
+    if len(keys) == len(users):  # the keys of exactly these messages: a copy in C
+        index = dict(zip(keys.values(), keys.keys()))
+    else:
+        index = {keys[i]: i for i in users}
+    if view.latest_user is not None:
+        index.pop(keys[view.latest_user], None)
+    return index
 
 
 def as_block(entry: LedgerEntry, **kw: Any) -> Block:
@@ -725,7 +841,7 @@ class LedgerMemo:
             self.looked.setdefault((id(self.ledger), self.key), block.looked_at, replace=lambda _: True)
         if not block.extra:  # retrieval failed: record an empty entry, keep the earlier ones as they are
             entry = LedgerEntry(self.key)
-            if self.ledger.commit(self.key, (*self.ledger.entries, entry), persist=False):
+            if self.ledger.commit(self.key, (entry,), persist=False):
                 return self._block(entry, self.ledger.entries, skipped=block.skipped, error=block.error)
         elif self.ledger.commit(self.key, block.extra, relook=block.looked_at is not None or bool(block.ids)):
             return replace(block, extra=self.ledger.entries)  # with what other writers changed meanwhile

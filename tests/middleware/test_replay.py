@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -308,3 +309,156 @@ def test_a_concurrent_writer_s_change_to_an_earlier_entry_is_kept(tmp_path: Path
     assert b.commit("t2", mine)
     for ledger in (b, Ledger.load(tmp_path, "s")):
         assert ledger.get("t1").ids == ("m",) and ledger.get("t2") is not None
+
+
+# ---------------------------------------------------------------- the incremental path equals a full recomputation
+
+class FakeStore:
+    """What the ledger asks of a store: its ``version`` and ``missing``."""
+
+    def __init__(self, ids: set[str]) -> None:
+        self.ids, self.version, self.asked = set(ids), 0, 0
+
+    def missing(self, ids: Any, *, refresh: bool = True, wait: bool = True) -> set[str]:
+        ids = set(ids)
+        self.asked += len(ids)
+        return {mid for mid in ids if mid not in self.ids}
+
+
+def full_new_turn(entries: Any, present: set[str], latest: str, block: Any, gone: set[str], max_tokens: int) -> Any:
+    """``Replay._new_turn`` as it was before the ledger kept indexes: every entry, every time."""
+    from memwire.middleware._replay import LedgerEntry
+
+    entries, compacted = list(entries), False
+    for j, e in enumerate(entries):
+        if gone.intersection(e.ids):
+            entries[j] = e.without(gone, None)
+            compacted = compacted or e.key in present
+    total = sum(e.tokens for e in entries if e.key in present and e.text)
+    if total + block.tokens > max_tokens:
+        budget = max_tokens // 2 - block.tokens
+        for j, e in enumerate(entries):
+            if total <= budget:
+                break
+            if e.key in present and e.text:
+                entries[j] = LedgerEntry(e.key)
+                total -= e.tokens
+                compacted = True
+    new = LedgerEntry(latest, block.ids, block.lines, block.text, block.tokens, block.skipped)
+    return [e for e in entries if e.key != latest] + [new], compacted
+
+
+def full_earlier(users: list[int], keys: dict[int, str], entries: Any) -> dict[int, str]:
+    by_key = {e.key: e for e in entries}
+    return {i: by_key[keys[i]].text for i in users[:-1] if keys[i] in by_key and by_key[keys[i]].text}
+
+
+def check_indexes(ledger: Any, store: FakeStore) -> None:
+    from collections import Counter
+
+    shown = [(k, e) for k, e in ledger._entries.items() if e.ids or e.text]
+    assert list(ledger._shown.items()) == shown
+    assert ledger._ids == dict(Counter(mid for _, e in shown for mid in e.ids))
+    assert ledger.gone(store, ledger.snapshot()) == store.missing({mid for e in ledger.entries for mid in e.ids})
+
+
+KEYS = [f"k{i}" for i in range(8)]
+MIDS = [f"m{i}" for i in range(8)]
+from hypothesis import strategies as st  # noqa: E402
+
+ops = st.lists(st.one_of(
+    st.tuples(st.just("turn"), st.sets(st.sampled_from(KEYS)), st.sampled_from(KEYS), st.lists(st.sampled_from(MIDS), max_size=4, unique=True)),
+    st.tuples(st.just("forget"), st.sampled_from(MIDS)),
+    st.tuples(st.just("restore"), st.sampled_from(MIDS)),
+    st.tuples(st.just("other"), st.sampled_from(KEYS), st.lists(st.sampled_from(MIDS), max_size=3, unique=True)),
+    st.tuples(st.just("sync"),),
+), max_size=60)
+
+
+@settings(SETTINGS, max_examples=300)
+@given(steps=ops, max_tokens=st.sampled_from([40, 120, 4000]))
+def test_the_ledger_s_indexes_give_what_reading_every_entry_gives(tmp_path_factory: Any, monkeypatch: Any,
+                                                                  steps: Any, max_tokens: int) -> None:
+    """A new turn reads only the entries that hold a block and asks the store only about ids it has
+    not checked at the store's version: its exclusions, its changes, the ledger they leave and the
+    blocks put back are those of reading every entry (across another process's commits, rewrites,
+    forgotten memories)."""
+    from types import SimpleNamespace
+
+    from memwire.middleware import _replay
+    from memwire.middleware._render import Block, render_lines
+    from memwire.middleware._replay import Ledger, LedgerEntry, Replay, _Entries
+
+    monkeypatch.setattr(_replay, "MAX_LINES", 8)  # rewrites all along
+    monkeypatch.setattr(_replay, "MAX_ENTRIES", 4)
+    d, copy_dir = tmp_path_factory.mktemp("ledger"), tmp_path_factory.mktemp("copy")
+    _replay.ledger_path(copy_dir, "s").parent.mkdir()
+    store = FakeStore(set(MIDS))
+    mine, other = Ledger.load(d, "s"), Ledger.load(d, "s")
+    replay = Replay(max_tokens, 8)
+
+    def block_of(ids: list[str]) -> Any:
+        if not ids:
+            return Block(skipped="nothing_relevant")
+        lines = tuple(f"- {mid}" for mid in ids)
+        return Block(tuple(ids), lines, render_lines(lines), 10 * len(ids))
+
+    for step in steps:
+        if step[0] == "turn":
+            _, present, latest, ids = step
+            present.discard(latest)
+            order = [k for k in KEYS if k in present] + [latest]
+            keys = {2 * n: k for n, k in enumerate(order)}
+            users = sorted(keys)
+            turn = SimpleNamespace(view=SimpleNamespace(latest_user=users[-1], user_indices=users), store=store, model=None)
+            mine.sync()
+            before = mine.snapshot()
+            seen: list[frozenset[str]] = []
+            block = block_of(ids)
+            got = replay._new_turn(mine, turn, keys, lambda fresh, ex: seen.append(ex) or block, True)  # type: ignore[arg-type]
+            gone = store.missing({mid for e in before for mid in e.ids})
+            want, compacted = full_new_turn(before, present, latest, block, gone, max_tokens)
+            assert seen == [frozenset(mid for e in before if e.key in present for mid in e.ids)]
+            assert got.compacted == compacted
+            shadow = Ledger(None, "s", before)  # the same entries, and the same file (its rewrites)
+            if _replay.ledger_path(d, "s").exists():
+                shutil.copyfile(_replay.ledger_path(d, "s"), _replay.ledger_path(copy_dir, "s"))
+                shadow = Ledger.load(copy_dir, "s")
+                assert list(shadow.entries) == list(before)
+            full = _Entries(want)
+            full.gen = shadow.snapshot().gen
+            assert mine.commit(latest, got.extra, relook=True) == shadow.commit(latest, full, relook=True)
+            assert list(mine.entries) == list(shadow.entries)
+            for extra, entries in ((mine.entries, mine.entries), (got.extra, want)):  # in message order
+                want_earlier = full_earlier(users, keys, entries)
+                assert list(replay.earlier(turn, keys, Block(extra=extra)).items()) == list(want_earlier.items())
+        elif step[0] == "forget":
+            store.ids.discard(step[1])
+            store.version += 1
+        elif step[0] == "restore":
+            store.ids.add(step[1])
+            store.version += 1
+        elif step[0] == "other":
+            _, key, ids = step
+            b = block_of(ids)
+            other.sync()
+            other.commit(key, (LedgerEntry(key, b.ids, b.lines, b.text, b.tokens, b.skipped),), relook=True)
+        else:
+            mine.sync()
+        check_indexes(mine, store)
+        check_indexes(other, store)
+
+
+def test_a_new_turn_asks_the_store_only_about_ids_it_has_not_checked(tmp_path: Path) -> None:
+    from memwire.middleware._replay import Ledger, LedgerEntry
+
+    store = FakeStore({"a", "b", "c"})
+    ledger = Ledger(None, "s", [LedgerEntry("t1", ("a", "b"), ("- a", "- b"), "x", 2)])
+    assert ledger.gone(store, ledger.snapshot()) == set() and store.asked == 2
+    ledger.commit("t2", (LedgerEntry("t2", ("b", "c"), ("- b", "- c"), "y", 2),))
+    assert ledger.gone(store, ledger.snapshot()) == set() and store.asked == 3  # only "c" is new
+    assert ledger.gone(store, ledger.snapshot()) == set() and store.asked == 3
+    store.ids.discard("a")
+    store.version += 1  # the memory set changed: every id shown is looked at again
+    assert ledger.gone(store, ledger.snapshot()) == {"a"} and store.asked == 6
+    assert ledger.gone(store, ledger.snapshot()) == {"a"} and store.asked == 6
