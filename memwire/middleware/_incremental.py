@@ -34,7 +34,7 @@ from typing import Any
 from ._formats import Format, Scan, View
 from ._session import LRU
 
-__all__ = ["Views", "CONVERSATIONS", "user_keys", "count_keys"]
+__all__ = ["Views", "CONVERSATIONS", "user_keys", "count_keys", "Keys"]
 
 CONVERSATIONS = 256  # conversations whose previous request is kept
 
@@ -180,7 +180,26 @@ def count_keys(identities: Mapping[int, str], seen: dict[str, int]) -> dict[int,
     return keys
 
 
-def user_keys(fmt: Format, view: View) -> dict[int, str]:
+class Keys(dict):  # type: ignore[type-arg]
+    """Ledger keys by index (``user_keys``), and ``index``: the same the other way round (key ->
+    index), extended with the keys rather than rebuilt (replay looks its blocks' keys up in it).
+    Never changed once made."""
+
+    index: dict[str, int]
+
+
+def _keys(keys: Mapping[int, str], added: Mapping[int, str] | None = None) -> Keys:
+    """``keys`` then ``added``, with their index (the one ``keys`` has, extended)."""
+    out = Keys(keys)
+    index = keys.index if isinstance(keys, Keys) else dict(zip(keys.values(), keys.keys()))
+    if added:
+        out.update(added)
+        index = {**index, **dict(zip(added.values(), added.keys()))}
+    out.index = index
+    return out
+
+
+def user_keys(fmt: Format, view: View) -> Keys:
     """The ledger key of each human user message of ``view``, by index (``message_keys`` of their
     identities), reading only user messages the conversation's previous request did not have."""
     scan, system, users = view.scan, view.system_text, view.user_indices
@@ -193,7 +212,9 @@ def user_keys(fmt: Format, view: View) -> dict[int, str]:
         seen = _occurrences(keys)
     if len(keys) < len(users):
         seen = dict(seen)
-        keys = {**keys, **count_keys({i: fmt.identity(view.items[i], system) for i in users[len(keys):]}, seen)}
+        keys = _keys(keys, count_keys({i: fmt.identity(view.items[i], system) for i in users[len(keys):]}, seen))
+    elif not isinstance(keys, Keys):  # (kept by a scan cut short: its index is made again)
+        keys = _keys(keys)
     if scan is not None:
         scan.ledger = (system, keys, seen)  # for the conversation's next request; never changed again
     return keys

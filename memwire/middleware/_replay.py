@@ -683,7 +683,6 @@ class Replay:
         self.ledgers: LRU[tuple[str, str], Ledger] = LRU(memo_size)
         # in this process: the store version an empty turn was searched at (may look again)
         self._looked: LRU[tuple[int, str], int] = LRU(memo_size)
-        self._last_index: tuple[Mapping[int, str], tuple[int, int | None], dict[str, int]] | None = None
 
     def keys(self, turn: "Turn") -> dict[int, str]:
         """The ledger key of each human user message of the request, by index (reading only the
@@ -711,18 +710,9 @@ class Replay:
             shown = {e.key: e for e in extra or () if e.text}
         if not shown:
             return {}
-        index = self._index_of(turn.view, keys)
-        found = [(i, e.text) for k, e in shown.items() if e.text and (i := index.get(k)) is not None]
+        index, latest = _index_of(turn.view, keys), turn.view.latest_user
+        found = [(i, e.text) for k, e in shown.items() if e.text and (i := index.get(k, latest)) != latest]
         return dict(sorted(found))
-
-    def _index_of(self, view: "View", keys: Mapping[int, str]) -> dict[str, int]:
-        """``_index_of``, once per request (a new turn and ``earlier`` both need it)."""
-        last, users = self._last_index, view.user_indices
-        if last is not None and last[0] is keys and last[1] == (len(users), view.latest_user):
-            return last[2]
-        index = _index_of(view, keys)
-        self._last_index = (keys, (len(users), view.latest_user), index)  # keys are never changed once made
-        return index
 
     def _ledger(self, turn: "Turn") -> Ledger:
         key = (turn.namespace, turn.session)
@@ -738,13 +728,14 @@ class Replay:
         view = turn.view
         assert view.latest_user is not None
         latest_key = keys[view.latest_user]
-        present = self._index_of(view, keys)  # the earlier user messages' keys
         base = ledger.snapshot()  # the commit keeps what another writer changed since
         shown = base.shown
         assert shown is not None
+        index = _index_of(view, keys)
+        present = {k for k in shown if k in index and k != latest_key}  # the blocks before earlier messages
         # retrieval reads the files first, so the check for forgotten memories below sees them as
         # this search did (a forgotten id is not in the index anyway: excluding it changes nothing)
-        if all(k in present for k in shown):  # the common case: every block is in this request
+        if len(present) == len(shown):  # the common case: every block is in this request
             exclude = base.ids
         else:
             exclude = frozenset(mid for k, e in shown.items() if k in present for mid in e.ids)
@@ -779,16 +770,12 @@ class Replay:
         return replace(block, extra=out, compacted=compacted)
 
 
-def _index_of(view: "View", keys: Mapping[int, str]) -> dict[str, int]:
-    """The earlier user messages' ledger keys -> their indices (the latest user message left out)."""
-    users = view.user_indices
-    if len(keys) == len(users):  # the keys of exactly these messages: a copy in C
-        index = dict(zip(keys.values(), keys.keys()))
-    else:
-        index = {keys[i]: i for i in users}
-    if view.latest_user is not None:
-        index.pop(keys[view.latest_user], None)
-    return index
+def _index_of(view: "View", keys: Mapping[int, str]) -> Mapping[str, int]:
+    """The user messages' ledger keys -> their indices (``Keys.index``, else made)."""
+    index = getattr(keys, "index", None)
+    if index is not None and len(index) == len(keys) == len(view.user_indices):
+        return index
+    return {keys[i]: i for i in view.user_indices}
 
 
 def as_block(entry: LedgerEntry, **kw: Any) -> Block:
