@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_json_lines_carry_the_fields_and_the_error(capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging("info", "json")
     try:
-        log = logging.getLogger("memwire.test")
+        log = logging.getLogger("jsonlog.test")
         log.info("POST /v1/messages 200 injected=%d", 3)
         try:
             1 / 0
@@ -30,11 +30,11 @@ def test_json_lines_carry_the_fields_and_the_error(capsys: pytest.CaptureFixture
             log.exception("it broke")
         err = capsys.readouterr().err.splitlines()
         # every line this handler wrote is JSON; other threads of the suite may log meanwhile
-        lines = [r for r in map(json.loads, [x for x in err if x.startswith("{")]) if r["logger"] == "memwire.test"]
+        lines = [r for r in map(json.loads, [x for x in err if x.startswith("{")]) if r["logger"] == "jsonlog.test"]
     finally:
         configure_logging("warning", "text")
     assert [(r["level"], r["logger"], r["message"]) for r in lines] == [
-        ("info", "memwire.test", "POST /v1/messages 200 injected=3"), ("error", "memwire.test", "it broke")]
+        ("info", "jsonlog.test", "POST /v1/messages 200 injected=3"), ("error", "jsonlog.test", "it broke")]
     assert lines[0]["at"].endswith("Z") and "ZeroDivisionError" in lines[1]["error"]
     with pytest.raises(ValueError, match="log format must be one of text, json"):
         configure_logging("info", "xml")
