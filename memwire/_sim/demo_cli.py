@@ -26,13 +26,13 @@ def register(sub: Any) -> None:
 def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
     from .demo import render, run_demo
 
-    logging.getLogger("memwire").setLevel(logging.ERROR)  # the demo's own request log would drown the table
     page = None
     if args.html:  # opened first: a path that cannot be written fails before a half-minute run, not after
         try:
             page = open(args.html, "w", encoding="utf-8")  # noqa: SIM115 - written once the demo has run
         except OSError as exc:
             raise ConfigError(f"--html {args.html}: cannot write it ({exc.strerror or exc})") from None
+    logging.getLogger("memwire").setLevel(logging.ERROR)  # the demo's own request log would drown the table
     start = time.perf_counter()
     report = run_demo(args.provider)
     if page is not None:
