@@ -37,6 +37,7 @@ from ..memory._store import MemoryStore, validate_namespace
 from ..middleware._core import Middleware
 from ..middleware._records import Record
 from ..policies._secrets import find_secret
+from ._limits import Refusal, read_body
 
 __all__ = ["ui_routes", "UI_PREFIX"]
 
@@ -100,7 +101,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None) -> list[BaseRoute]:
                 if write:
                     same_origin(request)
                 ns = namespace(request)
-                form = await _form(request) if write else {}
+                form = await _form(request, middleware.config.proxy_body_timeout) if write else {}
                 return await run_in_threadpool(handler, request, ns, form)
             except _Refused as exc:
                 return _html("memwire: refused", f'<p class="error">{escape(str(exc))}</p>', exc.status)
@@ -108,7 +109,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None) -> list[BaseRoute]:
 
     async def login(request: Request) -> Response:
         try:
-            given = (await _form(request)).get("key", "")
+            given = (await _form(request, middleware.config.proxy_body_timeout)).get("key", "")
         except _Refused as exc:
             return _html("memwire: refused", f'<p class="error">{escape(str(exc))}</p>', exc.status)
         if key is None or not hmac.compare_digest(given.encode("latin-1", "replace"), key):
@@ -143,9 +144,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None) -> list[BaseRoute]:
         return _html(f"memwire: {ns or 'default'}", body)
 
     def add(request: Request, ns: str | None, form: dict[str, Any]) -> Response:
-        text = str(form.get("text", "")).strip()
-        if (secret := find_secret(text)) is not None:
-            raise _Refused(400, f"not added: the text looks like it holds a secret ({secret})")
+        text = _text(form, "added")
         tags = [t.strip() for t in str(form.get("tags", "")).split(",") if t.strip()]
         try:
             store(ns).add(text, tags=tags, pinned=bool(form.get("pinned")))
@@ -155,9 +154,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None) -> list[BaseRoute]:
 
     def edit(request: Request, ns: str | None, form: dict[str, Any]) -> Response:
         s, mid = store(ns), request.path_params["mid"]
-        text = str(form.get("text", "")).strip()
-        if (secret := find_secret(text)) is not None:
-            raise _Refused(400, f"not changed: the text looks like it holds a secret ({secret})")
+        text = _text(form, "changed")
         old = _get(s, mid)
         if text != old.text:
             try:
@@ -230,14 +227,22 @@ def ui_routes(middleware: Middleware, proxy_key: str | None) -> list[BaseRoute]:
     return [Route(UI_PREFIX, page(memories), methods=["GET"]), Mount(UI_PREFIX, routes=routes)]
 
 
-async def _form(request: Request) -> dict[str, str]:
-    """A form post's fields (``application/x-www-form-urlencoded``, what the page's forms send)."""
-    raw = b""
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > MAX_FORM_BYTES:
-            raise _Refused(413, f"a form is at most {MAX_FORM_BYTES // 1024} KiB")
+async def _form(request: Request, timeout: float) -> dict[str, str]:
+    """A form post's fields (``application/x-www-form-urlencoded``, what the page's forms send),
+    read under the proxy's body time limit and at most ``MAX_FORM_BYTES``."""
+    try:
+        raw = b"".join([chunk async for chunk in read_body(request, timeout, MAX_FORM_BYTES)])
+    except Refusal as exc:
+        raise _Refused(exc.status_code, exc.detail) from None
     return {k: v[-1] for k, v in parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True).items()}
+
+
+def _text(form: dict[str, str], done: str) -> str:
+    """The memory text of a form; one that looks like it holds a secret is refused, as everywhere."""
+    text = form.get("text", "").strip()
+    if (secret := find_secret(text)) is not None:
+        raise _Refused(400, f"not {done}: the text looks like it holds a secret ({secret})")
+    return text
 
 
 def _get(s: MemoryStore, mid: str) -> Memory:
@@ -252,7 +257,7 @@ def _url(path: str, ns: str | None) -> str:
 
 
 def _back(ns: str | None) -> Response:
-    return RedirectResponse(_url("", ns) or UI_PREFIX, status_code=303)
+    return RedirectResponse(_url("", ns), status_code=303)
 
 
 def _share(rs: list[Record]) -> str:
@@ -287,7 +292,7 @@ def _inbox_row(m: Memory, ns: str | None) -> str:
 
 def _nav(ns: str | None) -> str:
     return (f'<h1>memwire <span class="note">namespace {escape(ns or "default")}</span></h1>'
-            f'<nav><a href="{_url("", ns) or UI_PREFIX}">memories</a><a href="{_url("/sessions", ns)}">sessions</a></nav>')
+            f'<nav><a href="{_url("", ns)}">memories</a><a href="{_url("/sessions", ns)}">sessions</a></nav>')
 
 
 def _html(title: str, body: str, status: int = 200) -> HTMLResponse:

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from ._records import Record
 
 __all__ = ["Figures", "from_records", "from_metrics"]
-
-_RATES = {"openai": (1.0, 0.5, 1.0), "anthropic": (1.0, 0.1, 1.25)}  # input, cache read, cache write
-
 
 @dataclass
 class Figures:
@@ -35,15 +33,19 @@ class Figures:
     def cached_ratio(self) -> float:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
+    def _usage(self) -> Any:
+        """These tokens as the demo's cache simulator counts them: its cost model prices them."""
+        from .._sim.cache import Usage
+
+        return Usage(self.provider, self.prompt_tokens, self.cached_tokens, self.cache_write_tokens)
+
     @property
     def cost(self) -> float:
-        full, read, write = _RATES.get(self.provider, _RATES["openai"])
-        fresh = self.prompt_tokens - self.cached_tokens - self.cache_write_tokens
-        return full * fresh + read * self.cached_tokens + write * self.cache_write_tokens
+        return float(self._usage().cost())
 
     @property
     def vs_uncached(self) -> float:
-        return self.cost / self.prompt_tokens if self.prompt_tokens else 1.0
+        return self.cost / self._usage().uncached_cost() if self.prompt_tokens else 1.0
 
     def as_json(self) -> dict[str, object]:
         return {"mode": self.mode, "provider": self.provider, "requests": self.requests, "injected": self.injected,

@@ -44,8 +44,7 @@ class Record:
     namespace: str = ""
     session: str = ""
     mode: str = ""
-    injected: int = 0             # memories in this turn's block
-    memory_ids: tuple[str, ...] = ()  # which (ids only: the page shows their text as it is now)
+    memory_ids: tuple[str, ...] = ()  # this turn's block (ids only: the page shows their text as it is now)
     replayed: int = 0             # earlier blocks put back (replay)
     block_tokens: int = 0
     profile_tokens: int = 0
@@ -56,6 +55,11 @@ class Record:
     cache_write_tokens: int | None = None
     output_tokens: int | None = None
     provider: str = ""            # openai | anthropic (by the API)
+
+    @property
+    def injected(self) -> int:
+        """Memories in this turn's block."""
+        return len(self.memory_ids)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Record":
@@ -71,7 +75,6 @@ def record_of(injection: "Injection | None", api: str, model: str, status: int, 
     inj: dict[str, Any] = {}
     if injection is not None:
         inj = {"namespace": injection.namespace, "session": injection.session, "mode": injection.mode,
-               "injected": len(injection.memory_ids) if injection.injected else 0,
                "memory_ids": injection.memory_ids if injection.injected else (), "replayed": injection.replayed,
                "block_tokens": injection.tokens if injection.injected else 0,
                "profile_tokens": injection.profile_tokens, "skipped": injection.skipped,

@@ -373,6 +373,7 @@ def tap_reply(middleware: Middleware, injection: Injection | None, api: str, sta
               on_reply: Callable[[Reply], None] | None = None) -> ReplyTap | None:
     """A tap on the reply of a call, or None when nothing reads it: its request got no memories
     (nothing to observe) and no ``on_reply`` wants its usage."""
-    if on_reply is None and not _observed(injection):
+    observed = _observed(injection)
+    if on_reply is None and not observed:
         return None
-    return ReplyTap(middleware, injection if _observed(injection) else None, api, status, headers, on_reply)
+    return ReplyTap(middleware, injection if observed else None, api, status, headers, on_reply)
