@@ -34,6 +34,13 @@ def recorded(api: str, stream: bool, reply: Reply | str = TEXT) -> tuple[int, di
     return r.status_code, dict(r.headers), r.content
 
 
+def wait_records(middleware: Any, n: int, timeout: float = 5.0) -> None:
+    """Until ``middleware.records`` holds ``n`` records (one is made just after its reply is out)."""
+    deadline = time.monotonic() + timeout
+    while len(middleware.records.recent()) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 class Spy:
     """Stands in for ``Middleware.observe_reply`` on one middleware: records its calls."""
 

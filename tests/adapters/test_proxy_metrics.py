@@ -17,6 +17,8 @@ from memwire import MemoryStore, Middleware
 from memwire._sim.fake_provider import FakeProvider, serve_in_thread
 from memwire.adapters.proxy import create_app
 
+from ..replies import wait_records
+
 SYSTEM = "You are a careful coding assistant for the payments service. " * 400  # a cacheable prefix
 QUESTIONS = ["Which port does the staging database use?", "When do deploys go out?", "thanks!",
              "Tabs or spaces for this Python file?"]
@@ -61,14 +63,6 @@ def scrape(base: str, **headers: str) -> dict[tuple[str, tuple[tuple[str, str], 
     assert r.status_code == 200, r.text
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for f in text_string_to_metric_families(r.text) for s in f.samples}
-
-
-def wait_records(mw: Middleware, n: int) -> None:
-    import time
-
-    deadline = time.monotonic() + 5
-    while len(mw.records.recent()) < n and time.monotonic() < deadline:
-        time.sleep(0.01)  # a record is made as the relay ends, just after the client has the reply
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])

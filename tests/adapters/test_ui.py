@@ -4,7 +4,6 @@ the provider's cached share, the key is asked for, and namespaces stay apart."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +16,7 @@ from memwire._sim.fake_provider import FakeProvider, serve_in_thread
 from memwire.adapters.proxy import create_app
 
 from ..browser import browser_page
+from ..replies import wait_records
 
 SYSTEM = "You are a careful coding assistant for the payments service. " * 400
 
@@ -36,12 +36,6 @@ def converse(base: str, session: str, n: int, **headers: str) -> None:
         messages.append({"role": "user", "content": q})
         messages.append({"role": "assistant", "content": client.chat.completions.create(
             model="gpt-4o", messages=messages).choices[0].message.content})
-
-
-def wait_records(mw: Middleware, n: int) -> None:
-    deadline = time.monotonic() + 5  # a record is made just after its reply is out
-    while len(mw.records.recent()) < n and time.monotonic() < deadline:
-        time.sleep(0.01)
 
 
 def test_the_page_tends_memories_and_shows_sessions(mw: Middleware, store: MemoryStore, proxy: str,

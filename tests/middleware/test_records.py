@@ -19,10 +19,10 @@ INJ = Injection("contextPerTurn", ("a1", "b2"), "<memory>secret plans</memory>",
 def test_a_record_holds_counts_and_ids_never_text() -> None:
     r = record_of(INJ, "anthropic.messages", "claude-sonnet-4-5", 200, Usage(1000, 800, 100, 50), at=5.0)
     assert r == Record(5.0, "anthropic.messages", "claude-sonnet-4-5", 200, "team", "s1", "contextPerTurn",
-                       injected=2, memory_ids=("a1", "b2"), replayed=3, block_tokens=40, profile_tokens=12, added_ms=1.235,
+                       memory_ids=("a1", "b2"), replayed=3, block_tokens=40, profile_tokens=12, added_ms=1.235,
                        prompt_tokens=1000, cached_tokens=800, cache_write_tokens=100, output_tokens=50,
                        provider="anthropic")
-    assert "secret" not in json.dumps(r.__dict__)
+    assert r.injected == 2 and "secret" not in json.dumps(r.__dict__)
 
 
 def test_a_skipped_turn_injected_nothing_and_unknown_usage_stays_unknown() -> None:
