@@ -107,7 +107,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
 
     from .._config_model import raise_config_error
     from .._logs import configure_logging
-    from ._server import SPEC_ENV, build_app, http_protocol, protocol_with_header_timeout
+    from ._server import SPEC_ENV, build_app, freeze_startup, http_protocol, protocol_with_header_timeout
 
     proxy_key = args.proxy_key or cfg.proxy_key
     check_bind(args.host, args.allow_remote, proxy_key)
@@ -170,6 +170,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
             say(f"memwire: warning: {problem}", warning=True)
         say(f"{where}  memory={mw.store.path} ({f'{len(mw.store)} memories' if usable else 'memory off'})\n"
             f"{upstreams}")
+        freeze_startup()
         uvicorn.run(app, http=protocol_with_header_timeout(cfg.proxy_header_timeout), **server)
         return 0
     # uvicorn's supervisor starts the workers (and restarts one that dies); each builds the app from

@@ -32,7 +32,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .._logs import configure_logging
 
-__all__ = ["protocol_with_header_timeout", "http_protocol", "worker_app", "build_app", "SPEC_ENV",
+__all__ = ["protocol_with_header_timeout", "http_protocol", "worker_app", "build_app", "freeze_startup", "SPEC_ENV",
            "GuardedH11Protocol"]
 
 SPEC_ENV = "MEMWIRE_PROXY_WORKER_SPEC"
@@ -135,7 +135,7 @@ def build_app(spec: dict[str, Any], warm: bool = True) -> Any:
     mw = Middleware(config=cfg)
     if spec["memory"] and warm:
         mw.warm_up()  # load and index the default namespace, numpy and the token encodings now
-    app = create_app(
+    return create_app(
         mw,
         openai_upstream=spec["openai_upstream"],
         anthropic_upstream=spec["anthropic_upstream"],
@@ -145,11 +145,14 @@ def build_app(spec: dict[str, Any], warm: bool = True) -> Any:
         anthropic_cache_breakpoint=spec["cache_breakpoint"],
         memory=spec["memory"],
     )
-    # What start-up built (the index, token encodings, modules) lives as long as the process: out
-    # of the collector's generations, each full collection no longer walks all of it again.
+
+
+def freeze_startup() -> None:
+    """In a serving process, once its app is built and warmed: what start-up built (the index,
+    token encodings, modules) lives as long as the process, so it leaves the collector's
+    generations and no full collection walks it again."""
     gc.collect()
     gc.freeze()
-    return app
 
 
 def worker_app() -> Any:
@@ -164,4 +167,5 @@ def worker_app() -> Any:
     app = build_app(spec)
     for problem in app.state.proxy.middleware.store.problems if spec["memory"] else ():
         logging.getLogger("memwire").warning("memwire: %s", problem)
+    freeze_startup()
     return app
