@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import socket
 
@@ -72,3 +73,18 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """The global memory scope points at an empty temp dir, never the developer's ~/.memwire."""
     monkeypatch.setenv("MEMWIRE_HOME", str(tmp_path_factory.mktemp("memwire-home")))
+
+
+_LOGGERS = ("", "memwire", "httpx", "httpcore", "uvicorn", "uvicorn.error")
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was():  # type: ignore[no-untyped-def]
+    """A command run in-process (``memwire proxy``, ``memwire demo``) configures logging for the
+    process, as it should for a user; the next test starts from the logging it found."""
+    saved = [(lg, lg.level, list(lg.handlers), lg.propagate) for lg in map(logging.getLogger, _LOGGERS)]
+    yield
+    for lg, level, handlers, propagate in saved:
+        lg.setLevel(level)
+        lg.handlers[:] = handlers
+        lg.propagate = propagate
