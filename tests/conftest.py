@@ -18,7 +18,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_LOG", "ERROR")
-for _name in [n for n in os.environ if n.startswith("MEMWIRE_")]:
+for _name in [n for n in os.environ if n.startswith("MEMWIRE_") and not n.startswith("MEMWIRE_TEST_")]:
     del os.environ[_name]  # a developer's own settings must not leak into the tests
 
 _real_connect = socket.socket.connect

@@ -280,6 +280,16 @@ class Lifecycle:
                     self._delta[m.id] = _Delta(created=when, cue="explicit", reinforced=when, evidence=1)
         self._changed()
 
+    def put(self, metas: Mapping[str, Meta]) -> None:
+        """Records kept elsewhere (an import): each replaces what this process has pending for its
+        memory, and is merged with what is saved (counts add up, the latest reinforcement wins), so a
+        memory new here gets exactly the record it had there."""
+        with self._lock:
+            for mid, m in metas.items():
+                self._delta[mid] = _Delta(m.created, m.cue, m.reinforced, m.evidence, m.uses, m.injected,
+                                          m.forgotten, m.forgotten is None)
+        self._changed()
+
     # ------------------------------------------------------------------ the file
 
     def _changed(self) -> None:

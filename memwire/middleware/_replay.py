@@ -239,10 +239,7 @@ class Ledger:
             return
         lines = data[:end].split(b"\n")[:-1]
         if self._offset == 0:
-            self._entries, self._memos, self.profile, self._tuple, self._changed = {}, {}, None, None, {}
-            self._reindex()
-            self.gen += 1
-            self._reset = self.gen
+            self._start_over()
             if not self._header_ok(lines[0]):
                 log.warning("memwire: ledger %s is not this session's ledger; starting a new one", self.path)
                 self._valid, self._offset = False, st.st_size
@@ -257,6 +254,13 @@ class Ledger:
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue  # a torn line (a crash mid-write, a full disk) is skipped, not trusted
             self._apply(entry)
+
+    def _start_over(self) -> None:
+        """Forget every entry: what follows is the whole ledger (a full read)."""
+        self._entries, self._memos, self.profile, self._tuple, self._changed = {}, {}, None, None, {}
+        self._reindex()
+        self.gen += 1
+        self._reset = self.gen
 
     def _same_header(self, fd: int) -> bool:
         """Whether the file still starts with the header this view read (else it is another file
@@ -436,15 +440,20 @@ class Ledger:
         head = {"version": _VERSION, "session": self.session, "saved": time.time(), "file": secrets.token_hex(8)}
         return (json.dumps(head) + "\n").encode()
 
-    def _rewrite(self, mode: int) -> None:
-        """Write the newest entries to a temp file and rename it over the ledger (which this process
-        has locked: a waiter sees the new file once it holds the old one's lock, and retries)."""
-        assert self.path is not None
+    def _compact(self) -> list[LedgerEntry]:
+        """Keep only the newest ``MAX_ENTRIES`` entries (and memos); returns what a rewritten
+        ledger holds: the profile, the entries, the memos."""
         entries = list(self._entries.values())[-MAX_ENTRIES:]
         memos = list(self._memos.values())[-MAX_ENTRIES:]
         self._entries, self._memos, self._tuple = {e.key: e for e in entries}, {e.key: e for e in memos}, None
         self._reindex()
-        kept = ([self.profile] if self.profile is not None else []) + entries + memos
+        return ([self.profile] if self.profile is not None else []) + entries + memos
+
+    def _rewrite(self, mode: int) -> None:
+        """Write the newest entries to a temp file and rename it over the ledger (which this process
+        has locked: a waiter sees the new file once it holds the old one's lock, and retries)."""
+        assert self.path is not None
+        kept = self._compact()
         self._header = self._head()
         data = self._header + "".join(_line(e) for e in kept).encode("utf-8", "surrogatepass")
         fd, tmp = tempfile.mkstemp(prefix=".ledger.", suffix=".tmp", dir=self.path.parent)
