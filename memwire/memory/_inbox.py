@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._errors import MemoryNotFoundError
-from ._logfile import LOG_MAX_BYTES, append_jsonl, read_jsonl
+from ._logfile import LOG_MAX_BYTES
 from ._model import Memory
 from ._store import MemoryStore, cue_of
 
@@ -27,12 +27,13 @@ __all__ = ["inbox_of", "approve", "reject", "was_rejected", "log_event", "read_l
            "CAPTURED_TAG", "LOG_NAME", "LOG_MAX_BYTES"]
 
 CAPTURED_TAG = "captured"
-LOG_NAME = ".captured.jsonl"
+LOG = "captured"  # the store's event log of capture events
+LOG_NAME = f".{LOG}.jsonl"  # its file in a markdown directory
 
 
 def inbox_of(store: MemoryStore) -> MemoryStore:
-    """The review inbox of ``store``'s directory (its own store: never searched with it)."""
-    return MemoryStore(store.path / "inbox", min_score=store.min_score, track=False)
+    """The review inbox of ``store`` (its own store: never searched with it)."""
+    return store.inbox
 
 
 def approve(store: MemoryStore, ids: Iterable[str]) -> list[Memory]:
@@ -64,18 +65,16 @@ def _resolved(inbox: MemoryStore, ids: Iterable[str]) -> list[str]:
 
 def was_rejected(store: MemoryStore, mem_id: str) -> bool:
     arch = store.archive
-    if not arch.path.is_dir():
-        return False
     found = arch.known([mem_id]) if mem_id in arch else []  # a full id: no prefix lookup
     return bool(found) and "rejected" in found[0].tags
 
 
 def log_event(store: MemoryStore, event: str, mem: Memory, source: Mapping[str, Any] | None = None) -> None:
-    """Append one event to the capture log (never through a symlink; rotated at ``LOG_MAX_BYTES``)."""
-    append_jsonl(store.path / LOG_NAME, {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "event": event, "id": mem.id,
+    """Append one event to the capture log (the store's ``captured`` event log)."""
+    store.append_event(LOG, {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "event": event, "id": mem.id,
                                          "text": mem.text, "tags": list(mem.tags), **(source or {})})
 
 
 def read_log(store: MemoryStore) -> list[dict[str, Any]]:
     """The capture log's events, oldest first (unreadable lines skipped)."""
-    return read_jsonl(store.path / LOG_NAME)
+    return store.read_events(LOG)

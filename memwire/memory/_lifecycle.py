@@ -305,24 +305,16 @@ class Lifecycle:
         try:
             self.flush()
         except Exception as exc:  # noqa: BLE001 - counts are not worth a crash; kept for the next try
-            log.warning("memwire: could not save memory metadata to %s (%s: %s)", self.file, type(exc).__name__, exc)
+            log.warning("memwire: could not save memory metadata to %s (%s: %s)", self.where, type(exc).__name__, exc)
 
     def flush(self) -> None:
-        """Merge this process's changes into the file now."""
+        """Merge this process's changes into the storage now."""
         with self._lock:
             if not self._delta:
                 return
             delta, self._delta = self._delta, {}
-        from .._locks import write_lock
-
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            with write_lock(self.path / ".meta.lock"):
-                disk = self._read()
-                now = self.clock()
-                for mid, d in delta.items():
-                    disk[mid] = d.apply(disk.get(mid), now)
-                self._write(disk)
+            disk = self._save(delta)
         except BaseException:
             with self._lock:  # not saved: keep the changes (merged with any made meanwhile)
                 for mid, d in delta.items():
@@ -332,20 +324,45 @@ class Lifecycle:
             self._disk, self._checked = disk, time.monotonic()
 
     def _sync(self) -> None:
-        """Re-read the file when another process changed it (looked at most once a second)."""
+        """Re-read the storage when another process changed it (looked at most once a second)."""
         now = time.monotonic()
         if now - self._checked < 1.0:
             return
         self._checked = now
+        disk = self._load()
+        if disk is not None:
+            with self._lock:
+                self._disk = disk
+
+    # ------------------------------------------------------------------ storage: the JSON file
+    # (hooks: a subclass keeps the metadata elsewhere, memory/_postgres.py in a table)
+
+    @property
+    def where(self) -> str:
+        """Where the metadata is kept, for messages."""
+        return str(self.file)
+
+    def _load(self) -> dict[str, Meta] | None:
+        """Everything stored, when it changed since last loaded; else None."""
         try:
             st = self.file.stat()
         except FileNotFoundError:
-            return
-        sig = (st.st_mtime_ns, st.st_size, st.st_ino)
-        if sig != self._sig:
+            return None
+        return self._read() if (st.st_mtime_ns, st.st_size, st.st_ino) != self._sig else None
+
+    def _save(self, delta: Mapping[str, _Delta]) -> dict[str, Meta]:
+        """Merge ``delta`` into what is stored, under the file's lock (the counts of processes
+        sharing the directory add up); returns everything stored."""
+        from .._locks import write_lock
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        with write_lock(self.path / ".meta.lock"):
             disk = self._read()
-            with self._lock:
-                self._disk = disk
+            now = self.clock()
+            for mid, d in delta.items():
+                disk[mid] = d.apply(disk.get(mid), now)
+            self._write(disk)
+        return disk
 
     def _read(self) -> dict[str, Meta]:
         try:

@@ -32,7 +32,7 @@ import threading
 import time
 import unicodedata
 import weakref
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -48,10 +48,12 @@ from .._locks import write_lock
 from . import _snapshot
 from ._index import BM25Index
 from ._lifecycle import Lifecycle, Scoring
+from ._logfile import append_jsonl, read_jsonl
 from ._markdown import MAX_TAG_CHARS, PINNED_TAG, TAG_PATTERN, ParsedFile, format_line, parse, parse_text
 from ._model import Hit, Memory, memory_id, normalized
 
-__all__ = ["MemoryStore", "validate_namespace", "cue_of", "MAIN_FILE", "ARCHIVE_REASONS"]
+__all__ = ["MemoryStore", "validate_namespace", "cue_of", "full_id", "with_prior", "event_log_name", "MAIN_FILE",
+           "ARCHIVE_REASONS", "EVENT_LOGS"]
 
 log = logging.getLogger("memwire")
 
@@ -63,12 +65,15 @@ _DIR_TICK_NS = 2_000_000_000
 MAX_MEMORY_CHARS = 4000  # about 1,000 tokens: more than a whole default memory block
 MAX_TOPIC_CHARS = 100
 ARCHIVE_DIR = "archive"
+INBOX_DIR = "inbox"
 #: why a memory is in the archive (its latest reason is its tag there)
 ARCHIVE_REASONS = ("forgotten", "superseded", "rejected", "decayed", "capped")
 MIN_ID_PREFIX = 4  # forget/pin/get accept a unique prefix of an id this long or longer
 _NEW_FILE_MODE = 0o644
 _TAG_RE = re.compile(TAG_PATTERN)
 _PRIOR_POOL = 5  # the stability prior reorders the k best and this many more
+#: the event logs a store keeps (``append_event``): capture events, telemetry
+EVENT_LOGS = ("captured", "telemetry")
 
 
 def validate_namespace(name: str) -> str:
@@ -80,6 +85,36 @@ def validate_namespace(name: str) -> str:
             "starting with a letter or digit (no '/', '..', NUL)"
         )
     return name
+
+
+def event_log_name(log: str) -> str:
+    """``log`` if it names one of the store's event logs (``EVENT_LOGS``), else an error."""
+    if log not in EVENT_LOGS:
+        raise ValueError(f"unknown event log {log!r}; one of {', '.join(EVENT_LOGS)}")
+    return log
+
+
+def full_id(ids: Collection[str], mid: str) -> str:
+    """``mid`` itself, or the one id of ``ids`` it is a prefix of (ids of older versions were 10
+    characters: prefixes of today's, so they keep working)."""
+    if mid in ids or len(mid) < MIN_ID_PREFIX:
+        return mid
+    found = [k for k in ids if k.startswith(mid)]
+    if len(found) > 1:
+        raise MemoryNotFoundError(f"id prefix {mid!r} matches {len(found)} memories "
+                                  f"({', '.join(sorted(found)[:3])}, ...); give more of the id")
+    return found[0] if found else mid
+
+
+def with_prior(hits: list[Hit], k: int, track: bool, lifecycle: Callable[[], Lifecycle]) -> list[Hit]:
+    """The k best of ``hits`` (``k + _PRIOR_POOL`` found by the index), reordered by the small
+    stability prior (see ``Scoring.prior``) when the store records metadata."""
+    if track and len(hits) > 1:
+        lc = lifecycle()
+        if lc.scoring.rank_prior:
+            priors = lc.priors([h.memory for h in hits])
+            hits = sorted((Hit(h.memory, h.score * p) for h, p in zip(hits, priors)), key=lambda h: (-h.score, h.memory.id))
+    return hits[:k]
 
 
 class _Dir:
@@ -430,6 +465,8 @@ class MemoryStore:
         self.track = track  # record lifecycle metadata (the inbox and the archive do not)
         self._lifecycle: Lifecycle | None = None
         self._archive: MemoryStore | None = None
+        self._inbox: MemoryStore | None = None
+        self._root: Path | None = None  # the tree's root, for a namespace's store (see namespace_store)
         self._dirs = [_Dir(self.path)]
         if global_dir is not None and Path(global_dir).resolve() != self.path.resolve():
             self._dirs.insert(0, _Dir(Path(global_dir)))  # global first: the project overrides it
@@ -448,8 +485,20 @@ class MemoryStore:
         if namespace in (None, "", "default"):
             return cls(root, **kw)
         kw.pop("global_dir", None)
-        return cls(Path(root) / "namespaces" / validate_namespace(namespace), **kw)
+        store = cls(Path(root) / "namespaces" / validate_namespace(namespace), **kw)
+        store._root = Path(root)
+        return store
 
+    def namespace_store(self, namespace: str | None) -> "MemoryStore":
+        """The store of ``namespace`` in the same tree as this one (``for_namespace`` of its root),
+        with this store's settings."""
+        return MemoryStore.for_namespace(self._root or self.path, namespace, min_score=self.min_score,
+                                         scoring=self.scoring, track=self.track)
+
+    @property
+    def location(self) -> str:
+        """Where the memories are, for messages: the directory."""
+        return str(self.path)
     @property
     def lifecycle(self) -> Lifecycle:
         """The memories' metadata (created, reinforced, evidence, cue, uses) and their scores."""
@@ -465,6 +514,24 @@ class MemoryStore:
             self._archive = MemoryStore(self.path / ARCHIVE_DIR, min_score=self.min_score, track=False)
         return self._archive
 
+    @property
+    def inbox(self) -> "MemoryStore":
+        """Where captured memories wait for review (``DIR/inbox``, see ``_inbox``): never searched
+        with this store."""
+        if self._inbox is None:
+            self._inbox = MemoryStore(self.path / INBOX_DIR, min_score=self.min_score, track=False)
+        return self._inbox
+
+    # ---------------------------------------------------------------- event logs
+
+    def append_event(self, log: str, record: Mapping[str, Any]) -> None:
+        """Append one record to an event log (``EVENT_LOGS``): ``DIR/.LOG.jsonl``, bounded (see
+        ``_logfile``), never through a symlink."""
+        append_jsonl(self.path / f".{event_log_name(log)}.jsonl", record)
+
+    def read_events(self, log: str) -> list[dict[str, Any]]:
+        """The records of an event log, oldest first."""
+        return read_jsonl(self.path / f".{event_log_name(log)}.jsonl")
     # ---------------------------------------------------------------- reading
 
     def refresh(self) -> None:
@@ -613,10 +680,7 @@ class MemoryStore:
             found = self._index.search(Query(query, tuple(context)), k + _PRIOR_POOL, cut, exclude)
             merged = self._merged
         hits = [Hit(merged[mid], score) for mid, score in found if mid in merged]
-        if self.track and len(hits) > 1 and self.lifecycle.scoring.rank_prior:  # a small prior: see Scoring.prior
-            priors = self.lifecycle.priors([h.memory for h in hits])
-            hits = sorted((Hit(h.memory, h.score * p) for h, p in zip(hits, priors)), key=lambda h: (-h.score, h.memory.id))
-        return hits[:k]
+        return with_prior(hits, k, self.track, lambda: self.lifecycle)
 
     # ---------------------------------------------------------------- writing
 
@@ -759,16 +823,7 @@ class MemoryStore:
         return now
 
     def _full_id(self, mid: str) -> str:
-        """``mid`` itself, or the one id it is a prefix of (ids of older versions were 10 characters:
-        prefixes of today's, so they keep working)."""
-        merged = self._merged
-        if mid in merged or len(mid) < MIN_ID_PREFIX:
-            return mid
-        found = [k for k in merged if k.startswith(mid)]
-        if len(found) > 1:
-            raise MemoryNotFoundError(f"id prefix {mid!r} matches {len(found)} memories "
-                                      f"({', '.join(sorted(found)[:3])}, ...); give more of the id")
-        return found[0] if found else mid
+        return full_id(self._merged, mid)
 
     def _locate(self, mid: str) -> tuple[_Dir, str]:
         for d in reversed(self._dirs):  # the project's copy first

@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._worker import Traffic, Worker
-from ._logfile import append_jsonl, read_jsonl
 from ._model import Memory
 from ._text import analyze, common_terms
 
@@ -32,7 +31,8 @@ __all__ = ["used", "Telemetry", "read_telemetry", "TELEMETRY_NAME", "USED_SHARE"
 
 log = logging.getLogger("memwire")
 
-TELEMETRY_NAME = ".telemetry.jsonl"
+LOG = "telemetry"  # the store's event log of telemetry records
+TELEMETRY_NAME = f".{LOG}.jsonl"  # its file in a markdown directory
 USED_SHARE = 0.5
 MAX_PENDING = 1000  # replies waiting for the worker at most; past it they are not read (logged once)
 
@@ -72,7 +72,7 @@ class Telemetry:
             reply_terms = _terms(reply)
             mems = store.known(dict.fromkeys(ids))  # one forgotten or edited since has nothing to credit
             took = [m.id for m in mems if used(m, reply_terms)]
-            append_jsonl(store.path / TELEMETRY_NAME, {
+            store.append_event(LOG, {
                 "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "session": session, "mode": mode,
                 "injected": [m.id for m in mems], "used": took, "reply_chars": len(reply)})
             if store.track:
@@ -84,5 +84,5 @@ class Telemetry:
 
 
 def read_telemetry(store: "MemoryStore") -> list[dict[str, object]]:
-    """The telemetry records of ``store``'s directory, oldest first."""
-    return read_jsonl(store.path / TELEMETRY_NAME)
+    """The telemetry records of ``store``, oldest first."""
+    return store.read_events(LOG)

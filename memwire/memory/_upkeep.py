@@ -99,11 +99,12 @@ def sweep(store: "MemoryStore", now: float | None = None) -> list[tuple[Memory, 
 
 
 def sweep_if_due(store: "MemoryStore") -> None:
-    """A background sweep, at most every ``SWEEP_INTERVAL_S`` per directory in this process (none
-    for a directory not there: nothing to sweep, or not a directory, which its caller reports)."""
-    if not store.path.is_dir():
+    """A background sweep, at most every ``SWEEP_INTERVAL_S`` per store in this process (none for a
+    directory not there: nothing to sweep, or not a directory, which its caller reports)."""
+    path = getattr(store, "path", None)  # a markdown store's directory (the PostgreSQL store has none)
+    if path is not None and not path.is_dir():
         return
-    key = str(store.path)
+    key = store.location
     now = time.monotonic()
     with _sweep_lock:
         if now - _last_sweep.get(key, -SWEEP_INTERVAL_S) < SWEEP_INTERVAL_S:

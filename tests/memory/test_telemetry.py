@@ -98,7 +98,7 @@ def test_telemetry_credits_the_namespace_that_was_injected(mw: Middleware) -> No
 def test_a_failure_costs_a_log_line(mw: Middleware, monkeypatch: pytest.MonkeyPatch,
                                     caplog: pytest.LogCaptureFixture) -> None:
     inj = ask(mw, "Which port does the staging database use?")
-    monkeypatch.setattr("memwire.memory._telemetry.append_jsonl", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr("memwire.memory._store.append_jsonl", lambda *a, **k: 1 / 0)
     mw.observe_reply(inj, "5433")
     mw.flush()
     assert "telemetry failed (ZeroDivisionError" in caplog.text
