@@ -39,10 +39,10 @@ def check_dir(path: str | os.PathLike[str], *, readable: bool = True) -> None:
 def _store(args: argparse.Namespace, cfg: Config) -> MemoryStore:
     from .memory._store import MemoryStore
 
+    if args.namespace:
+        return _scope(args, cfg)
     root = args.dir or cfg.dir
     check_dir(root)
-    if args.namespace:
-        return MemoryStore.for_namespace(root, args.namespace, min_score=cfg.min_score, scoring=cfg.scoring())
     return MemoryStore(root, global_dir=cfg.global_dir if cfg.use_global else None, min_score=cfg.min_score,
                        scoring=cfg.scoring())
 
@@ -240,16 +240,64 @@ def _counts(added: int, already: int, skipped: Any, dry_run: bool) -> str:
             f"skipped {sum(skipped.values())}{f' ({why})' if why else ''}")
 
 
-def cmd_import(args: argparse.Namespace, cfg: Config) -> int:
-    """Other tools' memory files into this scope; the source files are only read."""
-    from .memory._import import import_path
+def _scope(args: argparse.Namespace, cfg: Config) -> MemoryStore:
+    """The scope a command writes to or moves, alone (never with the global scope)."""
     from .memory._store import MemoryStore
 
     root = args.dir or cfg.dir
     check_dir(root)
+    return MemoryStore.for_namespace(root, args.namespace, min_score=cfg.min_score, scoring=cfg.scoring())
+
+
+def cmd_export(args: argparse.Namespace, cfg: Config) -> int:
+    """A namespace, whole, as one JSON Lines file (``memwire import FILE`` reads it back)."""
+    from .memory._transfer import export_store
+
+    store = _scope(args, cfg)
+    if args.output in (None, "-"):
+        counts = export_store(store, sys.stdout, args.namespace)
+    else:
+        target = Path(args.output)
+        tmp = target.with_name(f".{target.name}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:  # a file half written never takes the name
+            counts = export_store(store, fh, args.namespace)
+        os.replace(tmp, target)
+    print(f"exported {counts['memory']} memories, {counts['archive']} archived, {counts['inbox']} in the inbox, "
+          f"{counts['event']} events from {store.location}", file=sys.stderr)
+    return 0
+
+
+def _import_export(args: argparse.Namespace, store: MemoryStore) -> int:
+    from .memory._transfer import KINDS, import_export
+
+    with open(args.path, encoding="utf-8") as fh:
+        got = import_export(store, fh, args.path, dry_run=args.dry_run)
+    if args.json:
+        print(json.dumps({"source": args.path, "target": store.location, "dry_run": args.dry_run,
+                          "namespace_exported": got.namespace, "added": got.added, "already_there": got.already,
+                          "events": got.events}, indent=2))
+        return 0
+    verb = "would add" if args.dry_run else "added"
+    for kind in KINDS:
+        print(f"{kind}: {verb} {got.added[kind]}, {got.already[kind]} already there")
+    print(f"events: {got.events}; from namespace {got.namespace!r} -> {store.location}"
+          f"{' (dry run: nothing written)' if args.dry_run else ''}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace, cfg: Config) -> int:
+    """Other tools' memory files into this scope (the source files are only read), or a
+    ``memwire export`` file."""
+    from .memory._import import import_path
+    from .memory._transfer import is_export
+
     # The scope written to, alone: "already there" means already in this directory, where the
     # memories would be written (the global scope is another scope).
-    store = MemoryStore.for_namespace(root, args.namespace, min_score=cfg.min_score, scoring=cfg.scoring())
+    store = _scope(args, cfg)
+    if os.path.isfile(args.path):
+        with open(args.path, encoding="utf-8", errors="replace") as fh:
+            if is_export(fh.readline()):
+                return _import_export(args, store)
     report = import_path(args.path, store, format=args.format, dry_run=args.dry_run)
     base = Path(report.source)
 
@@ -463,13 +511,21 @@ def build_parser() -> argparse.ArgumentParser:
                               description="Read memory files of Claude Code (CLAUDE.md, ~/.claude/projects/<project>/"
                                           "memory/), pi-memory (MEMORY.md), pi-memory-md and pi's topic files, or "
                                           "another memwire directory, and add what they hold to this scope, tagged "
-                                          "#imported. The source files are never changed; importing again adds "
-                                          "nothing new."))
+                                          "#imported; or a file of `memwire export`, whole. The source files are "
+                                          "never changed; importing again adds nothing new."))
     p.add_argument("path", help="a memory file or a directory of them")
     p.add_argument("--format", default="auto", choices=["auto", "claude", "pi", "pi-md", "pi-topics", "memwire"],
                    help="the files' format (default: auto, detected per file)")
     p.add_argument("--dry-run", action="store_true", help="report what would be imported; write nothing")
     p.set_defaults(fn=cmd_import)
+
+    p = common(sub.add_parser("export", help="write a namespace, whole, to one file (memwire import reads it back)",
+                              description="Write the memories of a namespace, its archive, its inbox, their "
+                                          "lifecycle records and its event logs as JSON Lines: to move it between "
+                                          "a memory directory and PostgreSQL, or to keep a copy. "
+                                          "`memwire import FILE` reads it back."))
+    p.add_argument("-o", "--output", help="the file to write (default: standard output)")
+    p.set_defaults(fn=cmd_export)
 
     p = common(sub.add_parser("preview", help="show the request as it would reach the provider"))
     p.add_argument("prompt", nargs="*", help="a user prompt")

@@ -289,3 +289,28 @@ def test_lifecycle_settings_are_checked(tmp_path: Path, capsys: pytest.CaptureFi
     monkeypatch.setenv("MEMWIRE_HALF_LIVES", "fact=3,decision=x")
     code, _, err = run(capsys, "stats", "--dir", str(tmp_path))
     assert code == 2 and "half_lives" in err
+
+
+def test_export_then_import_moves_a_namespace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d, dump = str(tmp_path / "mem"), tmp_path / "alice.jsonl"
+    run(capsys, "add", "--dir", d, "--namespace", "alice", "Alice deploys with helm", "--tag", "infra")
+    _, out, _ = run(capsys, "add", "--dir", d, "--namespace", "alice", "Alice's old laptop", "--json")
+    run(capsys, "forget", "--dir", d, "--namespace", "alice", json.loads(out)["id"])
+    code, out, err = run(capsys, "export", "--dir", d, "--namespace", "alice", "-o", str(dump))
+    assert code == 0 and out == "" and "exported 1 memories, 1 archived" in err
+    code, out, _ = run(capsys, "import", str(dump), "--dir", d, "--namespace", "bob")
+    assert code == 0 and "memory: added 1, 0 already there" in out and "archive: added 1" in out
+    code, out, _ = run(capsys, "import", str(dump), "--dir", d, "--namespace", "bob", "--json")
+    assert json.loads(out)["added"] == {"memory": 0, "archive": 0, "inbox": 0}
+    _, out, _ = run(capsys, "list", "--dir", d, "--namespace", "bob", "--json")
+    assert [(m["text"], m["tags"]) for m in json.loads(out)] == [("Alice deploys with helm", ["infra"])]
+    _, stdout_dump, _ = run(capsys, "export", "--dir", d, "--namespace", "bob")  # to standard output
+    assert stdout_dump.splitlines()[1:] == dump.read_text().splitlines()[1:]
+
+
+def test_a_damaged_export_is_refused_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d, dump = str(tmp_path / "mem"), tmp_path / "dump.jsonl"
+    dump.write_text('{"memwire_export": 1}\n{"kind": "memory", "text": "Fine"}\n{"kind": "memory", "text": ""}\n')
+    code, _, err = run(capsys, "import", str(dump), "--dir", d)
+    assert code == 2 and err == f"memwire: error: {dump}:3: a memory needs some text\n"
+    assert not (tmp_path / "mem" / "MEMORY.md").exists()  # the good line was not written either

@@ -280,14 +280,18 @@ class Lifecycle:
                     self._delta[m.id] = _Delta(created=when, cue="explicit", reinforced=when, evidence=1)
         self._changed()
 
-    def put(self, metas: Mapping[str, Meta]) -> None:
+    def put(self, metas: Mapping[str, Meta | None]) -> None:
         """Records kept elsewhere (an import): each replaces what this process has pending for its
         memory, and is merged with what is saved (counts add up, the latest reinforcement wins), so a
-        memory new here gets exactly the record it had there."""
+        memory new here gets exactly the record it had there. None: nobody recorded it there, so
+        nothing is recorded here either (it counts as a person's when first seen)."""
         with self._lock:
             for mid, m in metas.items():
-                self._delta[mid] = _Delta(m.created, m.cue, m.reinforced, m.evidence, m.uses, m.injected,
-                                          m.forgotten, m.forgotten is None)
+                if m is None:
+                    self._delta.pop(mid, None)
+                else:
+                    self._delta[mid] = _Delta(m.created, m.cue, m.reinforced, m.evidence, m.uses, m.injected,
+                                              m.forgotten, m.forgotten is None)
         self._changed()
 
     # ------------------------------------------------------------------ the file

@@ -6,7 +6,7 @@ directory, PostgreSQL) writes back without loss:
 - a header line: ``{"memwire_export": 1, "namespace": ..., "exported": ..., "counts": {...}}``;
 - one line per memory, ``{"kind": "memory" | "archive" | "inbox", "id", "text", "tags", "pinned",
   "topic", "date", "meta"}``, in the store's order (``meta``: its lifecycle record, or null for a
-  memory nobody recorded yet);
+  memory nobody recorded; an archived memory's record is the one it had before it was archived);
 - one line per event of the capture log and the telemetry log, ``{"kind": "event", "log", "record"}``.
 
 Importing adds what the file holds to the target scope: memories already there keep their place
@@ -47,7 +47,8 @@ def export_store(store: Any, out: IO[str], namespace: str | None = None) -> dict
     its event logs) to ``out``; returns how many lines of each kind were written."""
     scopes = _scopes(store)
     rows: dict[str, list[Memory]] = {kind: s.memories() for kind, s in scopes.items()}
-    metas = dict(zip((m.id for m in rows["memory"]), store.lifecycle.get_many(rows["memory"])))
+    kept = rows["memory"] + rows["archive"]  # the lifecycle holds forgotten memories' records too (restore)
+    metas = dict(zip((m.id for m in kept), store.lifecycle.get_many(kept)))
     events = [(log, rec) for log in LOGS for rec in store.read_events(log)]
     counts = {kind: len(ms) for kind, ms in rows.items()} | {"event": len(events)}
     head = {FORMAT_KEY: FORMAT_VERSION, "namespace": namespace or "default",
@@ -55,7 +56,7 @@ def export_store(store: Any, out: IO[str], namespace: str | None = None) -> dict
     out.write(json.dumps(head, ensure_ascii=False) + "\n")
     for kind, mems in rows.items():
         for m in mems:
-            meta = metas.get(m.id) if kind == "memory" else None
+            meta = metas.get(m.id) if kind != "inbox" else None
             line = {"kind": kind, "id": m.id, "text": m.text, "tags": list(m.tags), "pinned": m.pinned,
                     "topic": m.topic, "date": m.date,
                     "meta": meta.to_json() if meta is not None and meta.recorded else None}
@@ -125,7 +126,7 @@ def import_export(store: Any, source: IO[str], where: str = "<export>", *, dry_r
         raise InvalidMemoryError(f"{where}: an export of format {head[FORMAT_KEY]!r}; this memwire reads {FORMAT_VERSION}")
     out = ImportCounts(namespace=str(head.get("namespace") or "default"))
     mems: dict[str, list[Memory]] = {kind: [] for kind in KINDS}
-    metas: dict[str, Meta] = {}
+    metas: dict[str, Meta] = {}  # a memory without one was recorded by nobody there: nor here
     events: list[tuple[str, dict[str, Any]]] = []
     for n, item in _parse(lines, where):
         at = f"{where}:{n + 1}"
@@ -143,7 +144,7 @@ def import_export(store: Any, source: IO[str], where: str = "<export>", *, dry_r
         except InvalidMemoryError as exc:
             raise InvalidMemoryError(f"{at}: {exc}") from None
         mems[kind].append(mem)
-        if meta is not None and kind == "memory":
+        if meta is not None and kind != "inbox":
             metas[mem.id] = meta
     scopes = _scopes(store)
     for kind, scope in scopes.items():
@@ -154,18 +155,10 @@ def import_export(store: Any, source: IO[str], where: str = "<export>", *, dry_r
     if dry_run:
         return out
     for kind, scope in scopes.items():
-        if kind != "memory":
-            if mems[kind]:
-                scope.add_many(mems[kind])
-            continue
-        by_cue: dict[str, list[Memory]] = {}  # a memory nobody recorded was a person's (see _lifecycle)
-        for m in mems[kind]:
-            by_cue.setdefault(metas[m.id].cue if m.id in metas else "explicit", []).append(m)
-        for cue, group in by_cue.items():
-            scope.add_many(group, cue=cue)
-    if metas:
-        store.lifecycle.put(metas)
-        store.lifecycle.flush()
+        if mems[kind]:
+            scope.add_many(mems[kind], cue="imported")  # one write per scope: the file's order kept
+    store.lifecycle.put({m.id: metas.get(m.id) for m in mems["memory"] + mems["archive"]})
+    store.lifecycle.flush()
     for log, rec in events:
         store.append_event(log, rec)
     return out
