@@ -145,7 +145,7 @@ class Capture:
         """The one write path of explicit and distilled memories: cooldown, near-duplicates
         reinforced, rejected ones not proposed again, profile facts superseded, review inbox."""
         now = self._clock()
-        recent = (str(store.path), normalized(text))
+        recent = (store.location, normalized(text))
         last = self._recent.get(recent)
         if last is not None and now - last <= self.cooldown_s:
             return
@@ -166,7 +166,7 @@ class Capture:
                                                       topic=TOPICS[kind], date=time.strftime("%Y-%m-%d"),
                                                       cue="distilled" if DISTILLED_TAG in extra_tags else "captured")
         self._event(store, "captured" if inbox is None else "captured-for-review", mem, source)
-        self._by_session.setdefault((str(store.path), source["session"]), []).append((now, mem.id))
+        self._by_session.setdefault((store.location, source["session"]), []).append((now, mem.id))
         log.info("memwire: captured %s %s: %s", kind, mem.id, mem.text)
 
     def _distill(self, store: "MemoryStore", session: str, turn: str, fmt: "Format", items: list[Any],
@@ -195,7 +195,7 @@ class Capture:
             gone = [m for where in (store, inbox) if where is not None for m in _captured_match(where, st.text)][:1]
         else:  # "never mind": what this session captured just now
             now = self._clock()
-            recent = self._by_session.get((str(store.path), session)) or []
+            recent = self._by_session.get((store.location, session)) or []
             ids = {mid for at, mid in recent if now - at <= self.cooldown_s}
             gone = [m for where in (store, inbox) if where is not None for m in where.memories() if m.id in ids]
             recent.clear()

@@ -183,10 +183,7 @@ class Middleware:
             return self.store
         cached = self._stores.get(namespace)
         if cached is None:
-            cached = self._stores.setdefault(
-                namespace, MemoryStore.for_namespace(self.store.path, namespace, min_score=self.store.min_score,
-                                                     scoring=self.store.scoring)
-            )
+            cached = self._stores.setdefault(namespace, self.store.namespace_store(namespace))
         return cached
 
     # ------------------------------------------------------------------ public API

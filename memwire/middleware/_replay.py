@@ -61,7 +61,8 @@ if TYPE_CHECKING:
     from ..policies.modes import Turn
     from ._formats import View
 
-__all__ = ["Replay", "LedgerEntry", "Ledger", "ProfileMemo", "message_keys", "flush", "PROFILE_KEY", "ledger_path"]
+__all__ = ["Replay", "LedgerEntry", "Ledger", "ProfileMemo", "message_keys", "flush", "PROFILE_KEY", "ledger_path",
+           "open_ledger"]
 
 log = logging.getLogger("memwire")
 
@@ -476,6 +477,17 @@ class Ledger:
         self._reset = self.gen
 
 
+def open_ledger(store: "MemoryStore", session: str) -> Ledger:
+    """The ledger of ``session`` in ``store``'s namespace: a file beside the memory files, or rows
+    in the store's database (``_ledger_pg``) when the store is on PostgreSQL."""
+    db = getattr(store, "db", None)
+    if db is not None:
+        from ._ledger_pg import PgLedger
+
+        return PgLedger.open(db.connection, store.namespace, session)
+    return Ledger.load(store.path, session)
+
+
 def ledger_path(root: Path, session: str) -> Path:
     """Where ``session``'s ledger lives under the memory directory ``root``: found in O(1)."""
     return root / LEDGER_DIR / (hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:24] + ".jsonl")
@@ -727,7 +739,7 @@ class Replay:
         key = (turn.namespace, turn.session)
         cached = self.ledgers.get(key)
         if cached is None:  # loaded from disk once per session (I/O, but only on a session's first call)
-            cached = self.ledgers.setdefault(key, Ledger.load(turn.store.path, turn.session))
+            cached = self.ledgers.setdefault(key, open_ledger(turn.store, turn.session))
         return cached
 
     def _new_turn(self, ledger: Ledger, turn: "Turn", keys: Mapping[int, str], search: Search, fresh: bool) -> Block:

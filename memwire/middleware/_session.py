@@ -228,10 +228,10 @@ class Memo:
             ledgers = _ledgers.setdefault(self.lru, LRU(self.lru.maxsize))
         key = (self.key[0], self.key[1])
         ledger = ledgers.get(key)
-        if ledger is None:  # read from disk once per session, then kept in step with the file
-            from ._replay import Ledger
+        if ledger is None:  # read once per session, then kept in step with the file (or the database)
+            from ._replay import open_ledger
 
-            ledger = ledgers.setdefault(key, Ledger.load(self.store.path, self.key[1]))
+            ledger = ledgers.setdefault(key, open_ledger(self.store, self.key[1]))
         return ledger
 
 
