@@ -80,6 +80,7 @@ PROJECT_REFUSED: dict[str, str] = {
     "dir": "a project config cannot choose where memory is read or written; use --dir or MEMWIRE_DIR",
     "home": "a project config cannot choose where memory is read or written; use MEMWIRE_HOME",
     "use_global": "a project config cannot choose where memory is read or written; use MEMWIRE_USE_GLOBAL",
+    "store": "a project config cannot choose where memory is read or written; use --store or MEMWIRE_STORE",
     "proxy_key": "a project config cannot set the proxy key; use --proxy-key or MEMWIRE_PROXY_KEY",
     # the conversation would go to a model and a server the repository chose
     "distill_model": "a project config cannot send conversations to a model; use MEMWIRE_DISTILL_MODEL",

@@ -71,6 +71,10 @@ class Config(BaseModel):
                            "file: every process on the directory, and a restart, gives a turn the same block "
                            "(the proxy turns it on)")
     dir: Path = Field(Path(".memwire"), description="project memory directory (MEMWIRE_DIR)")
+    store: str | None = Field(
+        None, repr=False, description="where memories are kept: unset = the markdown directory (dir); "
+                                      "postgresql://user@host/db = a database many proxy replicas share "
+                                      "(MEMWIRE_STORE; needs memwire[postgres])")
     home: Path | None = Field(None, description="global memory directory (MEMWIRE_HOME; default ~/.memwire)")
     use_global: bool = Field(True, description="also search the global directory")
     proxy_key: str | None = Field(
@@ -110,6 +114,16 @@ class Config(BaseModel):
     category_caps: dict[str, int] = Field(
         default_factory=dict, description="lifecycle: memories per category before a sweep archives the weakest")
     rank_prior: float = Field(0.1, ge=0, le=1, description="lifecycle: how much stability reorders retrieval (0: not)")
+
+    @field_validator("store")
+    @classmethod
+    def _store_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        if not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("store must be a PostgreSQL URL (postgresql://user@host:5432/db); "
+                             "leave it unset for the markdown directory (dir)")
+        return value
 
     @field_validator("half_lives", "cue_weights", "category_caps", mode="before")
     @classmethod

@@ -36,15 +36,23 @@ def check_dir(path: str | os.PathLike[str], *, readable: bool = True) -> None:
         raise MemwireError(f"memory directory {p} is not readable (permissions)")
 
 
-def _store(args: argparse.Namespace, cfg: Config) -> MemoryStore:
-    from .memory._store import MemoryStore
+def _store(args: argparse.Namespace, cfg: Config, *, alone: bool = False) -> MemoryStore:
+    """The store a memory command reads or writes: ``--store`` / ``--dir`` / the config's. With
+    ``alone``, the scope only (never with the global scope): what a command writes to or moves."""
+    from .memory._open import open_store
 
-    if args.namespace:
-        return _scope(args, cfg)
-    root = args.dir or cfg.dir
-    check_dir(root)
-    return MemoryStore(root, global_dir=cfg.global_dir if cfg.use_global else None, min_score=cfg.min_score,
-                       scoring=cfg.scoring())
+    url = getattr(args, "store", None)
+    if url and args.dir:
+        raise MemwireError("give --dir (a memory directory) or --store (a PostgreSQL URL), not both")
+    if url:
+        from ._config_model import make_config
+
+        url = make_config({**cfg.model_dump(), "store": url}).store  # the config's check of the URL
+    elif not args.dir and not cfg.store:
+        check_dir(cfg.dir)
+    if args.dir:
+        check_dir(args.dir)
+    return open_store(cfg, args.namespace, dir=Path(args.dir) if args.dir else None, alone=alone, store=url)
 
 
 def _mem_json(m: Memory) -> dict[str, Any]:
@@ -73,7 +81,7 @@ def cmd_add(args: argparse.Namespace, cfg: Config) -> int:
         if not text:
             raise MemwireError("add -: standard input was empty; nothing to add")
     mem = store.add(text, tags=args.tag or (), pinned=args.pin, topic=args.topic)
-    _out(args, _mem_json(mem), [f"added {mem.id} to {store.path}"])
+    _out(args, _mem_json(mem), [f"added {mem.id} to {store.location}"])
     return 0
 
 
@@ -82,7 +90,7 @@ def cmd_list(args: argparse.Namespace, cfg: Config) -> int:
     mems = [m for m in store if not args.pinned or m.pinned]
     for p in store.problems:
         print(f"warning: {p}", file=sys.stderr)
-    _out(args, [_mem_json(m) for m in mems], [_mem_line(m) for m in mems] or [f"no memories in {store.path}"])
+    _out(args, [_mem_json(m) for m in mems], [_mem_line(m) for m in mems] or [f"no memories in {store.location}"])
     return 0
 
 
@@ -144,7 +152,7 @@ def cmd_stats(args: argparse.Namespace, cfg: Config) -> int:
         + f"{'-' if r.usage_rate is None else format(r.usage_rate, '.0%'):>7}  {r.count}/{r.cap}"
         + (" (over: a sweep archives the weakest it may move)" if r.count > r.cap else "")
         for r in rows]
-    _out(args, data, lines if rows else [f"no memories in {store.path}"])
+    _out(args, data, lines if rows else [f"no memories in {store.location}"])
     return 0
 
 
@@ -222,7 +230,7 @@ def cmd_inbox(args: argparse.Namespace, cfg: Config) -> int:
         if args.ids or args.all:
             raise MemwireError("inbox: IDs and --all go with 'approve' or 'reject'")
         waiting = inbox.memories()
-        lines = [_mem_line(m) for m in waiting] or [f"the inbox of {store.path} is empty"]
+        lines = [_mem_line(m) for m in waiting] or [f"the inbox of {store.location} is empty"]
         _out(args, [_mem_json(m) for m in waiting], lines)
         return 0
     if bool(args.ids) == args.all:
@@ -242,11 +250,7 @@ def _counts(added: int, already: int, skipped: Any, dry_run: bool) -> str:
 
 def _scope(args: argparse.Namespace, cfg: Config) -> MemoryStore:
     """The scope a command writes to or moves, alone (never with the global scope)."""
-    from .memory._store import MemoryStore
-
-    root = args.dir or cfg.dir
-    check_dir(root)
-    return MemoryStore.for_namespace(root, args.namespace, min_score=cfg.min_score, scoring=cfg.scoring())
+    return _store(args, cfg, alone=True)
 
 
 def cmd_export(args: argparse.Namespace, cfg: Config) -> int:
@@ -443,6 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
         unset: dict[str, Any] = {"default": argparse.SUPPRESS} if keep_parent else {}
         p.add_argument("--dir", help="memory directory (default: $MEMWIRE_DIR or ./.memwire)", **unset)
         p.add_argument("--namespace", help="namespace (its own directory: DIR/namespaces/NAME)", **unset)
+        p.add_argument("--store", metavar="URL", help="a PostgreSQL store (postgresql://user@host/db) instead of "
+                                                      "the directory (default: $MEMWIRE_STORE)", **unset)
         if json_flag:
             p.add_argument("--json", action="store_true", help="machine-readable output", **unset)
         return p

@@ -431,7 +431,7 @@ def import_path(
         raise MemwireError(f"import: unknown format {format!r}; use auto or one of {', '.join(FORMATS)}")
     if not root.exists():
         raise MemwireError(f"import: {root} does not exist")
-    report = ImportReport(str(root), str(store.path), dry_run)
+    report = ImportReport(str(root), store.location, dry_run)
     if root.is_dir():
         files = _walk(root, report.ignored)
     elif root.is_file():

@@ -120,12 +120,9 @@ class Middleware:
         else:
             self.config = _with(config, updates)
         if store is None:
-            store = MemoryStore(
-                self.config.dir,
-                global_dir=self.config.global_dir if self.config.use_global else None,
-                min_score=self.config.min_score,
-                scoring=self.config.scoring(),
-            )
+            from ..memory._open import open_store
+
+            store = open_store(self.config)
         self.store = store
         self._stores: LRU[str, MemoryStore] = LRU(256)
         given = mode if isinstance(mode, Mode) else None
