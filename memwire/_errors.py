@@ -12,6 +12,7 @@ __all__ = [
     "NamespaceError",
     "InvalidMemoryError",
     "StoreBusyError",
+    "StoreUnavailableError",
     "MissingDependencyError",
 ]
 
@@ -64,6 +65,12 @@ class InvalidMemoryError(MemwireError, ValueError):
 
 class StoreBusyError(MemwireError):
     """The store is being re-read or written by another thread and the caller asked not to wait."""
+
+
+class StoreUnavailableError(MemwireError):
+    """The memory store's database cannot be used now (unreachable, timed out, or its schema is
+    newer than this memwire); the message names the database. Reads on the LLM call path never
+    raise it (they fail open); writes do."""
 
 
 class MissingDependencyError(MemwireError, ModuleNotFoundError):

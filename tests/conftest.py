@@ -7,8 +7,13 @@ import logging
 import os
 import socket
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 from hypothesis import settings
+
+from tests.stores import BACKENDS, StoreSpec, fresh_schema_name, with_search_path
 
 # Property tests run the same examples on every run (CI must not pass or fail by luck); a
 # developer explores with HYPOTHESIS_PROFILE=explore and turns what it finds into @example lines.
@@ -18,6 +23,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_LOG", "ERROR")
+# a PostgreSQL database the tests may create (and drop) schemas in
+TEST_POSTGRES = os.environ.get("MEMWIRE_TEST_POSTGRES")
 for _name in [n for n in os.environ if n.startswith("MEMWIRE_") and not n.startswith("MEMWIRE_TEST_")]:
     del os.environ[_name]  # a developer's own settings must not leak into the tests
 
@@ -88,3 +95,34 @@ def _logging_as_it_was():  # type: ignore[no-untyped-def]
         lg.setLevel(level)
         lg.handlers[:] = handlers
         lg.propagate = propagate
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A URL of a fresh, empty schema in the ``MEMWIRE_TEST_POSTGRES`` database (its search_path),
+    dropped afterwards with this process's pool and listener of it. Skips without the variable."""
+    if not TEST_POSTGRES:
+        pytest.skip("set MEMWIRE_TEST_POSTGRES to a PostgreSQL URL (the tests create and drop schemas in it)")
+    psycopg = pytest.importorskip("psycopg", reason="the PostgreSQL store needs memwire[postgres]")
+    from memwire.memory import _pg
+
+    schema = fresh_schema_name()
+    with psycopg.connect(TEST_POSTGRES, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    url = with_search_path(TEST_POSTGRES, schema)
+    try:
+        yield url
+    finally:
+        _pg.close(url)
+        with psycopg.connect(TEST_POSTGRES, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture(params=BACKENDS)
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
+    """Opens stores of one backend on one set of memories: ``make_store(**kw)`` is a new store on
+    them each call (a markdown directory, or a PostgreSQL namespace). The backend-neutral tests
+    take it: one suite for both."""
+    if request.param == "markdown":
+        return StoreSpec("markdown", str(tmp_path / "mem"))
+    return StoreSpec("postgres", request.getfixturevalue("postgres_url"))

@@ -52,7 +52,7 @@ from ._logfile import append_jsonl, read_jsonl
 from ._markdown import MAX_TAG_CHARS, PINNED_TAG, TAG_PATTERN, ParsedFile, format_line, parse, parse_text
 from ._model import Hit, Memory, memory_id, normalized
 
-__all__ = ["MemoryStore", "validate_namespace", "cue_of", "full_id", "with_prior", "event_log_name", "MAIN_FILE",
+__all__ = ["MemoryStore", "validate_namespace", "cue_of", "archived", "full_id", "with_prior", "event_log_name", "MAIN_FILE",
            "ARCHIVE_REASONS", "EVENT_LOGS"]
 
 log = logging.getLogger("memwire")
@@ -657,10 +657,10 @@ class MemoryStore:
     def get(self, mid: str) -> Memory:
         """The memory with id ``mid`` (or a unique prefix of it)."""
         with self._reading(True, True):
-            try:
-                return self._merged[self._full_id(mid)]
-            except KeyError:
-                raise MemoryNotFoundError(f"no memory with id {mid!r} in {self.path}") from None
+            found = self._merged.get(self._full_id(mid))  # an ambiguous prefix raises its own error
+            if found is None:
+                raise MemoryNotFoundError(f"no memory with id {mid!r} in {self.path}")
+            return found
 
     def pinned(self) -> list[Memory]:
         return [m for m in self if m.pinned]
@@ -882,9 +882,7 @@ class MemoryStore:
     def archive_copy(self, mems: Iterable[Memory], reason: str) -> None:
         """Write ``mems`` to the archive in one write, each tagged with why (only the latest why)
         and dated today; the caller removes them where they were."""
-        today = time.strftime("%Y-%m-%d")
-        self.archive.add_many([Memory.create(m.text, [t for t in m.tags if t not in ARCHIVE_REASONS] + [reason],
-                                             m.pinned, m.topic, today) for m in mems])
+        self.archive.add_many([archived(m, reason) for m in mems])
 
     def restore(self, mid: str) -> Memory:
         """Bring a memory back from the archive (``mid``: its id or a unique prefix), without the
@@ -952,6 +950,12 @@ def _save_snapshots() -> None:
     for store in list(_LOADED):
         with store._lock:
             store._save_snapshot()
+
+
+def archived(mem: Memory, reason: str) -> Memory:
+    """``mem`` as the archive keeps it: tagged with why it left (only the latest why), dated today."""
+    return Memory.create(mem.text, [t for t in mem.tags if t not in ARCHIVE_REASONS] + [reason], mem.pinned,
+                         mem.topic, time.strftime("%Y-%m-%d"))
 
 
 def cue_of(mem: Memory) -> str:

@@ -1,4 +1,5 @@
-"""MemoryStore: markdown files on disk, hand edits, atomic writes, scopes and namespaces."""
+"""The memory stores: what both backends do (``make_store``: markdown and PostgreSQL), then the
+markdown store's files on disk, hand edits, atomic writes and scopes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from memwire import MemoryNotFoundError, MemoryStore, NamespaceError
 from memwire.memory._markdown import parse
+from tests.stores import StoreSpec
 
 
 def test_directory_is_created_on_first_write_only(tmp_path: Path) -> None:
@@ -23,6 +25,17 @@ def test_directory_is_created_on_first_write_only(tmp_path: Path) -> None:
     assert (d / "MEMORY.md").is_file()
 
 
+def test_ids_are_stable_and_adding_a_text_again_merges(make_store: StoreSpec) -> None:
+    store = make_store()
+    m = store.add("User prefers tabs over spaces", tags=["preference"], topic="Preferences")
+    again = store.add("user prefers  tabs over spaces")  # same text modulo case/space: same memory
+    assert again == m and len(store) == 1
+    merged = store.add("User prefers tabs over spaces", tags=["style", "preference"], pinned=True)
+    assert merged.id == m.id and merged.tags == ("preference", "style") and merged.pinned
+    assert make_store().get(m.id) == merged == store.get(m.id[:6])
+    assert (merged.topic, merged.text) == ("Preferences", "User prefers tabs over spaces")
+
+
 def test_add_writes_markdown_and_ids_are_stable(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path)
     m = store.add("User prefers tabs over spaces", tags=["preference"], topic="Preferences")
@@ -31,6 +44,47 @@ def test_add_writes_markdown_and_ids_are_stable(tmp_path: Path) -> None:
     text = (tmp_path / "MEMORY.md").read_text()
     assert "## Preferences\n- User prefers tabs over spaces #preference\n" in text
     assert MemoryStore(tmp_path).get(m.id).tags == ("preference",)
+
+
+def test_search_pin_forget(make_store: StoreSpec) -> None:
+    store = make_store()
+    a = store.add("Build with `make build`, never call setup.py directly", tags=["build"])
+    b = store.add("The staging database is Postgres 15 on port 5433", tags=["infra"])
+    hits = store.search("how do I build the project?", k=5)
+    assert hits and hits[0].memory.id == a.id and hits[0].score > 0
+    assert store.pin(a.id[:8]).pinned and store.get(a.id).pinned
+    assert [m.id for m in make_store().pinned()] == [a.id]
+    assert not store.pin(a.id, False).pinned and make_store().pinned() == []
+    removed = store.forget(a.id)
+    assert removed.id == a.id and a.id not in store and a.id not in make_store()
+    assert [m.id for m in store] == [b.id] and store.search("make build setup.py") == []
+    assert store.missing([a.id, b.id]) == {a.id}
+    with pytest.raises(MemoryNotFoundError):
+        store.forget(a.id)
+    with pytest.raises(MemoryNotFoundError, match="no memory with id 'ffff'"):
+        store.get("ffff")
+
+
+def test_an_id_prefix_must_be_unique_and_four_characters_long(make_store: StoreSpec) -> None:
+    from memwire.memory._model import memory_id
+
+    seen: dict[str, str] = {}
+    for i in range(5000):  # two texts whose ids share their first four characters
+        text = f"memory number {i}"
+        twin = seen.setdefault(memory_id(text)[:4], text)
+        if twin != text:
+            break
+    store = make_store()
+    a, b = store.add(twin), store.add(text)
+    shared = os.path.commonprefix([a.id, b.id])
+    with pytest.raises(MemoryNotFoundError, match="matches 2 memories"):
+        store.get(shared)
+    with pytest.raises(MemoryNotFoundError, match="matches 2 memories"):
+        store.forget(shared)
+    assert store.get(a.id[: len(shared) + 1]) == a and make_store().get(b.id[: len(shared) + 1]) == b
+    with pytest.raises(MemoryNotFoundError, match="no memory with id"):
+        store.get(a.id[:3])  # under four characters: never a prefix
+    assert store.forget(b.id[: len(shared) + 1]) == b and len(make_store()) == 1
 
 
 def test_search_pin_forget_roundtrip(tmp_path: Path) -> None:
@@ -108,23 +162,38 @@ def test_empty_bullet_reported(tmp_path: Path) -> None:
     assert parsed.problems[0].line == 2
 
 
-def _adder(args: tuple[str, int]) -> None:
-    d, n = args
-    store = MemoryStore(d)
+def _adder(args: tuple[StoreSpec, int]) -> None:
+    spec, n = args
+    store = spec()
     for i in range(20):
         store.add(f"process {n} memory number {i}")
+    for i in range(10):  # the same texts from every process, each with its own tag: one memory each
+        store.add(f"shared memory number {i}", tags=[f"p{n}"])
     store.lifecycle.flush()  # the pool kills its workers: atexit would not run
 
 
-def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
+def test_processes_writing_at_once_lose_nothing(make_store: StoreSpec) -> None:
     ctx = multiprocessing.get_context("spawn")  # fork in a process with threads can deadlock
+    with ctx.Pool(3) as pool:
+        pool.map(_adder, [(make_store, n) for n in range(3)])
+    store = make_store()
+    mems = store.memories()
+    assert len(mems) == len({m.id for m in mems}) == 70
+    shared = [m for m in mems if m.text.startswith("shared")]
+    assert len(shared) == 10 and all(sorted(m.tags) == ["p0", "p1", "p2"] for m in shared)  # no tag merge lost
+    metas = store.lifecycle.get_many(mems)  # every process's metadata, counts added up
+    assert all(m.recorded and m.cue == "explicit" for m in metas)
+    assert sorted(m.evidence for m in metas) == [1] * 60 + [3] * 10
+
+
+def test_two_processes_writing_at_once_leave_no_temp_files(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(2) as pool:
-        pool.map(_adder, [(str(tmp_path), 0), (str(tmp_path), 1)])
-    texts = {m.text for m in MemoryStore(tmp_path)}
-    assert len(texts) == 40
+        pool.map(_adder, [(StoreSpec("markdown", str(tmp_path)), n) for n in range(2)])
+    assert len(MemoryStore(tmp_path)) == 50
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
     meta = json.loads((tmp_path / ".meta.json").read_text())["memories"]  # both processes' metadata
-    assert len(meta) == 40 and {m["cue"] for m in meta.values()} == {"explicit"}
+    assert len(meta) == 50 and {m["cue"] for m in meta.values()} == {"explicit"}
 
 
 def test_global_and_project_scopes_project_wins(tmp_path: Path) -> None:
@@ -139,6 +208,34 @@ def test_global_and_project_scopes_project_wins(tmp_path: Path) -> None:
     new = store.add("Only in project")
     assert (proj / "MEMORY.md").read_text().count(new.text) == 1
     assert "Only in project" not in (home / "MEMORY.md").read_text()
+
+
+def test_namespaces_of_one_store_are_isolated(make_store: StoreSpec) -> None:
+    root = make_store()
+    root.add("Default namespace secret about kubernetes")
+    alice = root.namespace_store("alice")
+    alice.add("Alice likes kubernetes dashboards")
+    assert [h.memory.text for h in alice.search("kubernetes")] == ["Alice likes kubernetes dashboards"]
+    assert [h.memory.text for h in root.search("kubernetes")] == ["Default namespace secret about kubernetes"]
+    bob = alice.namespace_store("bob")
+    assert bob.search("kubernetes") == [] and len(bob) == 0
+    bob.append_event("captured", {"event": "captured", "id": "x"})
+    assert alice.read_events("captured") == [] and bob.read_events("captured") == [{"event": "captured", "id": "x"}]
+    assert len(alice.namespace_store("alice")) == 1 and len(root.namespace_store(None)) == 1
+    for bad in ["../x", "/etc", "a/b", "x\x00y", "a" * 200, ".."]:
+        with pytest.raises(NamespaceError):
+            root.namespace_store(bad)
+
+
+def test_event_logs_keep_records_in_order(make_store: StoreSpec) -> None:
+    store = make_store()
+    for i in range(3):
+        store.append_event("telemetry", {"n": i, "text": "café ✓"})
+    assert store.read_events("telemetry") == [{"n": 0, "text": "café ✓"}, {"n": 1, "text": "café ✓"},
+                                              {"n": 2, "text": "café ✓"}]
+    assert store.read_events("captured") == [] and make_store().read_events("telemetry")[-1]["n"] == 2
+    with pytest.raises(ValueError, match="unknown event log"):
+        store.append_event("../x", {})
 
 
 def test_namespaces_are_isolated(tmp_path: Path) -> None:
@@ -158,8 +255,8 @@ def test_namespaces_are_isolated(tmp_path: Path) -> None:
             MemoryStore.for_namespace(root, bad)
 
 
-def test_unrelated_prompt_finds_nothing(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path)
+def test_unrelated_prompt_finds_nothing(make_store: StoreSpec) -> None:
+    store = make_store()
     store.add_many(
         [
             "Run the test suite with `make test`; it needs Docker running",
@@ -170,15 +267,26 @@ def test_unrelated_prompt_finds_nothing(tmp_path: Path) -> None:
     assert store.search("What's the weather in Paris tomorrow?") == []
 
 
-def test_add_many_is_one_write(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path)
+def test_add_many_is_one_write(make_store: StoreSpec) -> None:
+    store = make_store()
     mems = store.add_many([f"memory number {i} about topic {i % 7}" for i in range(200)])
     assert len(mems) == 200 == len(store)
-    assert len(MemoryStore(tmp_path)) == 200
+    assert len(make_store()) == 200 and make_store().memories() == mems == store.memories()
 
 
-def test_search_excludes_memories_already_shown(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path)
+def test_memories_come_in_file_order_grouped_by_topic(make_store: StoreSpec) -> None:
+    store = make_store()
+    store.add("first note")
+    store.add("a build fact", topic="Build")
+    store.add_many(["second note", "another build fact"])
+    store.add("third build fact", topic="Build")
+    expect = ["first note", "second note", "another build fact", "a build fact", "third build fact"]
+    assert [m.text for m in make_store()] == expect  # as read back (the writer's own order may be the adds')
+    assert sorted(m.text for m in store.memories()) == sorted(expect)
+
+
+def test_search_excludes_memories_already_shown(make_store: StoreSpec) -> None:
+    store = make_store()
     store.add_many([f"The build uses make target number {i}" for i in range(10)] + ["Unrelated note about lunch"])
     top = store.search("which make target does the build use", k=3)
     rest = store.search("which make target does the build use", k=3, exclude={h.memory.id for h in top})
@@ -237,12 +345,15 @@ def test_namespace_names_with_control_characters_or_separators_are_refused(name:
     assert validate_namespace("alice@team-1.x") == "alice@team-1.x"
 
 
-def test_a_memory_longer_than_the_limit_is_refused_with_its_size(tmp_path: Path) -> None:
+def test_a_memory_longer_than_the_limit_is_refused_with_its_size(make_store: StoreSpec) -> None:
     from memwire._errors import MemwireError
     from memwire.memory._store import MAX_MEMORY_CHARS
 
-    store = MemoryStore(tmp_path / "mem")
+    store = make_store()
     with pytest.raises(MemwireError, match="at most 4,000 characters, this one has 1,048,576"):
         store.add("x" * 2**20)
     assert store.add("y" * MAX_MEMORY_CHARS).text == "y" * MAX_MEMORY_CHARS
-    assert not (tmp_path / "mem" / "MEMORY.md").read_text().count("x" * 100)
+    assert [len(m.text) for m in make_store()] == [MAX_MEMORY_CHARS]
+    with pytest.raises(MemwireError, match="invalid tag"):
+        store.add("z", tags=["has space"])
+    assert len(make_store()) == 1

@@ -1,0 +1,639 @@
+"""The PostgreSQL memory store: ``MemoryStore``'s behaviour on one database that many proxy replicas
+share (``PgStore(url, namespace)``; the schema, pools and listener are in ``_pg``).
+
+In the database, per namespace: a row of ``memwire_namespaces`` with ``version`` (bumped by every
+change of the namespace's memories) and ``meta_version`` (by every save of their metadata); its
+memories, archive and inbox in ``memwire_memories`` (``kind``), one row per (namespace, kind, id),
+each row carrying the version that last changed it; a removal keeps the row as a tombstone
+(``deleted``, with the removal's version; adding the text again reuses the row); the lifecycle
+metadata in ``memwire_lifecycle`` (versioned the same way by ``meta_version``); the event logs in
+``memwire_events`` (the newest ``EVENTS_KEEP`` per namespace and log).
+
+Writes: one transaction each. It first locks the namespace's row (``SELECT ... FOR UPDATE``), so the
+writes of a namespace are serialized and its versions are committed in order: a reader holding
+version V that reads the rows changed after V misses nothing. Rows are upserted on their unique key
+(``ON CONFLICT``): the same text added by many replicas at once settles on one row, tags and pin
+merged, reinforced once per add. The transaction ends with ``pg_notify('memwire_changed', namespace)``.
+
+What each replica caches, per store (namespace and kind): the memories in file-like order (grouped
+by topic, in the order of first adds), their BM25 index, and the version they are as of; and the
+metadata as of its ``meta_version``. A search reads only the cache. How it learns of changes: the
+process's listener (``_pg``) counts notifications per namespace; the cache is stale when the count
+moved since the last refresh (or the listener reconnected), or, while the listener is down, when
+the last look is a second old. Then the next read loads in one snapshot (REPEATABLE READ) only the
+rows changed since the cached versions, tombstones included, and patches the index. ``ready()``
+answers from memory (no database round trip). A write patches the writer's cache at once and marks
+the namespace stale for the process's other stores (its archive, say) without waiting for the
+notification.
+
+Failing open: a read that the database cannot serve (down, timed out, or in the short pause after a
+failure) answers from the cache — empty if it never loaded — and the outage is logged once; writes
+raise ``StoreUnavailableError`` naming the database. Metadata counts wait in memory until it is back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import math
+import threading
+import time
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from .._errors import InvalidMemoryError, MemoryNotFoundError, StoreBusyError, StoreUnavailableError, UsageError
+from . import _pg
+from ._index import BM25Index
+from ._lifecycle import Lifecycle, Meta, Scoring, _Delta
+from ._model import Hit, Memory
+from ._store import (
+    _PRIOR_POOL,
+    ARCHIVE_REASONS,
+    MIN_ID_PREFIX,
+    _checked,
+    archived,
+    cue_of,
+    event_log_name,
+    full_id,
+    validate_namespace,
+    with_prior,
+)
+
+__all__ = ["PgStore", "KINDS", "EVENTS_KEEP"]
+
+KINDS = ("memories", "archive", "inbox")
+DEFAULT_NAMESPACE = "default"
+POLL_S = 1.0  # while the listener is down, a store looks at the database at most this often
+EVENTS_KEEP = 10_000  # records kept per namespace and event log
+TRIM_EVERY = 100  # a store trims an event log after this many appends (and after its first)
+
+_COLUMNS = "id, text, tags, pinned, topic, date, position"
+_UPSERT = """
+INSERT INTO memwire_memories (namespace, kind, id, text, tags, pinned, topic, date, position, version)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (namespace, kind, id) DO UPDATE SET
+    text = excluded.text, tags = excluded.tags, pinned = excluded.pinned, topic = excluded.topic,
+    date = excluded.date, position = excluded.position, version = excluded.version, deleted = false,
+    created_at = CASE WHEN memwire_memories.deleted THEN now() ELSE memwire_memories.created_at END
+"""
+_META_COLUMNS = "id, created, reinforced, evidence, cue, uses, injected, forgotten"
+_META_UPSERT = """
+INSERT INTO memwire_lifecycle AS l (namespace, id, created, reinforced, evidence, cue, uses, injected, forgotten,
+                                    version)
+VALUES (%(ns)s, %(id)s, %(created)s, %(reinforced)s, %(evidence)s, %(cue)s, %(uses)s, %(injected)s, %(forgotten)s,
+        %(version)s)
+ON CONFLICT (namespace, id) DO UPDATE SET
+    reinforced = GREATEST(l.reinforced, %(d_reinforced)s::timestamptz),
+    evidence = GREATEST(1, l.evidence + %(d_evidence)s),
+    uses = l.uses + %(d_uses)s,
+    injected = l.injected + %(d_injected)s,
+    forgotten = CASE WHEN %(d_forgotten)s::timestamptz IS NOT NULL THEN %(d_forgotten)s::timestamptz
+                     WHEN %(d_restored)s THEN NULL ELSE l.forgotten END,
+    version = excluded.version
+"""
+
+
+def _ts(t: float | None) -> _dt.datetime | None:
+    return None if t is None else _dt.datetime.fromtimestamp(t, _dt.timezone.utc)
+
+
+def _meta(row: Sequence[Any]) -> tuple[str, Meta]:
+    """A row of ``_META_COLUMNS`` as (id, Meta)."""
+    mid, created, reinforced, evidence, cue, uses, injected, forgotten = row
+    return mid, Meta(created.timestamp(), reinforced.timestamp(), evidence, cue, uses, injected,
+                     forgotten.timestamp() if forgotten is not None else None)
+
+
+def _no_nul(value: Any) -> Any:
+    """PostgreSQL text and jsonb cannot hold NUL: event records lose theirs."""
+    if isinstance(value, str):
+        return value.replace("\0", "\ufffd")
+    if isinstance(value, Mapping):
+        return {_no_nul(k): _no_nul(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_no_nul(v) for v in value]
+    return value
+
+
+class _Write:
+    """One write transaction of a namespace, its row locked (see ``PgStore._writing``)."""
+
+    def __init__(self, store: "PgStore", conn: Any, version: int) -> None:
+        self.store, self.conn, self.version = store, conn, version
+        self.rows: dict[str, list[tuple[Any, ...]]] = {}  # kind -> rows written (as the cache reads them)
+
+    def rows_of(self, kind: str, ids: Collection[str]) -> dict[str, tuple[Memory, int]]:
+        found = self.conn.execute(
+            f"SELECT {_COLUMNS} FROM memwire_memories WHERE namespace = %s AND kind = %s AND id = ANY(%s) "
+            "AND NOT deleted", (self.store.namespace, kind, list(ids))).fetchall()
+        return {r[0]: (Memory(r[0], r[1], tuple(r[2]), r[3], r[4], r[5]), r[6]) for r in found}
+
+    def find(self, kind: str, mid: str) -> tuple[Memory, int]:
+        """The memory of ``kind`` with id ``mid`` or a unique prefix of it, as the database has it."""
+        where = self.store._where(kind)
+        if len(mid) >= MIN_ID_PREFIX:
+            ids = [r[0] for r in self.conn.execute(
+                "SELECT id FROM memwire_memories WHERE namespace = %s AND kind = %s AND NOT deleted "
+                "AND left(id, %s) = %s", (self.store.namespace, kind, len(mid), mid)).fetchall()]
+            mid = full_id(ids, mid)
+        found = self.rows_of(kind, [mid]).get(mid)
+        if found is None:
+            raise MemoryNotFoundError(f"no memory with id {mid!r} in {where}")
+        return found
+
+    def put(self, kind: str, rows: list[tuple[Memory, int]]) -> None:
+        ns, v = self.store.namespace, self.version
+        self.conn.cursor().executemany(_UPSERT, [(ns, kind, m.id, m.text, list(m.tags), m.pinned, m.topic, m.date,
+                                                  pos, v) for m, pos in rows])
+        self.rows.setdefault(kind, []).extend(
+            (m.id, m.text, list(m.tags), m.pinned, m.topic, m.date, pos, False) for m, pos in rows)
+
+    def delete(self, kind: str, mid: str) -> None:
+        self.conn.execute("UPDATE memwire_memories SET deleted = true, version = %s "
+                          "WHERE namespace = %s AND kind = %s AND id = %s",
+                          (self.version, self.store.namespace, kind, mid))
+        self.rows.setdefault(kind, []).append((mid, None, None, None, None, None, None, True))
+
+    def merge(self, kind: str, items: list[Memory]) -> tuple[list[Memory], set[str]]:
+        """Add ``items`` (checked) to ``kind``: a new one at the end, one already there with its
+        tags and pin merged in. Returns what is stored for each item and the ids that are new."""
+        have = self.rows_of(kind, {m.id for m in items})
+        fresh = len({m.id for m in items if m.id not in have})
+        positions = iter(sorted(r[0] for r in self.conn.execute(
+            "SELECT nextval('memwire_position') FROM generate_series(1, %s)", (fresh,)).fetchall()) if fresh else ())
+        result: list[Memory] = []
+        new: set[str] = set()
+        changed: dict[str, tuple[Memory, int]] = {}
+        for mem in items:
+            old = have.get(mem.id)
+            if old is None:
+                have[mem.id] = changed[mem.id] = (mem, next(positions))
+                new.add(mem.id)
+                result.append(mem)
+                continue
+            stored, pos = old
+            add_tags = tuple(t for t in mem.tags if t not in stored.tags)
+            if not add_tags and (stored.pinned or not mem.pinned):
+                result.append(stored)
+                continue
+            merged = replace(stored, tags=stored.tags + add_tags, pinned=stored.pinned or mem.pinned)
+            have[mem.id] = changed[mem.id] = (merged, pos)
+            result.append(merged)
+        if changed:
+            self.put(kind, list(changed.values()))
+        return result, new
+
+
+class PgStore:
+    """Memories of one namespace in a PostgreSQL database (see the module), searchable with BM25.
+
+    ``PgStore(url, namespace)``: ``url`` a libpq URL (``postgresql://user@host/db``), ``namespace``
+    ``None`` for the default one. ``kind`` picks the namespace's memories (searched and injected),
+    its ``archive`` or its ``inbox``; ``store.archive`` and ``store.inbox`` give those. The schema is
+    created or migrated on first use.
+    """
+
+    def __init__(self, url: str, namespace: str | None = None, *, min_score: float | None = None,
+                 scoring: Scoring | None = None, track: bool = True, kind: str = "memories") -> None:
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        self.url = url
+        self.namespace = validate_namespace(DEFAULT_NAMESPACE if namespace in (None, "") else namespace)  # type: ignore[arg-type]
+        self.kind = kind
+        self.min_score = min_score
+        self.scoring = scoring
+        self.track = track  # record lifecycle metadata (the inbox and the archive do not)
+        self._db = _pg.database(url)
+        self._lock = threading.RLock()  # the cache
+        self._loading = threading.Lock()  # one refresh at a time (outside the cache's lock)
+        self._mems: dict[str, Memory] = {}
+        self._pos: dict[str, int] = {}
+        self._ordered: list[Memory] | None = None
+        self._index = BM25Index()
+        self._held = 0  # the namespace version the cache is as of
+        self._seen: tuple[int, int] | None = None  # the listener's token at the last refresh
+        self._looked = -math.inf  # when the database was last asked (monotonic)
+        self._loaded = False
+        self.version = 0  # bumps whenever the cached memory set changes
+        self._lifecycle: PgLifecycle | None = None
+        self._archive: PgStore | None = None
+        self._inbox: PgStore | None = None
+        self._appended: dict[str, int] = {}
+
+    def _where(self, kind: str) -> str:
+        return f"{self._db.shown} namespace {self.namespace}" + ("" if kind == "memories" else f" ({kind})")
+
+    @property
+    def location(self) -> str:
+        """Where the memories are, for messages: the database (without password) and the namespace."""
+        return self._where(self.kind)
+
+    def __repr__(self) -> str:
+        return f"PgStore({self._db.shown!r}, {self.namespace!r}, kind={self.kind!r})"
+
+    # ---------------------------------------------------------------- related stores
+
+    def namespace_store(self, namespace: str | None) -> "PgStore":
+        """The store of ``namespace`` in the same database, with this store's settings."""
+        return PgStore(self.url, namespace, min_score=self.min_score, scoring=self.scoring, track=self.track)
+
+    @property
+    def archive(self) -> "PgStore":
+        """Where forgotten, superseded, rejected and decayed memories go: never injected, searchable,
+        restorable."""
+        if self.kind == "archive":
+            raise UsageError(f"{self.location} is an archive: it has none of its own "
+                             "(forget(id, reason=None) removes a memory from it)")
+        if self._archive is None:
+            self._archive = PgStore(self.url, self.namespace, min_score=self.min_score, track=False, kind="archive")
+        return self._archive
+
+    @property
+    def inbox(self) -> "PgStore":
+        """Where captured memories wait for review: never searched with this store."""
+        if self._inbox is None:
+            self._inbox = PgStore(self.url, self.namespace, min_score=self.min_score, track=False, kind="inbox")
+        return self._inbox
+
+    @property
+    def lifecycle(self) -> "PgLifecycle":
+        """The memories' metadata (created, reinforced, evidence, cue, uses) and their scores."""
+        if self._lifecycle is None:
+            with self._lock:
+                if self._lifecycle is None:
+                    self._lifecycle = PgLifecycle(self)
+        return self._lifecycle
+
+    # ---------------------------------------------------------------- keeping current
+
+    def ready(self) -> bool:
+        """True when the cache is loaded and nothing says it changed since: a search is in-memory
+        work only. Asks nothing of the database."""
+        if not self._loaded or self._db.token(self.namespace) != self._seen:
+            return False
+        return self._db.listening or time.monotonic() - self._looked < POLL_S
+
+    def refresh(self) -> None:
+        """Load what changed since the cached versions (nothing when ``ready()``). Raises
+        ``StoreUnavailableError`` when the database cannot answer."""
+        self._catch_up(wait=True)
+
+    def _catch_up(self, wait: bool) -> None:
+        if self.ready():
+            return
+        if not self._loading.acquire(blocking=wait):
+            raise StoreBusyError(f"{self.location}: being refreshed by another thread")
+        try:
+            if self.ready():  # another thread just did
+                return
+            token = self._db.token(self.namespace)  # before reading: a change meanwhile moves it again
+            self._looked = time.monotonic()
+            lc = self._lifecycle if self._lifecycle is not None or not self.track else self.lifecycle
+            with self._db.connection() as conn, conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                row = conn.execute("SELECT version, meta_version FROM memwire_namespaces WHERE namespace = %s",
+                                   (self.namespace,)).fetchone()
+                version, meta_version = row if row is not None else (0, 0)
+                whole = version < self._held  # the database went back (restored): load it whole
+                since = 0 if whole else self._held
+                rows = conn.execute(
+                    f"SELECT {_COLUMNS}, deleted FROM memwire_memories WHERE namespace = %s AND kind = %s "
+                    "AND version > %s AND (%s > 0 OR NOT deleted) ORDER BY position",
+                    (self.namespace, self.kind, since, since)).fetchall() if version != self._held else []
+                metas = lc.changed_rows(conn, meta_version) if lc is not None else None
+            with self._lock:
+                if whole:
+                    self._forget_all()
+                self._apply(rows)
+                self._held = version
+            if lc is not None and metas is not None:
+                lc.took(metas, meta_version)
+            self._seen, self._loaded = token, True
+        finally:
+            self._loading.release()
+
+    def _forget_all(self) -> None:
+        for mid in self._mems:
+            self._index.remove(mid)
+        self._mems, self._pos = {}, {}
+        self._ordered = None
+        self.version += 1
+
+    def _apply(self, rows: Iterable[Sequence[Any]]) -> None:
+        """Patch the cache and the index with rows as read (tombstones remove). Under the lock."""
+        fresh: list[Memory] = []
+        changed = False
+        for mid, text, tags, pinned, topic, date, pos, deleted in rows:
+            if deleted:
+                if self._mems.pop(mid, None) is not None:
+                    del self._pos[mid]
+                    self._index.remove(mid)
+                    changed = True
+                continue
+            mem = Memory(mid, text, tuple(tags), pinned, topic, date)
+            self._pos[mid] = pos
+            if self._mems.get(mid) != mem:
+                self._mems[mid] = mem
+                fresh.append(mem)
+            changed = True
+        if not changed:
+            return
+        self._ordered = None
+        if len(fresh) > 1:  # indexed in file order, as a reload of files would (conversation neighbors)
+            rank = {m.id: i for i, m in enumerate(self._order())}
+            fresh.sort(key=lambda m: rank[m.id])
+        if fresh:
+            self._index.add_many((m.id, m.search_text(), m.date) for m in fresh)
+        self.version += 1
+
+    def _order(self) -> list[Memory]:
+        """The memories grouped by topic (topics in the order of their first memory), each group in
+        the order of first adds: the order of a memory file. Under the lock."""
+        if self._ordered is None:
+            first: dict[str | None, int] = {}
+            for mid, m in self._mems.items():
+                pos = self._pos[mid]
+                if first.get(m.topic, pos) >= pos:
+                    first[m.topic] = pos
+            self._ordered = sorted(self._mems.values(), key=lambda m: (first[m.topic], self._pos[m.id]))
+        return self._ordered
+
+    def _fresh(self, refresh: bool, wait: bool) -> None:
+        """Catch up before a read that fails open: when the database cannot answer, the read serves
+        the cache (empty if it never loaded); the outage is logged once, by ``_pg``."""
+        if not refresh and self._loaded:
+            return
+        try:
+            self._catch_up(wait)
+        except StoreUnavailableError:
+            pass
+
+    @contextlib.contextmanager
+    def _reading(self, refresh: bool, wait: bool) -> Iterator[None]:
+        self._fresh(refresh, wait)
+        if not self._lock.acquire(blocking=wait):
+            raise StoreBusyError(f"{self.location}: being written by another thread")
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    # ---------------------------------------------------------------- reading
+
+    @property
+    def problems(self) -> list[Any]:
+        """Problems found reading the memories: none (the database holds them as written)."""
+        return []
+
+    def memories(self, *, refresh: bool = True, wait: bool = True) -> list[Memory]:
+        """Every memory, in file-like order (see ``_order``)."""
+        with self._reading(refresh, wait):
+            return list(self._order())
+
+    def __iter__(self) -> Iterator[Memory]:
+        return iter(self.memories())
+
+    def __len__(self) -> int:
+        with self._reading(True, True):
+            return len(self._mems)
+
+    def __contains__(self, mid: object) -> bool:
+        with self._reading(True, True):
+            return mid in self._mems
+
+    def missing(self, ids: Iterable[str], *, refresh: bool = True, wait: bool = True) -> set[str]:
+        """The ids in ``ids`` that no longer name a memory. ``refresh=False``: as of the last read."""
+        with self._reading(refresh, wait):
+            mems = self._mems
+            return {mid for mid in ids if mid not in mems}
+
+    def known(self, ids: Iterable[str]) -> list[Memory]:
+        """The memories of these full ids as last read (ids no longer there are left out)."""
+        with self._reading(False, True):
+            mems = self._mems
+            return [mems[mid] for mid in ids if mid in mems]
+
+    def get(self, mid: str) -> Memory:
+        """The memory with id ``mid`` (or a unique prefix of it). Raises ``StoreUnavailableError``
+        rather than answer from a cache it could not bring up to date."""
+        self._catch_up(wait=True)
+        with self._lock:
+            found = self._mems.get(full_id(self._mems, mid))  # an ambiguous prefix raises its own error
+            if found is None:
+                raise MemoryNotFoundError(f"no memory with id {mid!r} in {self.location}")
+            return found
+
+    def pinned(self) -> list[Memory]:
+        return [m for m in self if m.pinned]
+
+    def search(
+        self, query: str, k: int = 5, *, min_score: float | None = None, context: Sequence[str] = (),
+        exclude: Collection[str] = (), refresh: bool = True, wait: bool = True,
+    ) -> list[Hit]:
+        """The memories most relevant to ``query``, best first (as ``MemoryStore.search``). Never
+        raises for the database: unreachable, it searches the cache."""
+        from ..policies._query import Query
+
+        with self._reading(refresh, wait):
+            cut = min_score if min_score is not None else self.min_score
+            found = self._index.search(Query(query, tuple(context)), k + _PRIOR_POOL, cut, exclude)
+            mems = self._mems
+        hits = [Hit(mems[mid], score) for mid, score in found if mid in mems]
+        return with_prior(hits, k, self.track, lambda: self.lifecycle)
+
+    # ---------------------------------------------------------------- writing
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[_Write]:
+        """One write transaction, the namespace's row locked; afterwards the cache is patched and
+        the namespace marked stale for this process's other stores."""
+        with self._db.connection() as conn:
+            with conn.transaction():
+                conn.execute("INSERT INTO memwire_namespaces (namespace) VALUES (%s) ON CONFLICT DO NOTHING",
+                             (self.namespace,))
+                (version,) = conn.execute("SELECT version FROM memwire_namespaces WHERE namespace = %s FOR UPDATE",
+                                          (self.namespace,)).fetchone()
+                w = _Write(self, conn, version + 1)
+                yield w
+                if w.rows:
+                    conn.execute("UPDATE memwire_namespaces SET version = %s WHERE namespace = %s",
+                                 (w.version, self.namespace))
+                    conn.execute("SELECT pg_notify(%s, %s)", (_pg.CHANNEL, self.namespace))
+        if w.rows:
+            self._db.touch(self.namespace)
+            with self._lock:
+                self._apply(w.rows.get(self.kind, ()))
+                if self._loaded and self._held == version:  # nothing missed in between: current
+                    self._held = w.version
+
+    def add(
+        self, text: str, tags: Sequence[str] = (), pinned: bool = False, *, topic: str | None = None,
+        date: str | None = None, cue: str = "explicit",
+    ) -> Memory:
+        """Add one memory (as ``MemoryStore.add``: the same text again merges its tags and pin and
+        reinforces it)."""
+        return self.add_many([Memory.create(text, tuple(tags), pinned, topic, date)], cue=cue)[0]
+
+    def add_many(self, memories: Iterable[Memory | str], *, cue: str = "explicit") -> list[Memory]:
+        """Add many memories in one transaction."""
+        items = [_checked(Memory.create(m) if isinstance(m, str) else m) for m in memories]
+        for m in items:
+            if any("\0" in s for s in (m.text, m.topic or "", m.date or "", *m.tags)):
+                raise InvalidMemoryError(f"a memory cannot hold a NUL character: {m.text[:80]!r}")
+        if not items:
+            return []
+        with self._writing() as w:
+            result, new = w.merge(self.kind, items)
+        if self.track:
+            self.lifecycle.added([m for m in result if m.id in new], cue)
+            self.lifecycle.reinforce([m.id for m in result if m.id not in new])
+        return result
+
+    def pin(self, mid: str, pinned: bool = True) -> Memory:
+        """Mark a memory pinned (or not). ``mid`` may be a unique prefix of the id."""
+        with self._writing() as w:
+            mem, pos = w.find(self.kind, mid)
+            if mem.pinned == pinned:
+                return mem
+            mem = replace(mem, pinned=pinned)
+            w.put(self.kind, [(mem, pos)])
+        return mem
+
+    def forget(self, mid: str, *, reason: str | None = "forgotten") -> Memory:
+        """Remove a memory, into the archive tagged ``reason`` in the same transaction;
+        ``reason=None`` deletes it outright. Returns what was removed."""
+        if reason is not None and reason not in ARCHIVE_REASONS:
+            raise ValueError(f"reason must be one of {', '.join(ARCHIVE_REASONS)}, got {reason!r}")
+        if reason is not None and self.kind == "archive":
+            raise UsageError(f"{self.location} is an archive: forget(id, reason=None) removes a memory from it")
+        with self._writing() as w:
+            mem, _ = w.find(self.kind, mid)
+            if reason is not None:
+                w.merge("archive", [_checked(archived(mem, reason))])
+            w.delete(self.kind, mem.id)
+        if reason is not None and self.track:
+            self.lifecycle.forgotten([mem.id])
+        return mem
+
+    def archive_copy(self, mems: Iterable[Memory], reason: str) -> None:
+        """Write ``mems`` to the archive in one write, each tagged with why and dated today; the
+        caller removes them where they were."""
+        self.archive.add_many([archived(m, reason) for m in mems])
+
+    def restore(self, mid: str) -> Memory:
+        """Bring a memory back from the archive (``mid``: its id or a unique prefix), without the
+        archive's reason tag; it counts as said again."""
+        archived_mem = self.archive.get(mid)
+        back = self.add(archived_mem.text, [t for t in archived_mem.tags if t not in ARCHIVE_REASONS],
+                        archived_mem.pinned, topic=archived_mem.topic, cue=cue_of(archived_mem))
+        self.archive.forget(archived_mem.id, reason=None)
+        return back
+
+    def edit_file(self, name: str, edit: Any) -> None:
+        raise UsageError(f"the PostgreSQL store ({self.location}) has no files: edit memories one by one "
+                         "(add, forget, pin), or use a markdown directory for the memory tool's file edits")
+
+    def rename_file(self, old: str, new: str) -> None:
+        self.edit_file(old, None)
+
+    # ---------------------------------------------------------------- event logs
+
+    def append_event(self, log: str, record: Mapping[str, Any]) -> None:
+        """Append one record to an event log of the namespace (``EVENT_LOGS``); the newest
+        ``EVENTS_KEEP`` are kept."""
+        from psycopg.types.json import Jsonb
+
+        name = event_log_name(log)
+        count = self._appended[name] = self._appended.get(name, 0) + 1
+        with self._db.connection() as conn:
+            conn.execute("INSERT INTO memwire_events (namespace, log, record) VALUES (%s, %s, %s)",
+                         (self.namespace, name, Jsonb(_no_nul(dict(record)))))
+            if count % TRIM_EVERY == 1 or TRIM_EVERY == 1:  # older than the newest EVENTS_KEEP: out
+                conn.execute(
+                    "DELETE FROM memwire_events WHERE namespace = %(ns)s AND log = %(log)s AND seq < ("
+                    " SELECT seq FROM memwire_events WHERE namespace = %(ns)s AND log = %(log)s"
+                    " ORDER BY seq DESC OFFSET %(skip)s LIMIT 1)",
+                    {"ns": self.namespace, "log": name, "skip": EVENTS_KEEP - 1})
+
+    def read_events(self, log: str) -> list[dict[str, Any]]:
+        """The records of an event log of the namespace, oldest first."""
+        name = event_log_name(log)
+        with self._db.connection() as conn:
+            rows = conn.execute("SELECT record FROM memwire_events WHERE namespace = %s AND log = %s ORDER BY seq",
+                                (self.namespace, name)).fetchall()
+        return [r[0] for r in rows]
+
+
+class PgLifecycle(Lifecycle):
+    """A store's lifecycle metadata in ``memwire_lifecycle``: loaded with the store's refreshes
+    (rows changed since the cached ``meta_version``), saved by merging this process's changes with
+    an upsert that adds the counts, so replicas add up."""
+
+    def __init__(self, store: PgStore) -> None:
+        super().__init__("", scoring=store.scoring)  # no directory: the hooks below use the table
+        self._store, self._db, self._ns = store, store._db, store.namespace
+        self._version = 0  # the namespace's meta_version the cache is as of
+        self._pulled = False
+
+    @property
+    def where(self) -> str:
+        return f"{self._db.shown} namespace {self._ns}"
+
+    def changed_rows(self, conn: Any, meta_version: int) -> list[tuple[Any, ...]] | None:
+        """The rows changed since the cached version (None when none did)."""
+        if self._pulled and meta_version == self._version:
+            return None
+        return conn.execute(f"SELECT {_META_COLUMNS} FROM memwire_lifecycle WHERE namespace = %s AND version > %s",
+                            (self._ns, 0 if meta_version < self._version else self._version)).fetchall()
+
+    def took(self, rows: list[tuple[Any, ...]], meta_version: int) -> None:
+        """Merge rows read by ``changed_rows`` into the cache; it is now as of ``meta_version``."""
+        metas = dict(map(_meta, rows))
+        with self._lock:
+            self._disk = {**self._disk, **metas}
+            self._version, self._pulled = meta_version, True
+
+    def _load(self) -> dict[str, Meta] | None:
+        """Kept current by the store's refreshes (``took``): here (at most once a second) the store
+        catches up when it is stale, never waiting for another thread's refresh; the metadata is
+        loaded here only when used before the store read anything."""
+        if self._pulled:
+            with contextlib.suppress(StoreBusyError):
+                self._store._fresh(True, False)
+            return None
+        try:
+            with self._db.connection() as conn, conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                row = conn.execute("SELECT meta_version FROM memwire_namespaces WHERE namespace = %s",
+                                   (self._ns,)).fetchone()
+                meta_version = row[0] if row is not None else 0
+                rows = self.changed_rows(conn, meta_version) or []
+        except StoreUnavailableError:
+            return None  # the scores use what is cached meanwhile
+        self.took(rows, meta_version)
+        return None  # took() set the cache
+
+    def _save(self, delta: Mapping[str, _Delta]) -> dict[str, Meta]:
+        now = self.clock()
+        with self._db.connection() as conn, conn.transaction():
+            conn.execute("INSERT INTO memwire_namespaces (namespace) VALUES (%s) ON CONFLICT DO NOTHING", (self._ns,))
+            (meta_version,) = conn.execute(
+                "SELECT meta_version FROM memwire_namespaces WHERE namespace = %s FOR UPDATE", (self._ns,)).fetchone()
+            version = meta_version + 1
+            params = []
+            for mid, d in delta.items():
+                new = d.apply(None, now)
+                params.append({
+                    "ns": self._ns, "id": mid, "created": _ts(new.created), "reinforced": _ts(new.reinforced),
+                    "evidence": new.evidence, "cue": new.cue, "uses": new.uses, "injected": new.injected,
+                    "forgotten": _ts(new.forgotten), "version": version, "d_reinforced": _ts(d.reinforced),
+                    "d_evidence": d.evidence, "d_uses": d.uses, "d_injected": d.injected,
+                    "d_forgotten": _ts(d.forgotten), "d_restored": d.restored})
+            conn.cursor().executemany(_META_UPSERT, params)
+            conn.execute("UPDATE memwire_namespaces SET meta_version = %s WHERE namespace = %s", (version, self._ns))
+            conn.execute("SELECT pg_notify(%s, %s)", (_pg.CHANNEL, self._ns))
+            rows = conn.execute(f"SELECT {_META_COLUMNS} FROM memwire_lifecycle WHERE namespace = %s AND id = ANY(%s)",
+                                (self._ns, list(delta))).fetchall()
+        with self._lock:
+            return {**self._disk, **dict(map(_meta, rows))}
