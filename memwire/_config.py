@@ -53,8 +53,8 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for name, value in env.items():
-        if not name.startswith("MEMWIRE_") or name in ("MEMWIRE_CONFIG",):
-            continue
+        if not name.startswith("MEMWIRE_") or name in ("MEMWIRE_CONFIG",) or name.startswith("MEMWIRE_TEST_"):
+            continue  # MEMWIRE_TEST_*: the test suite's (a database, a browser it may use), not settings
         key = name[len("MEMWIRE_") :].lower()
         if key not in Config.model_fields:
             raise ConfigError(f"environment variable {name}: unknown key {key!r}; valid keys: {', '.join(Config.model_fields)}")

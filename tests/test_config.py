@@ -69,3 +69,12 @@ def test_min_score_is_a_share_from_0_to_1(value: str) -> None:
     with pytest.raises(ConfigError, match="min_score"):
         load_config(env={"MEMWIRE_MIN_SCORE": value})
     assert load_config(env={"MEMWIRE_MIN_SCORE": "0.35"}).min_score == 0.35
+
+
+def test_the_store_setting_is_a_postgresql_url_or_unset(tmp_path: Path) -> None:
+    env = {"MEMWIRE_STORE": "postgresql://memwire@db.internal:5432/memory", "MEMWIRE_TEST_POSTGRES": "not a setting"}
+    assert load_config(env=env, project_config=False).store == "postgresql://memwire@db.internal:5432/memory"
+    assert load_config(env={"MEMWIRE_STORE": ""}, project_config=False).store is None
+    with pytest.raises(ConfigError, match="store must be a PostgreSQL URL"):
+        load_config(env={"MEMWIRE_STORE": "mysql://db/memory"}, project_config=False)
+    assert "postgresql" not in repr(load_config(env=env, project_config=False))  # it may hold a password

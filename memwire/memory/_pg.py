@@ -105,6 +105,24 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX memwire_events_log ON memwire_events (namespace, log, seq);
     """,
+    # 2: the replay ledgers (memwire/middleware/_ledger_pg.py): a row per session, a row per entry
+    """
+    CREATE TABLE memwire_ledger_sessions (
+        namespace text NOT NULL,
+        session text NOT NULL,
+        epoch bigint NOT NULL DEFAULT 1,
+        touched timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (namespace, session)
+    );
+    CREATE INDEX memwire_ledger_sessions_touched ON memwire_ledger_sessions (touched);
+    CREATE TABLE memwire_ledger_lines (
+        namespace text NOT NULL,
+        session text NOT NULL,
+        seq bigserial NOT NULL,
+        entry jsonb NOT NULL,
+        PRIMARY KEY (namespace, session, seq)
+    );
+    """,
 ]
 
 

@@ -221,6 +221,11 @@ class PgStore:
         self._inbox: PgStore | None = None
         self._appended: dict[str, int] = {}
 
+    @property
+    def db(self) -> "_pg.Database":
+        """The database (its pool): the session ledgers live there too (``middleware/_ledger_pg``)."""
+        return self._db
+
     def _where(self, kind: str) -> str:
         return f"{self._db.shown} namespace {self.namespace}" + ("" if kind == "memories" else f" ({kind})")
 

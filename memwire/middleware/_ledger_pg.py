@@ -194,22 +194,3 @@ def prune(conn: Any, max_age_s: float) -> int:
             conn.execute("DELETE FROM memwire_ledger_lines l USING unnest(%s::text[], %s::text[]) AS g(ns, s) "
                          "WHERE l.namespace = g.ns AND l.session = g.s", ([g[0] for g in gone], [g[1] for g in gone]))
     return len(gone)
-
-
-LEDGER_MIGRATION = """
-CREATE TABLE memwire_ledger_sessions (
-    namespace text NOT NULL,
-    session text NOT NULL,
-    epoch bigint NOT NULL DEFAULT 1,
-    touched timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (namespace, session)
-);
-CREATE INDEX memwire_ledger_sessions_touched ON memwire_ledger_sessions (touched);
-CREATE TABLE memwire_ledger_lines (
-    namespace text NOT NULL,
-    session text NOT NULL,
-    seq bigserial NOT NULL,
-    entry jsonb NOT NULL,
-    PRIMARY KEY (namespace, session, seq)
-);
-"""

@@ -480,7 +480,7 @@ class Ledger:
 def open_ledger(store: "MemoryStore", session: str) -> Ledger:
     """The ledger of ``session`` in ``store``'s namespace: a file beside the memory files, or rows
     in the store's database (``_ledger_pg``) when the store is on PostgreSQL."""
-    db = getattr(store, "db", None)
+    db = getattr(store, "db", None)  # a PgStore's database
     if db is not None:
         from ._ledger_pg import PgLedger
 

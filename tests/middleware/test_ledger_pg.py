@@ -2,43 +2,22 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import secrets
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from memwire.middleware import _replay
-from memwire.middleware._ledger_pg import LEDGER_MIGRATION, PgLedger, prune
+from memwire.middleware._ledger_pg import PgLedger, prune
 from memwire.middleware._replay import LedgerEntry
-
-URL = os.environ.get("MEMWIRE_TEST_POSTGRES")
-pytestmark = pytest.mark.skipif(not URL, reason="needs a PostgreSQL server: set MEMWIRE_TEST_POSTGRES to its URL")
 
 
 @pytest.fixture
-def connect() -> Iterator[Any]:
-    """Connections to a fresh schema holding the ledger tables."""
-    import psycopg
+def connect(postgres_url: str) -> Any:
+    """Connections to a fresh schema, migrated as a store's first use does."""
+    from memwire.memory import _pg
 
-    schema = "t_ledger_" + secrets.token_hex(4)
-    with psycopg.connect(URL, autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {schema}")
-        try:
-            with psycopg.connect(URL, autocommit=True, options=f"-c search_path={schema}") as conn:
-                conn.execute(LEDGER_MIGRATION)
-
-            @contextlib.contextmanager
-            def conn() -> Iterator[Any]:
-                with psycopg.connect(URL, autocommit=True, options=f"-c search_path={schema}") as c:
-                    yield c
-
-            yield conn
-        finally:
-            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+    return _pg.database(postgres_url).connection
 
 
 def entry(key: str, *ids: str) -> LedgerEntry:
@@ -105,13 +84,10 @@ def test_a_compaction_is_seen_whole_by_every_replica(connect: Any, monkeypatch: 
 
 
 def test_unreachable_database_goes_on_in_memory(caplog: pytest.LogCaptureFixture) -> None:
-    import psycopg
+    pytest.importorskip("psycopg", reason="the PostgreSQL store needs memwire[postgres]")
+    from memwire.memory import _pg
 
-    @contextlib.contextmanager
-    def down() -> Iterator[Any]:
-        with psycopg.connect("postgresql://postgres@127.0.0.1:1/none", connect_timeout=1) as c:
-            yield c
-
+    down = _pg.database("postgresql://postgres@127.0.0.1:1/none").connection  # a closed port
     ledger = PgLedger.open(down, "ns", "s")
     assert ledger.commit("k#1", [entry("k#1", "m1")]) and ledger.get("k#1") == entry("k#1", "m1")
     assert not ledger.commit("k#1", [entry("k#1", "m2")])
