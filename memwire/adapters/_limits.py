@@ -10,12 +10,11 @@ namespaces at most; namespaces that exist keep working.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
-from pathlib import Path
+from typing import Any
 
 import anyio
 from starlette.exceptions import HTTPException
@@ -65,8 +64,8 @@ async def read_body(request: Request, timeout: float, limit: int | None = None) 
 class NamespaceQuota:
     """Admits a namespace when it exists, or when the client and the directory have room for it."""
 
-    def __init__(self, root: Path, per_minute: int, total: int) -> None:
-        self.root = Path(root) / "namespaces"
+    def __init__(self, store: Any, per_minute: int, total: int) -> None:
+        self.store = store  # the default namespace's store: it knows its tree's namespaces
         self.per_minute, self.total = per_minute, total
         self._known: set[str] = set()
         self._count: int | None = None  # namespaces on disk, counted once, then kept up to date
@@ -77,14 +76,14 @@ class NamespaceQuota:
         """None when the request may go on, else why not (for a 429)."""
         if namespace in self._known:
             return None
-        if (self.root / namespace).is_dir():
+        if self.store.has_namespace(namespace):
             self._known.add(namespace)
             return None
         with self._lock:
             if namespace in self._known:
                 return None
             if self._count is None:
-                self._count = _count_dirs(self.root)
+                self._count = self.store.count_namespaces()
             if self._count >= self.total:
                 return (f"this proxy holds its limit of {self.total} namespaces "
                         "(proxy_max_namespaces); use an existing one")
@@ -103,10 +102,3 @@ class NamespaceQuota:
             self._count += 1
             return None
 
-
-def _count_dirs(path: Path) -> int:
-    try:
-        with os.scandir(path) as it:
-            return sum(1 for e in it if e.is_dir(follow_symlinks=False))
-    except (FileNotFoundError, NotADirectoryError):
-        return 0

@@ -168,7 +168,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
         mw = app.state.proxy.middleware
         for problem in mw.store.problems if usable else ():
             say(f"memwire: warning: {problem}", warning=True)
-        say(f"{where}  memory={mw.store.path} ({f'{len(mw.store)} memories' if usable else 'memory off'})\n"
+        say(f"{where}  memory={mw.store.location} ({f'{len(mw.store)} memories' if usable else 'memory off'})\n"
             f"{upstreams}")
         freeze_startup()
         uvicorn.run(app, http=protocol_with_header_timeout(cfg.proxy_header_timeout), **server)

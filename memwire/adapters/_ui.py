@@ -126,7 +126,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None) -> list[BaseRoute]:
         found = [h.memory for h in s.search(q, SHOWN, min_score=0.0)] if q else s.memories()[:SHOWN]
         total = len(s)
         rows = "".join(_memory_row(m, ns) for m in found)
-        inbox = inbox_of(s).memories() if (s.path / "inbox").is_dir() else []
+        inbox = inbox_of(s).memories()
         body = (_nav(ns) +
                 f'<form method="get" action="{UI_PREFIX}"><input type="hidden" name="ns" value="{escape(ns or "")}">'
                 f'<input type="text" class="wide" name="q" value="{escape(q)}" placeholder="search the memories">'

@@ -43,7 +43,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route, request_response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .._errors import ConfigError, NamespaceError, RequestFormatError
+from .._errors import ConfigError, NamespaceError, RequestFormatError, StoreUnavailableError
 from ..memory._store import validate_namespace
 from ..middleware._core import Injection, Middleware, Prepared
 from ..middleware._distill import Complete, upstream_complete
@@ -167,7 +167,7 @@ def create_app(
         proxy_key=proxy_key,
         cache_breakpoint=anthropic_cache_breakpoint,
         body_timeout=body_timeout if body_timeout is not None else middleware.config.proxy_body_timeout,
-        quota=NamespaceQuota(middleware.store.path, middleware.config.proxy_new_namespaces_per_minute,
+        quota=NamespaceQuota(middleware.store, middleware.config.proxy_new_namespaces_per_minute,
                              middleware.config.proxy_max_namespaces),
         memory=memory,
         direct=direct,
@@ -291,7 +291,7 @@ class _Proxy:
                 raise Refusal(400, f"x-memwire-namespace: {exc}", "invalid_namespace") from None
             try:
                 refused = self.quota.admit(namespace, self._quota_client(request))
-            except OSError as exc:  # the namespaces directory cannot be read: no memory for this call
+            except (OSError, StoreUnavailableError) as exc:  # the namespaces cannot be read: no memory for this call
                 return (*_unchanged(raw, exc), "")
             if refused:
                 raise Refusal(429, refused, "memwire_namespace_limit")

@@ -239,6 +239,18 @@ class PgStore:
 
     # ---------------------------------------------------------------- related stores
 
+    def has_namespace(self, namespace: str) -> bool:
+        """Whether the database holds ``namespace`` (anything was ever written to it)."""
+        with self._db.connection() as conn:
+            return conn.execute("SELECT EXISTS (SELECT 1 FROM memwire_namespaces WHERE namespace = %s)",
+                                (validate_namespace(namespace),)).fetchone()[0]
+
+    def count_namespaces(self) -> int:
+        """How many namespaces other than the default one the database holds."""
+        with self._db.connection() as conn:
+            return conn.execute("SELECT count(*) FROM memwire_namespaces WHERE namespace <> %s",
+                                (DEFAULT_NAMESPACE,)).fetchone()[0]
+
     def namespace_store(self, namespace: str | None) -> "PgStore":
         """The store of ``namespace`` in the same database, with this store's settings."""
         return PgStore(self.url, namespace, min_score=self.min_score, scoring=self.scoring, track=self.track)

@@ -499,6 +499,18 @@ class MemoryStore:
     def location(self) -> str:
         """Where the memories are, for messages: the directory."""
         return str(self.path)
+
+    def has_namespace(self, namespace: str) -> bool:
+        """Whether the tree of this store holds ``namespace`` (its directory exists)."""
+        return (Path(self._root or self.path) / "namespaces" / validate_namespace(namespace)).is_dir()
+
+    def count_namespaces(self) -> int:
+        """How many named namespaces the tree of this store holds."""
+        try:
+            with os.scandir(Path(self._root or self.path) / "namespaces") as it:
+                return sum(1 for e in it if e.is_dir(follow_symlinks=False))
+        except (FileNotFoundError, NotADirectoryError):
+            return 0
     @property
     def lifecycle(self) -> Lifecycle:
         """The memories' metadata (created, reinforced, evidence, cue, uses) and their scores."""
