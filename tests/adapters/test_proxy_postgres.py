@@ -1,0 +1,107 @@
+"""Two proxies on one PostgreSQL database give a session the bytes one proxy would.
+
+Real processes (``memwire proxy`` with ``MEMWIRE_STORE``) against a fake upstream on 127.0.0.1 and
+a real PostgreSQL server; one conversation alternates between them, with a memory added mid-turn by
+a third writer. The reference is the same app in this process over another schema seeded alike.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from memwire._sim.fake_provider import FakeProvider
+from memwire.adapters._server import build_app
+
+from ..middleware.conftest import MEMORIES
+from ..stores import with_search_path
+from .test_proxy_workers import MODES, Proxy, conversation, sent, upstream  # noqa: F401 - upstream: a fixture
+
+
+def seed(url: str) -> None:
+    from memwire.memory._postgres import PgStore
+
+    PgStore(url).add_many([text for text, _ in MEMORIES])
+
+
+def add_mid_turn(url: str, i: int) -> None:
+    """A memory that would answer the turn better, added between a turn's question and its tool
+    loop by another writer: the turn's block must not change, whichever proxy serves."""
+    from memwire.memory._postgres import PgStore
+
+    if i % 2 == 1:
+        PgStore(url).add(f"Staging database and test suite and migrations and deploys: note {i}")
+
+
+@pytest.fixture
+def other_schema(postgres_url: str) -> Iterator[str]:
+    """A second fresh schema in the same database (the reference's)."""
+    import psycopg
+
+    from memwire.memory import _pg
+
+    from ..conftest import TEST_POSTGRES
+
+    schema = f"memwire_ref_{secrets.token_hex(4)}"
+    with psycopg.connect(TEST_POSTGRES, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    url = with_search_path(str(TEST_POSTGRES), schema)
+    try:
+        yield url
+    finally:
+        _pg.close(url)
+        with psycopg.connect(TEST_POSTGRES, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+async def reference(url: str, upstream_url: str, mode_env: dict[str, str], bodies: list[dict[str, Any]],
+                    fake: FakeProvider) -> list[Any]:
+    from memwire._config import load_config
+
+    cfg = load_config(None, env=mode_env, project_config=False, store=url, use_global=False, shared_memos=True,
+                      timeout_ms=60000)
+    spec = {"config": cfg.model_dump(mode="json"), "openai_upstream": upstream_url,
+            "anthropic_upstream": upstream_url, "timeout": 60.0, "max_body_bytes": 2**25, "cache_breakpoint": None,
+            "memory": True, "log_level": "warning"}
+    app = build_app(spec)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy") as http:
+        for i, body in enumerate(bodies):
+            add_mid_turn(url, i)
+            r = await http.post("/v1/chat/completions", json=body)
+            assert r.status_code == 200, r.text
+    await app.state.proxy.client.aclose()
+    return sent(fake, len(bodies))
+
+
+@pytest.mark.parametrize("mode", ["replay", "drop"])
+async def test_a_conversation_alternating_between_two_proxies_on_one_database(
+        tmp_path: Path, upstream: tuple[FakeProvider, str], postgres_url: str, other_schema: str, mode: str) -> None:
+    fake, url = upstream
+    seed(postgres_url)
+    seed(other_schema)
+    bodies = list(conversation())
+    env = {**MODES[mode], "MEMWIRE_STORE": postgres_url}
+    a, b = (Proxy(tmp_path, tmp_path / "unused", url, "--workers", "1", **env) for _ in range(2))
+    try:
+        a.wait(), b.wait()
+        for i, body in enumerate(bodies):
+            add_mid_turn(postgres_url, i)
+            worker = (a, b)[((i + 1) // 2) % 2]  # a turn's tool loop on the other proxy
+            r = httpx.post(worker.url + "/v1/chat/completions", json=body, timeout=30)
+            assert r.status_code == 200, r.text
+        served = sent(fake, len(bodies))
+    finally:
+        a.stop(), b.stop()
+    assert not (tmp_path / "unused").exists()  # nothing went to a directory
+    expected = await reference(other_schema, url, MODES[mode], bodies, fake)
+    assert served == expected
+    if mode == "replay":  # an append-only log: the provider's prefix cache keeps matching
+        for i in range(1, len(served)):
+            assert served[i][: len(served[i - 1])] == served[i - 1]
+    assert sum("<memory" in json.dumps(m) for m in served) >= 2
