@@ -155,10 +155,11 @@ def test_two_processes_add_up_their_counts(make_store: StoreSpec, clock: Clock) 
     a.lifecycle.injected([mem.id])
     b.lifecycle.injected([mem.id])
     b.lifecycle.reinforce([mem.id], used=True)
-    a.lifecycle.flush()
+    a.lifecycle.reinforce([mem.id], used=True)
     b.lifecycle.flush()
+    a.lifecycle.flush()
     meta = open_at(make_store, clock).lifecycle.get(mem)
-    assert (meta.injected, meta.uses, meta.evidence) == (2, 1, 2)
+    assert (meta.injected, meta.uses, meta.evidence) == (2, 2, 3)
 
 
 def test_a_hand_edit_that_keeps_the_words_keeps_the_history(tmp_path: Path, clock: Clock) -> None:
