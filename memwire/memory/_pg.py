@@ -50,6 +50,7 @@ POOL_TIMEOUT_S = 2.0  # waiting for a pooled connection
 POOL_MAX_SIZE = 4  # connections per process and URL (reads are served from the cache)
 RETRY_S = 1.0  # after a failure, calls fail at once for this long
 LISTEN_TICK_S = 0.5  # the listener looks at its stop flag this often
+LISTEN_RETRY_S = 1.0  # the listener connects again after this long
 _LOCK_KEY = 0x6D656D77_69726531  # pg_advisory_xact_lock key of the migrations ("memwire1")
 
 SCHEMA_TABLE = """CREATE TABLE IF NOT EXISTS memwire_schema (
@@ -146,7 +147,7 @@ def redacted(url: str) -> str:
     if "@" in netloc:
         user, _, host = netloc.rpartition("@")
         netloc = f"{user.split(':', 1)[0]}@{host}"
-    query = urlencode([(k, "***" if k == "password" else v) for k, v in parse_qsl(parts.query)])
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "password"])
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
@@ -222,7 +223,7 @@ class _Listener:
                 lost = True
             finally:
                 self.listening = False
-            self._stop.wait(RETRY_S)
+            self._stop.wait(LISTEN_RETRY_S)
 
 
 class Database:

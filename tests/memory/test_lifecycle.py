@@ -1,6 +1,6 @@
 """Lifecycle: the stability score on worked examples, states over simulated time, the sidecar
 (batched, merged across processes, surviving hand edits), archive and restore, the ranking prior,
-sweeps and caps."""
+sweeps and caps. What does not look at files runs on both stores (``make_store``)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from memwire import MemoryStore
 from memwire.memory._lifecycle import META_NAME, Lifecycle, Meta, Scoring, category_of
 from memwire.memory._model import Memory
 from memwire.memory._upkeep import stale, stats, sweep
+from tests.stores import StoreSpec
 
 DAY = 86_400.0
 T0 = 1_790_000_000.0  # 2026-09-21
@@ -40,6 +41,13 @@ def store_at(path: Path, clock: Clock, **kw: object) -> MemoryStore:
     s = MemoryStore(path, **kw)  # type: ignore[arg-type]
     s._lifecycle = Lifecycle(path, scoring=s.scoring, clock=clock)
     return s
+
+
+def open_at(make_store: StoreSpec, clock: Clock, **kw: object) -> MemoryStore:
+    """A store of either backend whose metadata runs on ``clock``."""
+    s = make_store(**kw)
+    s.lifecycle.clock = clock
+    return s  # type: ignore[no-any-return]
 
 
 # ---------------------------------------------------------------- the formula
@@ -89,8 +97,8 @@ def test_weights_are_configurable_and_checked() -> None:
 # ---------------------------------------------------------------- over time
 
 
-def test_a_captured_fact_fades_through_the_states(tmp_path: Path, clock: Clock) -> None:
-    s = store_at(tmp_path, clock)
+def test_a_captured_fact_fades_through_the_states(make_store: StoreSpec, clock: Clock) -> None:
+    s = open_at(make_store, clock)
     mem = s.add("The staging database listens on port 5433", ["fact"], cue="captured")
     seen = []
     for day in (0, 30, 90, 120, 200):
@@ -99,8 +107,8 @@ def test_a_captured_fact_fades_through_the_states(tmp_path: Path, clock: Clock) 
     assert seen == ["active", "provisional", "provisional", "candidate", "dropped"]
 
 
-def test_reinforcement_restarts_the_decay_and_adds_evidence(tmp_path: Path, clock: Clock) -> None:
-    s = store_at(tmp_path, clock)
+def test_reinforcement_restarts_the_decay_and_adds_evidence(make_store: StoreSpec, clock: Clock) -> None:
+    s = open_at(make_store, clock)
     mem = s.add("The staging database listens on port 5433", cue="captured")
     clock.days(100)
     before = s.lifecycle.score(mem)
@@ -139,18 +147,19 @@ def test_metadata_is_saved_beside_the_markdown_not_in_it(tmp_path: Path, clock: 
     assert again.lifecycle.get(mem) == s.lifecycle.get(mem)
 
 
-def test_two_processes_add_up_their_counts(tmp_path: Path, clock: Clock) -> None:
-    a = store_at(tmp_path, clock)
+def test_two_processes_add_up_their_counts(make_store: StoreSpec, clock: Clock) -> None:
+    a = open_at(make_store, clock)
     mem = a.add("Prefers pytest over unittest")
     a.lifecycle.flush()
-    b = store_at(tmp_path, clock)
+    b = open_at(make_store, clock)
     a.lifecycle.injected([mem.id])
     b.lifecycle.injected([mem.id])
     b.lifecycle.reinforce([mem.id], used=True)
-    a.lifecycle.flush()
+    a.lifecycle.reinforce([mem.id], used=True)
     b.lifecycle.flush()
-    meta = store_at(tmp_path, clock).lifecycle.get(mem)
-    assert (meta.injected, meta.uses, meta.evidence) == (2, 1, 2)
+    a.lifecycle.flush()
+    meta = open_at(make_store, clock).lifecycle.get(mem)
+    assert (meta.injected, meta.uses, meta.evidence) == (2, 2, 3)
 
 
 def test_a_hand_edit_that_keeps_the_words_keeps_the_history(tmp_path: Path, clock: Clock) -> None:
@@ -180,8 +189,8 @@ def test_a_damaged_sidecar_is_kept_aside_and_metadata_starts_over(tmp_path: Path
 # ---------------------------------------------------------------- archive and restore
 
 
-def test_forget_moves_to_the_archive_and_restore_brings_it_back(tmp_path: Path, clock: Clock) -> None:
-    s = store_at(tmp_path, clock)
+def test_forget_moves_to_the_archive_and_restore_brings_it_back(make_store: StoreSpec, clock: Clock) -> None:
+    s = open_at(make_store, clock)
     mem = s.add("Deploys go out on Tuesdays", ["process"], cue="captured")
     s.forget(mem.id)
     assert mem.id not in s and s.lifecycle.score(mem) == 0.0
@@ -194,8 +203,8 @@ def test_forget_moves_to_the_archive_and_restore_brings_it_back(tmp_path: Path, 
     assert meta.forgotten is None and meta.cue == "captured" and meta.evidence == 2
 
 
-def test_forget_without_a_reason_deletes_outright(tmp_path: Path) -> None:
-    s = MemoryStore(tmp_path)
+def test_forget_without_a_reason_deletes_outright(make_store: StoreSpec) -> None:
+    s = make_store()
     mem = s.add("Scratch note")
     s.forget(mem.id, reason=None)
     assert mem.id not in s and len(s.archive) == 0
@@ -206,8 +215,8 @@ def test_forget_without_a_reason_deletes_outright(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- ranking
 
 
-def test_the_prior_orders_equally_relevant_memories_by_strength(tmp_path: Path, clock: Clock) -> None:
-    s = store_at(tmp_path, clock)
+def test_the_prior_orders_equally_relevant_memories_by_strength(make_store: StoreSpec, clock: Clock) -> None:
+    s = open_at(make_store, clock)
     weak = s.add("The staging database runs Postgres 15", cue="distilled")
     strong = s.add("The staging database runs Postgres 16", cue="captured")
     clock.days(60)
@@ -215,13 +224,16 @@ def test_the_prior_orders_equally_relevant_memories_by_strength(tmp_path: Path, 
     assert [h.memory.id for h in s.search("staging database postgres", k=2)] == [strong.id, weak.id]
     s.lifecycle.reinforce([weak.id] * 5, used=True)
     assert [h.memory.id for h in s.search("staging database postgres", k=2)] == [weak.id, strong.id]
-    off = store_at(tmp_path, clock, scoring=Scoring(rank_prior=0))
+    s.lifecycle.flush()
+    off = open_at(make_store, clock, scoring=Scoring(rank_prior=0))
     assert {h.score for h in off.search("staging database postgres", k=2)} == {
-        h.score for h in MemoryStore(tmp_path, scoring=Scoring(rank_prior=0)).search("staging database postgres", k=2)}
+        h.score for h in make_store(scoring=Scoring(rank_prior=0)).search("staging database postgres", k=2)}
+    assert [h.memory.id for h in open_at(make_store, clock).search("staging database postgres", k=2)] == [
+        weak.id, strong.id]  # the metadata as saved ranks the same in another process
 
 
-def test_the_prior_never_makes_an_irrelevant_memory_relevant(tmp_path: Path, clock: Clock) -> None:
-    s = store_at(tmp_path, clock)
+def test_the_prior_never_makes_an_irrelevant_memory_relevant(make_store: StoreSpec, clock: Clock) -> None:
+    s = open_at(make_store, clock)
     mem = s.add("Lunch is at noon")
     s.lifecycle.reinforce([mem.id] * 50, used=True)
     assert s.search("staging database port") == []
@@ -230,8 +242,8 @@ def test_the_prior_never_makes_an_irrelevant_memory_relevant(tmp_path: Path, clo
 # ---------------------------------------------------------------- sweeps and caps
 
 
-def test_a_sweep_archives_what_decayed_but_never_a_persons_own(tmp_path: Path, clock: Clock) -> None:
-    s = store_at(tmp_path, clock)
+def test_a_sweep_archives_what_decayed_but_never_a_persons_own(make_store: StoreSpec, clock: Clock) -> None:
+    s = open_at(make_store, clock)
     captured = s.add("The standup moved to 9:30", cue="captured")
     mine = s.add("Deploys go out on Tuesdays")
     pinned = s.add("Never force-push to main", pinned=True, cue="captured")
@@ -243,8 +255,8 @@ def test_a_sweep_archives_what_decayed_but_never_a_persons_own(tmp_path: Path, c
     assert "decayed" in s.archive.get(captured.id).tags
 
 
-def test_a_category_over_its_cap_archives_its_weakest(tmp_path: Path, clock: Clock) -> None:
-    s = store_at(tmp_path, clock, scoring=Scoring(caps={"completion": 2}))
+def test_a_category_over_its_cap_archives_its_weakest(make_store: StoreSpec, clock: Clock) -> None:
+    s = open_at(make_store, clock, scoring=Scoring(caps={"completion": 2}))
     old = s.add("Shipped the login page", ["done"], cue="captured")
     clock.days(5)
     mid = s.add("Shipped the search page", ["done"], cue="captured")
@@ -258,8 +270,8 @@ def test_a_category_over_its_cap_archives_its_weakest(tmp_path: Path, clock: Clo
     assert rows["completion"].count == 2 and rows["completion"].capacity == 1.0
 
 
-def test_stats_count_states_injections_and_uses(tmp_path: Path, clock: Clock) -> None:
-    s = store_at(tmp_path, clock)
+def test_stats_count_states_injections_and_uses(make_store: StoreSpec, clock: Clock) -> None:
+    s = open_at(make_store, clock)
     a = s.add("Prefers tabs", ["preference"])
     b = s.add("Prefers dark mode", ["preference"], cue="distilled")
     s.add("Port 5433 for staging")
