@@ -95,3 +95,17 @@ def test_a_damaged_line_changes_nothing(tmp_path: Path) -> None:
         with pytest.raises(InvalidMemoryError, match=what):
             import_export(dst, io.StringIO("\n".join(bad) + "\n"), "dump.jsonl")
     assert len(dst) == 0 and len(dst.archive) == 0 and not (tmp_path / "b").exists()
+
+
+def test_markdown_to_postgresql_and_back_is_lossless(tmp_path: Path, postgres_url: str) -> None:
+    from memwire.memory._postgres import PgStore
+
+    src = _filled(MemoryStore(tmp_path / "a"))
+    db = PgStore(postgres_url, "alice")
+    _moved(src, db)
+    back = MemoryStore(tmp_path / "b")
+    _moved(PgStore(postgres_url, "alice"), back)  # another replica's view of the namespace
+    assert _dump(db) == _dump(src) == _dump(back)
+    assert _dump(PgStore(postgres_url, "bob")) == []  # namespaces stay apart
+    hit = PgStore(postgres_url, "alice").search("how do I build?", k=1)[0]
+    assert hit.memory.text.startswith("Build with")
