@@ -36,14 +36,14 @@ def register(sub: Any) -> None:
 
 def cmd_mcp(args: argparse.Namespace, cfg: Config) -> int:
     from ..cli import check_dir
-    from ..memory._store import MemoryStore
+    from ..memory._open import open_store
 
     root = Path(cfg.dir).expanduser()  # a client's config file (Codex's TOML) passes "~" unexpanded
-    check_dir(root)
-    # the command line's rule (cli._store): a namespace is its own directory, without the global
-    # scope; checked before the SDK's slow import, so a bad name fails at once
-    store = MemoryStore.for_namespace(root, args.namespace, global_dir=cfg.global_dir if cfg.use_global else None,
-                                      min_score=cfg.min_score)
+    if args.dir or not cfg.store:
+        check_dir(root)
+    # the command line's rule (cli._store): a namespace is its own scope, without the global one;
+    # checked before the SDK's slow import, so a bad name fails at once
+    store = open_store(cfg, args.namespace, dir=root if args.dir or not cfg.store else None)
     try:
         from .mcp import build_server
     except ImportError as exc:  # the extra is not installed: one line, no traceback

@@ -45,6 +45,9 @@ def register(sub: Any) -> None:
                    help="explicit statements ('remember that ...'): store them (auto, default), hold them for "
                         "`memwire inbox` (review), or off")
     p.add_argument("--dir", help="memory directory; namespace NAME uses DIR/namespaces/NAME")
+    p.add_argument("--store", metavar="URL", help="keep memory in PostgreSQL (postgresql://user@host/db) instead of "
+                                                  "a directory: every replica on it shares memories, sessions and "
+                                                  "figures (default: $MEMWIRE_STORE; needs memwire[postgres])")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow a non-loopback --host (requires --proxy-key)")
     p.add_argument("--proxy-key", help="clients must send this in x-memwire-key (required with --allow-remote; "
@@ -117,7 +120,8 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
                "proxy_max_connections": args.max_connections,
                "proxy_new_namespaces_per_minute": args.new_namespaces_per_minute,
                "proxy_max_namespaces": args.max_namespaces, "proxy_workers": args.workers,
-               "proxy_request_log": os.path.abspath(args.request_log) if args.request_log else None}
+               "proxy_request_log": os.path.abspath(args.request_log) if args.request_log else None,
+               "store": args.store}
     for key, value in updates.items():
         if value is not None:
             try:
@@ -142,8 +146,18 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
             print(text, file=sys.stderr)
     from ..cli import check_dir
 
+    if args.store and args.dir:
+        raise ConfigError("give --dir (a memory directory) or --store (a PostgreSQL URL), not both")
     try:
-        check_dir(cfg.dir)
+        if args.dir:
+            cfg.store = None  # a directory given on the command line wins over $MEMWIRE_STORE
+        if cfg.store:
+            from ..memory._pg import redacted
+
+            memory_at = redacted(cfg.store)
+        else:
+            check_dir(cfg.dir)
+            memory_at = str(cfg.dir)
         usable = True
     except MemwireError as exc:  # serve anyway: every request passes through unchanged (fail open)
         say(f"memwire: warning: {exc}; serving without memory, requests pass through unchanged", warning=True)
@@ -187,7 +201,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
         os.environ[SPEC_ENV] = spec_path
         if figures is not None:
             os.environ[MULTIPROC_ENV] = figures
-        say(f"{where}  memory={cfg.dir if usable else 'off'}\n{upstreams}")
+        say(f"{where}  memory={memory_at if usable else 'off'}\n{upstreams}")
         protocol = http_protocol()
         uvicorn.run("memwire.adapters._server:worker_app", factory=True, workers=workers,
                     http=f"{protocol.__module__}:{protocol.__name__}", **server)

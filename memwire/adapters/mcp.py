@@ -99,7 +99,7 @@ def build_server(source: Middleware | MemoryStore, namespace: str | None = None)
     elif namespace in (None, "", "default"):
         store = source
     else:
-        store = MemoryStore.for_namespace(source.path, namespace, min_score=source.min_score)
+        store = source.namespace_store(namespace)
 
     server: MCPServer = MCPServer("memwire", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
