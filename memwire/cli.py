@@ -573,7 +573,9 @@ def _trusted_config(args: argparse.Namespace, overrides: dict[str, Any]) -> Conf
     from ._trust import create_project_dir, resolve_config
 
     res = resolve_config(args.config, **overrides)
-    if res.missing_dir is not None and args.command in _CREATES_DIR and not getattr(args, "dry_run", False):
+    in_database = (getattr(args, "store", None) or res.config.store) and not getattr(args, "dir", None)
+    if (res.missing_dir is not None and args.command in _CREATES_DIR and not getattr(args, "dry_run", False)
+            and not in_database):  # a PostgreSQL store needs no directory
         warning = create_project_dir(res.missing_dir, res.config.global_dir)
         res.notices.extend([warning] if warning else [])
     if args.command != "demo":  # the demo uses a memory of its own

@@ -86,8 +86,7 @@ async def test_a_conversation_alternating_between_two_proxies_on_one_database(
     seed(postgres_url)
     seed(other_schema)
     bodies = list(conversation())
-    env = {**MODES[mode], "MEMWIRE_STORE": postgres_url}
-    a, b = (Proxy(tmp_path, tmp_path / "unused", url, "--workers", "1", **env) for _ in range(2))
+    a, b = (Proxy(tmp_path, postgres_url, url, "--workers", "1", **MODES[mode]) for _ in range(2))
     try:
         a.wait(), b.wait()
         for i, body in enumerate(bodies):
@@ -98,7 +97,7 @@ async def test_a_conversation_alternating_between_two_proxies_on_one_database(
         served = sent(fake, len(bodies))
     finally:
         a.stop(), b.stop()
-    assert not (tmp_path / "unused").exists()  # nothing went to a directory
+    assert not (tmp_path / ".memwire").exists()  # nothing went to a directory
     expected = await reference(other_schema, url, MODES[mode], bodies, fake)
     assert served == expected
     if mode == "replay":  # an append-only log: the provider's prefix cache keeps matching

@@ -65,13 +65,14 @@ def env(tmp_path: Path, **extra: str) -> dict[str, str]:
 class Proxy:
     """``memwire proxy`` in a subprocess."""
 
-    def __init__(self, tmp_path: Path, memory: Path, upstream: str, *args: str, **environ: str) -> None:
+    def __init__(self, tmp_path: Path, memory: Path | str, upstream: str, *args: str, **environ: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tmp_path / f"proxy-{self.port}.log"
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "memwire.cli", "proxy", "--port", str(self.port), "--dir", str(memory),
+                [sys.executable, "-m", "memwire.cli", "proxy", "--port", str(self.port),
+                 *(("--store", memory) if isinstance(memory, str) else ("--dir", str(memory))),
                  "--openai-upstream", upstream, "--anthropic-upstream", upstream, "--log-level", "warning", *args],
                 cwd=tmp_path, env=env(tmp_path, **environ), stdout=log, stderr=subprocess.STDOUT)
 
