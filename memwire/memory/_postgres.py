@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import logging
 import math
 import threading
 import time
@@ -61,6 +62,8 @@ from ._store import (
 )
 
 __all__ = ["PgStore", "KINDS", "EVENTS_KEEP"]
+
+log = logging.getLogger("memwire")
 
 KINDS = ("memories", "archive", "inbox")
 DEFAULT_NAMESPACE = "default"
@@ -204,7 +207,7 @@ class PgStore:
         self.min_score = min_score
         self.scoring = scoring
         self.track = track  # record lifecycle metadata (the inbox and the archive do not)
-        self._db = _pg.database(url)
+        _pg.database(url)  # checks the URL and that psycopg is installed
         self._lock = threading.RLock()  # the cache
         self._loading = threading.Lock()  # one refresh at a time (outside the cache's lock)
         self._mems: dict[str, Memory] = {}
@@ -220,6 +223,11 @@ class PgStore:
         self._archive: PgStore | None = None
         self._inbox: PgStore | None = None
         self._appended: dict[str, int] = {}
+
+    @property
+    def _db(self) -> _pg.Database:
+        """This process's database of the URL: a store made before a fork uses the child's own."""
+        return _pg.database(self.url)
 
     def _where(self, kind: str) -> str:
         return f"{self._db.shown} namespace {self.namespace}" + ("" if kind == "memories" else f" ({kind})")
@@ -368,6 +376,11 @@ class PgStore:
             self._catch_up(wait)
         except StoreUnavailableError:
             pass
+        except StoreBusyError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a read on the LLM call path never fails for the database
+            log.warning("memwire: reading %s failed (%s: %s); using what is cached", self.location,
+                        type(exc).__name__, exc)
 
     @contextlib.contextmanager
     def _reading(self, refresh: bool, wait: bool) -> Iterator[None]:
@@ -572,9 +585,13 @@ class PgLifecycle(Lifecycle):
 
     def __init__(self, store: PgStore) -> None:
         super().__init__("", scoring=store.scoring)  # no directory: the hooks below use the table
-        self._store, self._db, self._ns = store, store._db, store.namespace
+        self._store, self._ns = store, store.namespace
         self._version = 0  # the namespace's meta_version the cache is as of
         self._pulled = False
+
+    @property
+    def _db(self) -> _pg.Database:
+        return self._store._db
 
     @property
     def where(self) -> str:
@@ -599,8 +616,9 @@ class PgLifecycle(Lifecycle):
         catches up when it is stale, never waiting for another thread's refresh; the metadata is
         loaded here only when used before the store read anything."""
         if self._pulled:
-            with contextlib.suppress(StoreBusyError):
-                self._store._fresh(True, False)
+            if self._store._loaded:  # a store that never read (a writer) is not loaded for its metadata
+                with contextlib.suppress(StoreBusyError):
+                    self._store._fresh(True, False)
             return None
         try:
             with self._db.connection() as conn, conn.transaction():
