@@ -71,7 +71,7 @@ MIGRATIONS: list[str] = [
     CREATE TABLE memwire_memories (
         namespace text NOT NULL,
         kind text NOT NULL CHECK (kind IN ('memories', 'archive', 'inbox')),
-        id text NOT NULL,
+        id text COLLATE "C" NOT NULL,            -- byte order: an id prefix is a range of the key
         text text NOT NULL,
         tags text[] NOT NULL DEFAULT '{}',
         pinned boolean NOT NULL DEFAULT false,

@@ -135,10 +135,11 @@ class _Write:
     def find(self, kind: str, mid: str) -> tuple[Memory, int]:
         """The memory of ``kind`` with id ``mid`` or a unique prefix of it, as the database has it."""
         where = self.store._where(kind)
-        if len(mid) >= MIN_ID_PREFIX:
+        if len(mid) >= MIN_ID_PREFIX and mid.isascii():  # ids are hex: a prefix is the range [mid, mid+1)
             ids = [r[0] for r in self.conn.execute(
-                "SELECT id FROM memwire_memories WHERE namespace = %s AND kind = %s AND NOT deleted "
-                "AND left(id, %s) = %s", (self.store.namespace, kind, len(mid), mid)).fetchall()]
+                "SELECT id FROM memwire_memories WHERE namespace = %s AND kind = %s AND id >= %s AND id < %s "
+                "AND NOT deleted", (self.store.namespace, kind, mid, mid[:-1] + chr(ord(mid[-1]) + 1))
+            ).fetchall()]
             mid = full_id(ids, mid)
         found = self.rows_of(kind, [mid]).get(mid)
         if found is None:
@@ -340,11 +341,13 @@ class PgStore:
                     changed = True
                 continue
             mem = Memory(mid, text, tuple(tags), pinned, topic, date)
-            self._pos[mid] = pos
+            if self._pos.get(mid) != pos:  # new, or added again after a removal: another place
+                self._pos[mid] = pos
+                changed = True
             if self._mems.get(mid) != mem:
                 self._mems[mid] = mem
                 fresh.append(mem)
-            changed = True
+                changed = True
         if not changed:
             return
         self._ordered = None

@@ -537,3 +537,22 @@ def test_a_store_made_before_a_fork_uses_the_childs_own_connections(postgres_url
     assert os.waitstatus_to_exitcode(status) == 0
     within(1.0, lambda: texts(store.search("forked worker")) == ["Written by a forked worker"])
     assert store.add("The parent's pool still works").text == "The parent's pool still works"
+
+
+def test_the_version_moves_only_when_the_memories_change(postgres_url: str, other: str) -> None:
+    reader, writer = PgStore(postgres_url, "team"), PgStore(other, "team")
+    mem = writer.add("The staging database listens on port 5433")
+    settled(reader)
+    before = reader.version
+    writer.add(mem.text)  # the same again: reinforced, nothing to re-read
+    writer.lifecycle.flush()  # metadata only
+    writer.namespace_store("else").add("Another namespace's memory")
+    writer.archive.add("An archived memory")  # another kind of the namespace
+    writer.pin(mem.id)  # the one change; its notification comes after the others'
+    within(1.0, lambda: reader.pinned())
+    settled(reader)
+    assert reader.version == before + 1
+    writer.archive.add("Another archived memory")  # a version the reader has not read when it writes:
+    mine = reader.add("Rollbacks use kubectl rollout undo")  # so it reads its own row again, unchanged
+    settled(reader)
+    assert reader.version == before + 2 and [m.id for m in reader.memories()][-1] == mine.id
