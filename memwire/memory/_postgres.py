@@ -108,6 +108,16 @@ def _meta(row: Sequence[Any]) -> tuple[str, Meta]:
                      forgotten.timestamp() if forgotten is not None else None)
 
 
+def _locked_namespace(conn: Any, namespace: str, column: str) -> int:
+    """Lock the namespace's row (made if missing) until the transaction ends; its ``column``. The
+    writes of a namespace wait for each other here, so its versions commit in order."""
+    conn.execute("INSERT INTO memwire_namespaces (namespace) VALUES (%s) ON CONFLICT DO NOTHING", (namespace,))
+    row = conn.execute(f"SELECT {column} FROM memwire_namespaces WHERE namespace = %s FOR UPDATE",
+                       (namespace,)).fetchone()
+    assert row is not None  # made above
+    return int(row[0])
+
+
 def _no_nul(value: Any) -> Any:
     """PostgreSQL text and jsonb cannot hold NUL: event records lose theirs."""
     if isinstance(value, str):
@@ -466,10 +476,7 @@ class PgStore:
         the namespace marked stale for this process's other stores."""
         with self._db.connection() as conn:
             with conn.transaction():
-                conn.execute("INSERT INTO memwire_namespaces (namespace) VALUES (%s) ON CONFLICT DO NOTHING",
-                             (self.namespace,))
-                (version,) = conn.execute("SELECT version FROM memwire_namespaces WHERE namespace = %s FOR UPDATE",
-                                          (self.namespace,)).fetchone()
+                version = _locked_namespace(conn, self.namespace, "version")
                 w = _Write(self, conn, version + 1)
                 yield w
                 if w.rows:
@@ -638,10 +645,7 @@ class PgLifecycle(Lifecycle):
     def _save(self, delta: Mapping[str, _Delta]) -> dict[str, Meta]:
         now = self.clock()
         with self._db.connection() as conn, conn.transaction():
-            conn.execute("INSERT INTO memwire_namespaces (namespace) VALUES (%s) ON CONFLICT DO NOTHING", (self._ns,))
-            (meta_version,) = conn.execute(
-                "SELECT meta_version FROM memwire_namespaces WHERE namespace = %s FOR UPDATE", (self._ns,)).fetchone()
-            version = meta_version + 1
+            version = _locked_namespace(conn, self._ns, "meta_version") + 1
             params = []
             for mid, d in delta.items():
                 new = d.apply(None, now)
