@@ -7,7 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ("pydantic", "httpx", "litellm", "starlette", "uvicorn", "anyio", "numpy", "tiktoken", "mcp")
+HEAVY = ("pydantic", "httpx", "litellm", "starlette", "uvicorn", "anyio", "numpy", "tiktoken", "mcp", "psycopg",
+         "psycopg_pool")
 
 
 def loaded_after(code: str) -> set[str]:

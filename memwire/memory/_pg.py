@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import logging
 import os
 import re
@@ -35,7 +36,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .._errors import MissingDependencyError, StoreUnavailableError
+from .._errors import ConfigError, MissingDependencyError, StoreUnavailableError
 
 if TYPE_CHECKING:
     import psycopg
@@ -70,7 +71,7 @@ MIGRATIONS: list[str] = [
     CREATE TABLE memwire_memories (
         namespace text NOT NULL,
         kind text NOT NULL CHECK (kind IN ('memories', 'archive', 'inbox')),
-        id text NOT NULL,
+        id text COLLATE "C" NOT NULL,            -- byte order: an id prefix is a range of the key
         text text NOT NULL,
         tags text[] NOT NULL DEFAULT '{}',
         pinned boolean NOT NULL DEFAULT false,
@@ -172,6 +173,9 @@ def migrate(conn: "psycopg.Connection[Any]", upto: int | None = None, *, shown: 
     return max(current, target)
 
 
+_EPOCHS = itertools.count(1)  # never the same twice in a process, nor in a forked child (it continues)
+
+
 class _Listener:
     """The LISTEN connection of one URL in this process, on its own thread: counts notifications
     per namespace. ``epoch`` moves on every (re)connection (anything may have been missed)."""
@@ -207,8 +211,8 @@ class _Listener:
                                      application_name="memwire-listen") as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     self.backend_pid = conn.info.backend_pid
-                    with self._lock:
-                        self.epoch += 1  # listening from now on; what came before is looked at once
+                    with self._lock:  # listening from now on; what came before is looked at once
+                        self.epoch = next(_EPOCHS)
                     self.listening = True
                     if lost:
                         log.info("memwire: listening to %s again", self._db.shown)
@@ -231,7 +235,12 @@ class Database:
     a listener, and the outage state."""
 
     def __init__(self, url: str) -> None:
-        _psycopg()
+        psycopg = _psycopg()
+        try:
+            psycopg.conninfo.conninfo_to_dict(url)
+        except psycopg.Error:
+            raise ConfigError(f"not a PostgreSQL connection URL (postgresql://user@host:port/database): "
+                              f"{redacted(url)[:200]!r}") from None
         self.url = url
         self.shown = redacted(url)
         self._pool: Any = None
@@ -278,9 +287,14 @@ class Database:
         if time.monotonic() < self._retry_at:
             raise StoreUnavailableError(f"the memory database {self.shown} is unavailable ({self._down})")
         try:
-            with self._pooled().connection() as conn:
+            pool = self._pooled()
+        except psycopg.Error as exc:  # cannot connect, or not allowed to create the tables
+            self._failed(exc)
+            raise StoreUnavailableError(f"the memory database {self.shown} is unavailable ({self._down})") from exc
+        try:
+            with pool.connection() as conn:
                 yield conn
-        except psycopg.OperationalError as exc:
+        except psycopg.OperationalError as exc:  # lost, timed out (other errors are the caller's)
             self._failed(exc)
             raise StoreUnavailableError(f"the memory database {self.shown} is unavailable ({self._down})") from exc
         self._ok()
@@ -350,16 +364,20 @@ def database(url: str) -> Database:
 
 
 def close(url: str) -> None:
-    """Close this process's pool and listener of ``url`` (the next use makes new ones)."""
-    with _registry_lock:
-        db = _DATABASES.pop(url, None) if _pid == os.getpid() else None
-    if db is not None:
-        from ._lifecycle import _OPEN
+    """Close this process's pool and listener of ``url``, once the metadata counts waiting for it
+    are saved (the next use makes new ones)."""
+    if _pid != os.getpid() or url not in _DATABASES:
+        return
+    from ._lifecycle import _OPEN
 
-        for lc in list(_OPEN):  # the metadata counts waiting for this database go in first
-            if getattr(lc, "_db", None) is db:
-                with contextlib.suppress(Exception):
-                    lc.flush()
+    for lc in list(_OPEN):
+        store = getattr(lc, "_store", None)  # a PostgreSQL store's (see _postgres.PgLifecycle)
+        if store is not None and getattr(store, "url", None) == url:
+            with contextlib.suppress(Exception):
+                lc.flush()
+    with _registry_lock:
+        db = _DATABASES.pop(url, None)
+    if db is not None:
         db.close()
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import logging
 import math
 import threading
 import time
@@ -61,6 +62,8 @@ from ._store import (
 )
 
 __all__ = ["PgStore", "KINDS", "EVENTS_KEEP"]
+
+log = logging.getLogger("memwire")
 
 KINDS = ("memories", "archive", "inbox")
 DEFAULT_NAMESPACE = "default"
@@ -105,6 +108,16 @@ def _meta(row: Sequence[Any]) -> tuple[str, Meta]:
                      forgotten.timestamp() if forgotten is not None else None)
 
 
+def _locked_namespace(conn: Any, namespace: str, column: str) -> int:
+    """Lock the namespace's row (made if missing) until the transaction ends; its ``column``. The
+    writes of a namespace wait for each other here, so its versions commit in order."""
+    conn.execute("INSERT INTO memwire_namespaces (namespace) VALUES (%s) ON CONFLICT DO NOTHING", (namespace,))
+    row = conn.execute(f"SELECT {column} FROM memwire_namespaces WHERE namespace = %s FOR UPDATE",
+                       (namespace,)).fetchone()
+    assert row is not None  # made above
+    return int(row[0])
+
+
 def _no_nul(value: Any) -> Any:
     """PostgreSQL text and jsonb cannot hold NUL: event records lose theirs."""
     if isinstance(value, str):
@@ -132,10 +145,11 @@ class _Write:
     def find(self, kind: str, mid: str) -> tuple[Memory, int]:
         """The memory of ``kind`` with id ``mid`` or a unique prefix of it, as the database has it."""
         where = self.store._where(kind)
-        if len(mid) >= MIN_ID_PREFIX:
+        if len(mid) >= MIN_ID_PREFIX and mid.isascii():  # ids are hex: a prefix is the range [mid, mid+1)
             ids = [r[0] for r in self.conn.execute(
-                "SELECT id FROM memwire_memories WHERE namespace = %s AND kind = %s AND NOT deleted "
-                "AND left(id, %s) = %s", (self.store.namespace, kind, len(mid), mid)).fetchall()]
+                "SELECT id FROM memwire_memories WHERE namespace = %s AND kind = %s AND id >= %s AND id < %s "
+                "AND NOT deleted", (self.store.namespace, kind, mid, mid[:-1] + chr(ord(mid[-1]) + 1))
+            ).fetchall()]
             mid = full_id(ids, mid)
         found = self.rows_of(kind, [mid]).get(mid)
         if found is None:
@@ -204,7 +218,7 @@ class PgStore:
         self.min_score = min_score
         self.scoring = scoring
         self.track = track  # record lifecycle metadata (the inbox and the archive do not)
-        self._db = _pg.database(url)
+        _pg.database(url)  # checks the URL and that psycopg is installed
         self._lock = threading.RLock()  # the cache
         self._loading = threading.Lock()  # one refresh at a time (outside the cache's lock)
         self._mems: dict[str, Memory] = {}
@@ -222,7 +236,12 @@ class PgStore:
         self._appended: dict[str, int] = {}
 
     @property
-    def db(self) -> "_pg.Database":
+    def _db(self) -> _pg.Database:
+        """This process's database of the URL: a store made before a fork uses the child's own."""
+        return _pg.database(self.url)
+
+    @property
+    def db(self) -> _pg.Database:
         """The database (its pool): the session ledgers live there too (``middleware/_ledger_pg``)."""
         return self._db
 
@@ -349,11 +368,13 @@ class PgStore:
                     changed = True
                 continue
             mem = Memory(mid, text, tuple(tags), pinned, topic, date)
-            self._pos[mid] = pos
+            if self._pos.get(mid) != pos:  # new, or added again after a removal: another place
+                self._pos[mid] = pos
+                changed = True
             if self._mems.get(mid) != mem:
                 self._mems[mid] = mem
                 fresh.append(mem)
-            changed = True
+                changed = True
         if not changed:
             return
         self._ordered = None
@@ -385,6 +406,11 @@ class PgStore:
             self._catch_up(wait)
         except StoreUnavailableError:
             pass
+        except StoreBusyError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a read on the LLM call path never fails for the database
+            log.warning("memwire: reading %s failed (%s: %s); using what is cached", self.location,
+                        type(exc).__name__, exc)
 
     @contextlib.contextmanager
     def _reading(self, refresh: bool, wait: bool) -> Iterator[None]:
@@ -467,10 +493,7 @@ class PgStore:
         the namespace marked stale for this process's other stores."""
         with self._db.connection() as conn:
             with conn.transaction():
-                conn.execute("INSERT INTO memwire_namespaces (namespace) VALUES (%s) ON CONFLICT DO NOTHING",
-                             (self.namespace,))
-                (version,) = conn.execute("SELECT version FROM memwire_namespaces WHERE namespace = %s FOR UPDATE",
-                                          (self.namespace,)).fetchone()
+                version = _locked_namespace(conn, self.namespace, "version")
                 w = _Write(self, conn, version + 1)
                 yield w
                 if w.rows:
@@ -589,9 +612,13 @@ class PgLifecycle(Lifecycle):
 
     def __init__(self, store: PgStore) -> None:
         super().__init__("", scoring=store.scoring)  # no directory: the hooks below use the table
-        self._store, self._db, self._ns = store, store._db, store.namespace
+        self._store, self._ns = store, store.namespace
         self._version = 0  # the namespace's meta_version the cache is as of
         self._pulled = False
+
+    @property
+    def _db(self) -> _pg.Database:
+        return self._store._db
 
     @property
     def where(self) -> str:
@@ -616,8 +643,9 @@ class PgLifecycle(Lifecycle):
         catches up when it is stale, never waiting for another thread's refresh; the metadata is
         loaded here only when used before the store read anything."""
         if self._pulled:
-            with contextlib.suppress(StoreBusyError):
-                self._store._fresh(True, False)
+            if self._store._loaded:  # a store that never read (a writer) is not loaded for its metadata
+                with contextlib.suppress(StoreBusyError):
+                    self._store._fresh(True, False)
             return None
         try:
             with self._db.connection() as conn, conn.transaction():
@@ -634,10 +662,7 @@ class PgLifecycle(Lifecycle):
     def _save(self, delta: Mapping[str, _Delta]) -> dict[str, Meta]:
         now = self.clock()
         with self._db.connection() as conn, conn.transaction():
-            conn.execute("INSERT INTO memwire_namespaces (namespace) VALUES (%s) ON CONFLICT DO NOTHING", (self._ns,))
-            (meta_version,) = conn.execute(
-                "SELECT meta_version FROM memwire_namespaces WHERE namespace = %s FOR UPDATE", (self._ns,)).fetchone()
-            version = meta_version + 1
+            version = _locked_namespace(conn, self._ns, "meta_version") + 1
             params = []
             for mid, d in delta.items():
                 new = d.apply(None, now)

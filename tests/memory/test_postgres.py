@@ -7,6 +7,7 @@ process it has its own pool and its own listener, as a second proxy would."""
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -404,6 +405,7 @@ def test_a_database_that_goes_away_serves_the_cache_and_comes_back(
     from urllib.parse import urlsplit
 
     monkeypatch.setattr(_pg, "POOL_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(_pg, "RETRY_S", 0.2)
     parts = urlsplit(postgres_url)
     fwd = Forwarder(parts.port or 5432)
     url = postgres_url.replace(parts.netloc, f"{parts.username}@127.0.0.1:{fwd.port}")
@@ -507,3 +509,50 @@ def test_without_psycopg_the_store_names_the_extra(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True)
     assert "MissingDependencyError" in out.stdout and "pip install 'memwire[postgres]'" in out.stdout
     assert issubclass(MissingDependencyError, ModuleNotFoundError)
+
+
+def test_a_malformed_url_is_a_configuration_error() -> None:
+    from memwire import ConfigError
+
+    with pytest.raises(ConfigError, match="not a PostgreSQL connection URL"):
+        PgStore("host=db port", "alice")
+
+
+def test_a_store_made_before_a_fork_uses_the_childs_own_connections(postgres_url: str) -> None:
+    # `memwire proxy --workers N` forks after building its stores: a child must neither use nor close
+    # the parent's pool and listener, and must still see what the parent and the others write
+    store = PgStore(postgres_url, "team")
+    parent_mem = store.add("The staging database listens on port 5433")
+    settled(store)
+    pid = os.fork()
+    if pid == 0:  # the child: report by exit code only
+        ok = False
+        try:
+            ok = texts(store.search("staging port")) == [parent_mem.text] and store._db is not _pg._ORPHANS[-1]
+            store.add("Written by a forked worker")
+            _pg.close(postgres_url)
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    within(1.0, lambda: texts(store.search("forked worker")) == ["Written by a forked worker"])
+    assert store.add("The parent's pool still works").text == "The parent's pool still works"
+
+
+def test_the_version_moves_only_when_the_memories_change(postgres_url: str, other: str) -> None:
+    reader, writer = PgStore(postgres_url, "team"), PgStore(other, "team")
+    mem = writer.add("The staging database listens on port 5433")
+    settled(reader)
+    before = reader.version
+    writer.add(mem.text)  # the same again: reinforced, nothing to re-read
+    writer.lifecycle.flush()  # metadata only
+    writer.namespace_store("else").add("Another namespace's memory")
+    writer.archive.add("An archived memory")  # another kind of the namespace
+    writer.pin(mem.id)  # the one change; its notification comes after the others'
+    within(1.0, lambda: reader.pinned())
+    settled(reader)
+    assert reader.version == before + 1
+    writer.archive.add("Another archived memory")  # a version the reader has not read when it writes:
+    mine = reader.add("Rollbacks use kubectl rollout undo")  # so it reads its own row again, unchanged
+    settled(reader)
+    assert reader.version == before + 2 and [m.id for m in reader.memories()][-1] == mine.id
