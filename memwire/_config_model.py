@@ -80,6 +80,9 @@ class Config(BaseModel):
     proxy_key: str | None = Field(
         None, repr=False, description="proxy: clients must send it in x-memwire-key (MEMWIRE_PROXY_KEY)"
     )
+    proxy_keys_file: Path | None = Field(
+        None, description="proxy: a keys file binding client keys to namespaces (`memwire keys`; docs/proxy.md)"
+    )
     anthropic_cache_breakpoint: bool = Field(
         True, description="proxy: add a cache_control breakpoint before the memory message"
     )

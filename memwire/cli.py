@@ -553,11 +553,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(fn=cmd_trust)
 
-    from .adapters import _mcp_cli as mcp_cli  # each registers its own subcommand; heavy imports wait for the run
+    from .adapters import _keys as keys_cli  # each registers its own subcommand; heavy imports wait for the run
+    from .adapters import _mcp_cli as mcp_cli
     from .adapters import _proxy_cli as proxy_cli
     from ._sim import demo_cli
 
     proxy_cli.register(sub)
+    keys_cli.register(sub)  # memwire keys: the proxy's client keys
     mcp_cli.register(sub)
     demo_cli.register(sub)
     return parser

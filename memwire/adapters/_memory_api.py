@@ -1,6 +1,8 @@
 """The HTTP memory API the proxy serves under ``/memwire/v1``: list, search, add, get and forget
 memories, and review the capture inbox, per namespace (``x-memwire-namespace``), under the proxy's
-key (``x-memwire-key``) when it has one.
+key (``x-memwire-key``) when it has one. With a keys file, a client key decides the namespace: the
+header may only narrow it to a sub-namespace (else 403). Adding to a namespace that does not exist
+yet spends the caller's budget of new namespaces, as on the proxy's memory routes.
 
 Every error has one shape, ``{"error": {"code": ..., "message": ...}}``, with a 4xx status; the
 OpenAPI document is at ``/memwire/v1/openapi.json``. Store calls are blocking file work, so the
@@ -28,7 +30,8 @@ from ..memory._model import Memory
 from ..memory._store import MemoryStore
 from ..middleware._core import Middleware
 from ..policies._secrets import find_secret
-from ._common import WRONG_KEY, wrong_key
+from ._keys import Access, Denied
+from ._limits import NamespaceQuota
 
 __all__ = ["memory_api", "PREFIX"]
 
@@ -75,17 +78,26 @@ def _out(mem: Memory, score: float | None = None) -> dict[str, Any]:
                      date=mem.date, score=score).model_dump()
 
 
-def memory_api(middleware: Middleware, *, proxy_key: str | None = None) -> Mount:
-    """The memory API's routes, mounted at ``PREFIX``, with their own error shape."""
-    key = proxy_key.encode() if proxy_key else None
+def memory_api(middleware: Middleware, *, proxy_key: str | None = None, access: Access | None = None,
+               quota: NamespaceQuota | None = None) -> Mount:
+    """The memory API's routes, mounted at ``PREFIX``, with their own error shape. ``access``: the
+    proxy's keys (default: ``proxy_key`` alone); ``quota``: the proxy's namespace caps, for adds."""
+    access = access if access is not None else Access(proxy_key)
 
-    def store(request: Request) -> MemoryStore:
-        if wrong_key(request.headers, key):
-            raise _Fail(401, "invalid_memwire_key", WRONG_KEY)
+    def store(request: Request, write: bool = False) -> MemoryStore:
         try:
-            return middleware.store_for(request.headers.get("x-memwire-namespace") or None)
+            caller, ns = access.request(request.headers)
+        except Denied as exc:
+            raise _Fail(exc.status, exc.code, exc.message) from None
+        try:
+            s = middleware.store_for(ns)
         except NamespaceError as exc:
             raise _Fail(400, "invalid_namespace", f"x-memwire-namespace: {exc}") from None
+        if write and quota is not None and ns not in (None, "default"):
+            refused = quota.admit(ns, caller.budget(request.client.host if request.client else None))
+            if refused:
+                raise _Fail(429, "memwire_namespace_limit", refused)
+        return s
 
     def limit(request: Request) -> int:
         raw = request.query_params.get("limit", "100")
@@ -102,7 +114,7 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None) -> Mount
         return JSONResponse({"data": items, "count": len(items)})
 
     async def add(request: Request) -> JSONResponse:
-        s = store(request)
+        s = await run_in_threadpool(store, request, True)  # the quota may look at the disk
         raw = b""
         async for chunk in request.stream():  # a memory is at most a few KiB: never buffer more
             raw += chunk
@@ -180,9 +192,10 @@ def _openapi() -> dict[str, Any]:
                                              "count": {"type": "integer"}}}
     headers = [
         {"name": "x-memwire-namespace", "in": "header", "required": False, "schema": {"type": "string"},
-         "description": "the namespace (default: the proxy's memory directory itself)"},
+         "description": "the namespace (default: the proxy's memory directory itself; with a client key, "
+                        "the key's namespace, which this may narrow to NAMESPACE.NAME)"},
         {"name": "x-memwire-key", "in": "header", "required": False, "schema": {"type": "string"},
-         "description": "the proxy key, when the proxy has one"},
+         "description": "the proxy key, or a client key of its keys file (which decides the namespace)"},
     ]
     lim = {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 100}}
     idp = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"},

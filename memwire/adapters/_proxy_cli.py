@@ -49,9 +49,12 @@ def register(sub: Any) -> None:
                                                   "a directory: every replica on it shares memories, sessions and "
                                                   "figures (default: $MEMWIRE_STORE; needs memwire[postgres])")
     p.add_argument("--allow-remote", action="store_true",
-                   help="allow a non-loopback --host (requires --proxy-key)")
+                   help="allow a non-loopback --host (requires --proxy-key or --keys-file)")
     p.add_argument("--proxy-key", help="clients must send this in x-memwire-key (required with --allow-remote; "
                                        "or set MEMWIRE_PROXY_KEY, which stays out of the process list)")
+    p.add_argument("--keys-file", metavar="FILE",
+                   help="client keys bound to namespaces (`memwire keys add NAMESPACE`): a client's x-memwire-key "
+                        "decides its namespace; re-read when it changes (proxy_keys_file)")
     p.add_argument("--cache-breakpoint", action=argparse.BooleanOptionalAction, default=None,
                    help="Anthropic: mark the history before the memory with cache_control "
                         "(default: config key anthropic_cache_breakpoint, on)")
@@ -83,16 +86,16 @@ def register(sub: Any) -> None:
     p.set_defaults(fn=cmd_proxy)
 
 
-def check_bind(host: str, allow_remote: bool, proxy_key: str | None) -> None:
-    """A non-loopback address needs both --allow-remote and --proxy-key."""
+def check_bind(host: str, allow_remote: bool, proxy_key: str | None, keys_file: object = None) -> None:
+    """A non-loopback address needs --allow-remote and a key: --proxy-key or --keys-file."""
     if proxy_key is not None and not proxy_key.strip():
         raise ConfigError("--proxy-key / MEMWIRE_PROXY_KEY must not be empty or whitespace")
     if _is_loopback(host):
         return
-    if not (allow_remote and proxy_key):
+    if not (allow_remote and (proxy_key or keys_file)):
         raise ConfigError(
             f"refusing to bind non-loopback address {host!r}: anyone who can reach it could use your "
-            "provider keys and read memories; pass --allow-remote and --proxy-key KEY")
+            "provider keys and read memories; pass --allow-remote and --proxy-key KEY (or --keys-file FILE)")
 
 
 def _is_loopback(host: str) -> bool:
@@ -113,7 +116,14 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
     from ._server import SPEC_ENV, build_app, freeze_startup, http_protocol, protocol_with_header_timeout
 
     proxy_key = args.proxy_key or cfg.proxy_key
-    check_bind(args.host, args.allow_remote, proxy_key)
+    if args.keys_file:
+        cfg.proxy_keys_file = args.keys_file
+    if cfg.proxy_keys_file is not None:  # every worker reads it by this name, whatever its directory
+        cfg.proxy_keys_file = cfg.proxy_keys_file.expanduser().absolute()
+        from ._keys import KeyRing
+
+        KeyRing(cfg.proxy_keys_file)  # a missing or broken file fails now, in one line
+    check_bind(args.host, args.allow_remote, proxy_key, cfg.proxy_keys_file)
     if args.max_body_mb <= 0 or args.timeout <= 0:
         raise ConfigError("--max-body-mb and --timeout must be positive")
     updates = {"proxy_header_timeout": args.header_timeout, "proxy_body_timeout": args.body_timeout,
@@ -175,7 +185,8 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
         server_header=False, date_header=False,  # the upstream's own server/date headers go through
         limit_concurrency=cfg.proxy_max_connections)  # per worker
     where = (f"memwire proxy on http://{args.host}:{args.port}  mode={cfg.mode}  workers={workers}  "
-             f"http={http_protocol().__name__.removeprefix('Guarded').removesuffix('Protocol').lower()}")
+             f"http={http_protocol().__name__.removeprefix('Guarded').removesuffix('Protocol').lower()}"
+             + (f"  keys={cfg.proxy_keys_file}" if cfg.proxy_keys_file is not None else ""))
     upstreams = f"  OpenAI    -> {args.openai_upstream}\n  Anthropic -> {args.anthropic_upstream}"
     if workers == 1:
         app = build_app(spec)  # warmed up here, not on the first request

@@ -9,8 +9,10 @@ offline); forms post and the page is drawn again.
   records; ``/memwire/ui/sessions/ID?ns=NAME``: per request, the memories injected (their text as
   it is now), the tokens, the provider's cached share, and that share as a chart over the session.
 
-Access: with a proxy key the page asks for it once and keeps it in an HttpOnly, SameSite=Strict
-cookie; ``memwire proxy`` serves the page on a non-loopback bind only with a key. Every form post
+Access: with a proxy key or a keys file the page asks for a key once and keeps it in an HttpOnly,
+SameSite=Strict cookie; ``memwire proxy`` serves the page on a non-loopback bind only with a key.
+A client key of the keys file opens its own namespace (and its sub-namespaces, ``?ns=NAME.SUB``),
+nothing else (403); the proxy key opens any. Every form post
 must come from the page itself (its ``Origin`` is the proxy's own), so another site open in the
 same browser cannot post to it. Namespaces are validated; a namespace's page shows only its store
 and its own sessions.
@@ -18,7 +20,6 @@ and its own sessions.
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable
 from html import escape
 from typing import Any
@@ -37,7 +38,8 @@ from ..memory._store import MemoryStore, validate_namespace
 from ..middleware._core import Middleware
 from ..middleware._records import Record
 from ..policies._secrets import find_secret
-from ._limits import Refusal, read_body
+from ._keys import Access, Caller, Denied
+from ._limits import NamespaceQuota, Refusal, read_body
 
 __all__ = ["ui_routes", "UI_PREFIX"]
 
@@ -68,15 +70,21 @@ class _Refused(Exception):
         self.status = status
 
 
-def ui_routes(middleware: Middleware, proxy_key: str | None) -> list[BaseRoute]:
-    """The page's routes, mounted at ``UI_PREFIX``."""
-    key = proxy_key.encode() if proxy_key else None
+def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: Access | None = None,
+              quota: NamespaceQuota | None = None) -> list[BaseRoute]:
+    """The page's routes, mounted at ``UI_PREFIX``. ``access``: the proxy's keys (default:
+    ``proxy_key`` alone); ``quota``: the proxy's namespace caps, for adds to a new namespace."""
+    access = access if access is not None else Access(proxy_key)
+    tenants = access.keys is not None
 
-    def allowed(request: Request) -> bool:
-        if key is None:
-            return True
-        given = request.cookies.get(COOKIE) or request.headers.get("x-memwire-key", "")
-        return hmac.compare_digest(given.encode("latin-1", "replace"), key)
+    def caller(request: Request) -> Caller | None:
+        """Who holds the page's key (None: ask for one)."""
+        try:
+            return access.caller(request.cookies.get(COOKIE) or request.headers.get("x-memwire-key"))
+        except Denied as exc:
+            if exc.status == 401:
+                return None
+            raise _Refused(exc.status, exc.message) from None
 
     def same_origin(request: Request) -> None:
         """A form post must come from this page: browsers send ``Origin`` with every POST."""
@@ -84,8 +92,11 @@ def ui_routes(middleware: Middleware, proxy_key: str | None) -> list[BaseRoute]:
         if origin is None or origin.split("://", 1)[-1] != host:
             raise _Refused(403, "this form must be sent from the memwire page itself")
 
-    def namespace(request: Request) -> str | None:
-        ns = request.query_params.get("ns") or None
+    def namespace(request: Request, who: Caller) -> str | None:
+        try:  # a client key's own namespace when ?ns= is not given; another tenant's: 403
+            ns = access.namespace(who, request.query_params.get("ns") or None)
+        except Denied as exc:
+            raise _Refused(exc.status, exc.message) from None
         if ns in (None, "default"):
             return None
         try:
@@ -93,14 +104,21 @@ def ui_routes(middleware: Middleware, proxy_key: str | None) -> list[BaseRoute]:
         except NamespaceError as exc:
             raise _Refused(400, str(exc)) from None
 
-    def page(handler: Callable[..., Any], write: bool = False) -> Callable[[Request], Any]:
+    def page(handler: Callable[..., Any], write: bool = False, creates: bool = False) -> Callable[[Request], Any]:
+        """``creates``: the handler may start a namespace (the quota's to admit)."""
         async def endpoint(request: Request) -> Response:
             try:
-                if not allowed(request):
-                    return _login(request, failed=False)
+                who = caller(request)
+                if who is None:
+                    return _login(request, failed=False, tenants=tenants)
                 if write:
                     same_origin(request)
-                ns = namespace(request)
+                ns = namespace(request, who)
+                if creates and quota is not None and ns is not None:
+                    refused = await run_in_threadpool(
+                        quota.admit, ns, who.budget(request.client.host if request.client else None))
+                    if refused:
+                        raise _Refused(429, refused)
                 form = await _form(request, middleware.config.proxy_body_timeout) if write else {}
                 return await run_in_threadpool(handler, request, ns, form)
             except _Refused as exc:
@@ -112,8 +130,12 @@ def ui_routes(middleware: Middleware, proxy_key: str | None) -> list[BaseRoute]:
             given = (await _form(request, middleware.config.proxy_body_timeout)).get("key", "")
         except _Refused as exc:
             return _html("memwire: refused", f'<p class="error">{escape(str(exc))}</p>', exc.status)
-        if key is None or not hmac.compare_digest(given.encode("latin-1", "replace"), key):
-            return _login(request, failed=True)
+        try:
+            known = access.guarded and bool(given) and access.caller(given) is not None
+        except Denied:
+            known = False
+        if not known:
+            return _login(request, failed=True, tenants=tenants)
         resp = RedirectResponse(UI_PREFIX, status_code=303)
         resp.set_cookie(COOKIE, given, httponly=True, samesite="strict", path=UI_PREFIX)
         return resp
@@ -216,7 +238,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None) -> list[BaseRoute]:
 
     routes = [
         Route("/login", login, methods=["POST"]),
-        Route("/memories", page(add, write=True), methods=["POST"]),
+        Route("/memories", page(add, write=True, creates=True), methods=["POST"]),
         Route("/memories/{mid}/edit", page(edit, write=True), methods=["POST"]),
         Route("/memories/{mid}/forget", page(forget, write=True), methods=["POST"]),
         Route("/memories/{mid}/pin", page(pin, write=True), methods=["POST"]),
@@ -300,8 +322,9 @@ def _html(title: str, body: str, status: int = 200) -> HTMLResponse:
                         f"<style>{_CSS}</style></head><body>{body}</body></html>", status_code=status)
 
 
-def _login(request: Request, failed: bool) -> HTMLResponse:
-    wrong = '<p class="error">That is not the proxy key.</p>' if failed else ""
+def _login(request: Request, failed: bool, tenants: bool = False) -> HTMLResponse:
+    which = "the proxy key or your client key" if tenants else "the proxy key"
+    wrong = f'<p class="error">That is not {which}.</p>' if failed else ""
     return _html("memwire: key", f"<h1>memwire</h1>{wrong}<form method=\"post\" action=\"{UI_PREFIX}/login\">"
-                 '<input type="password" name="key" placeholder="the proxy key" required> <button>open</button></form>',
+                 f'<input type="password" name="key" placeholder="{which}" required> <button>open</button></form>',
                  401)

@@ -14,16 +14,20 @@ chunks is kept as they pass and, once the last one is out, the reply's text goes
 
 Limits (docs/proxy.md, "Limits"): a request body must arrive within ``body_timeout`` seconds (else
 408, on every route); a client may start ``proxy_new_namespaces_per_minute`` new namespaces a minute
-(the proxy key's clients together when there is a key, else each client address) and the memory
-directory holds ``proxy_max_namespaces`` at most (else 429); bodies over :data:`OFFLOAD_BYTES` are
+(each client key's clients together; the proxy key's together; else each client address) and the
+memory directory holds ``proxy_max_namespaces`` at most (else 429); bodies over :data:`OFFLOAD_BYTES` are
 parsed and prepared in a worker thread. The header timeout and the connection limit belong to the
 server (:mod:`memwire.adapters._server`, ``memwire proxy``). Responses are never cut by a limit.
+
+Keys (:mod:`memwire.adapters._keys`): with a keys file, a client's ``x-memwire-key`` decides its
+namespace on every route that uses one (the memory routes, ``/memwire/v1``, ``/memwire/ui``); the
+proxy key stays the operator's, which may name any namespace and alone reads ``/metrics``.
 """
 
 from __future__ import annotations
 
-import hmac
 import itertools
+import os
 import json
 import logging
 import time
@@ -49,7 +53,8 @@ from ..middleware._core import Injection, Middleware, Prepared
 from ..middleware._distill import Complete, upstream_complete
 from ..middleware._records import record_of
 from ..middleware._reply import Reply, ReplyTap, tap_reply
-from ._common import WRONG_KEY, dump_json, wrong_key
+from ._common import dump_json
+from ._keys import KEY_HEADER, Access, Caller, Denied, KeyRing
 from ._limits import NamespaceQuota, Refusal, read_body
 from ._metrics import Metrics
 from ._ui import ui_routes
@@ -89,7 +94,7 @@ _DROP_RESPONSE = frozenset({
 })
 
 _ANTHROPIC_ERROR_TYPES = {
-    400: "invalid_request_error", 401: "authentication_error", 413: "request_too_large",
+    400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 413: "request_too_large",
     429: "rate_limit_error", 502: "api_error", 504: "timeout_error",
 }
 
@@ -137,6 +142,7 @@ def create_app(
     client: httpx.AsyncClient | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     proxy_key: str | None = None,
+    keys_file: str | os.PathLike[str] | None = None,
     anthropic_cache_breakpoint: bool | None = None,
     timeout: float = 600.0,
     body_timeout: float | None = None,
@@ -149,9 +155,13 @@ def create_app(
     middleware's config unless given. ``memory=False`` (the memory directory cannot be used):
     every request passes through unchanged, without a warning per request. ``ui``: serve the
     memories page at ``/memwire/ui`` (``memwire proxy`` turns it off on a non-loopback bind
-    without a proxy key)."""
+    without a proxy key). ``keys_file`` (default: config ``proxy_keys_file``): client keys bound to
+    namespaces (``memwire keys``); it must exist (ConfigError)."""
     if proxy_key is not None and not proxy_key.strip():  # "" or spaces would be a key anyone can send
         raise ConfigError("the proxy key must not be empty or whitespace")
+    if keys_file is None:
+        keys_file = middleware.config.proxy_keys_file
+    access = Access(proxy_key, KeyRing(keys_file) if keys_file is not None else None)
     own_client = client is None
     # our own client has no auth, cookies, event hooks or redirects to honour: requests go
     # straight to its transport (httpx's client layers cost ~0.1 ms a request)
@@ -164,7 +174,7 @@ def create_app(
         {OPENAI: _base_url(openai_upstream), ANTHROPIC: _base_url(anthropic_upstream)},
         upstream_client,
         max_body_bytes=max_body_bytes,
-        proxy_key=proxy_key,
+        access=access,
         cache_breakpoint=anthropic_cache_breakpoint,
         body_timeout=body_timeout if body_timeout is not None else middleware.config.proxy_body_timeout,
         quota=NamespaceQuota(middleware.store, middleware.config.proxy_new_namespaces_per_minute,
@@ -186,10 +196,10 @@ def create_app(
     metrics = Metrics(store_size=lambda: len(middleware.store))
     middleware.records.listeners.append(metrics.observe)
     middleware.capture.listeners.append(metrics.capture)
-    routes: list[BaseRoute] = [memory_api(middleware, proxy_key=proxy_key)]  # /memwire/v1/...
+    routes: list[BaseRoute] = [memory_api(middleware, access=access, quota=proxy.quota)]  # /memwire/v1/...
     if ui:
-        routes += ui_routes(middleware, proxy_key)  # /memwire/ui
-    routes += [Route("/metrics", partial(_metrics, metrics, proxy.proxy_key)),
+        routes += ui_routes(middleware, access=access, quota=proxy.quota)  # /memwire/ui
+    routes += [Route("/metrics", partial(_metrics, metrics, access)),
                Route("/memwire/healthz", partial(_healthz, middleware, memory))]
     routes += [Route(path, partial(proxy.with_memory, api=api), methods=["POST"]) for path, (api, _) in _ROUTES.items()]
     routes.append(Route("/{path:path}", proxy))  # any other method or path: the provider's
@@ -219,7 +229,7 @@ class _Proxy:
 
     def __init__(
         self, middleware: Middleware, upstreams: dict[str, str], client: httpx.AsyncClient, *,
-        max_body_bytes: int, proxy_key: str | None, cache_breakpoint: bool, body_timeout: float,
+        max_body_bytes: int, access: Access, cache_breakpoint: bool, body_timeout: float,
         quota: NamespaceQuota, memory: bool = True, direct: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.middleware = middleware
@@ -234,7 +244,8 @@ class _Proxy:
         self._defaults = [(k.lower(), k, v) for k, v in client.headers.raw]
         self._extensions = {"timeout": client.timeout.as_dict()}
         self.max_body_bytes = max_body_bytes
-        self.proxy_key = proxy_key.encode() if proxy_key else None
+        self.access = access
+        self.proxy_key = access.proxy_key
         self.cache_breakpoint = cache_breakpoint
         self._pass_through = request_response(self.pass_through)
 
@@ -244,9 +255,11 @@ class _Proxy:
         await self._pass_through(scope, receive, send)
 
     async def with_memory(self, request: Request, api: str) -> Response:
-        self._check(request)
+        caller = self._check(request)
+        namespace = _allowed(self.access.namespace, caller, request.headers.get("x-memwire-namespace"))
         raw = b"".join([chunk async for chunk in read_body(request, self.body_timeout, self.max_body_bytes)])
-        body, injection, model = await self._prepare(request, raw, api) if self.memory else (raw, None, "")
+        body, injection, model = (await self._prepare(request, raw, api, caller, namespace) if self.memory
+                                  else (raw, None, ""))
         injected = len(injection.memory_ids) if injection is not None and injection.injected else 0
         request.state.injected = injected  # for the access log
         mode = injection.mode if injection is not None else self.middleware.mode
@@ -268,29 +281,29 @@ class _Proxy:
         self._check(request)
         return await self._forward(request, None, {})
 
-    def _check(self, request: Request) -> None:
-        """The proxy key (compared in constant time); no ``.`` or ``..`` path segments (also
-        percent-encoded), which could leave the upstream's path prefix (``https://host/api`` +
-        ``/../admin``)."""
-        if wrong_key(request.headers, self.proxy_key):
-            raise Refusal(401, WRONG_KEY, "invalid_memwire_key")
+    def _check(self, request: Request) -> Caller:
+        """Who is calling: the proxy key (compared in constant time) or a client key of the keys
+        file, when either is set; no ``.`` or ``..`` path segments (also percent-encoded), which
+        could leave the upstream's path prefix (``https://host/api`` + ``/../admin``)."""
+        caller = _allowed(self.access.caller, request.headers.get(KEY_HEADER))
         for segment in _raw_path(request).split("?", 1)[0].split("/"):
             if segment.replace("%2e", ".").replace("%2E", ".") in (".", ".."):
                 raise Refusal(400, "request path must not contain '.' or '..' segments", "invalid_path")
+        return caller
 
     # ---------------------------------------------------------------- the memory routes
 
-    async def _prepare(self, request: Request, raw: bytes, api: str) -> tuple[bytes, Injection | None, str]:
+    async def _prepare(self, request: Request, raw: bytes, api: str, caller: Caller,
+                       namespace: str | None) -> tuple[bytes, Injection | None, str]:
         """The bytes to send upstream, the injection (None: the caller's bytes go unchanged) and
-        the request's model."""
-        namespace = request.headers.get("x-memwire-namespace") or None
+        the request's model. ``namespace``: the one the caller may use (``Access.namespace``)."""
         if namespace is not None and namespace != "default":
             try:
                 validate_namespace(namespace)
             except NamespaceError as exc:
                 raise Refusal(400, f"x-memwire-namespace: {exc}", "invalid_namespace") from None
             try:
-                refused = self.quota.admit(namespace, self._quota_client(request))
+                refused = self.quota.admit(namespace, caller.budget(request.client.host if request.client else None))
             except (OSError, StoreUnavailableError) as exc:  # the namespaces cannot be read: no memory for this call
                 return (*_unchanged(raw, exc), "")
             if refused:
@@ -318,14 +331,6 @@ class _Proxy:
             return None
         base = self.upstreams[upstream_family(request.scope["path"], request.headers)]
         return upstream_complete(base, api, request.headers, cfg.distill_model, timeout=cfg.distill_timeout)
-
-    def _quota_client(self, request: Request) -> str:
-        """Whose budget of new namespaces a request spends: the proxy key's (every client that
-        passed the key check) when there is one, else the client address's. Never a header the
-        client picks freely (a made-up provider key per request would get a fresh budget each)."""
-        if self.proxy_key is not None:
-            return "proxy-key"
-        return f"addr:{request.client.host}" if request.client else "addr:?"
 
     def _encode(self, prepared: Prepared, data: dict[str, Any], raw: bytes, api: str) -> bytes:
         body = prepared.body
@@ -386,13 +391,16 @@ class _Proxy:
             raise Refusal(502, f"upstream {base} unreachable: {type(exc).__name__}", "upstream_unreachable") from None
 
 
-async def _metrics(metrics: Metrics, key: bytes | None, request: Request) -> Response:
-    """``/metrics`` (Prometheus text). With a proxy key, the scrape carries it: ``x-memwire-key``,
-    or ``Authorization: Bearer KEY`` (what Prometheus's scrape config sends)."""
+async def _metrics(metrics: Metrics, access: Access, request: Request) -> Response:
+    """``/metrics`` (Prometheus text): the whole proxy's figures, the operator's. With a proxy key
+    or a keys file, the scrape carries the proxy key: ``x-memwire-key``, or ``Authorization:
+    Bearer KEY`` (what Prometheus's scrape config sends); a client key gets 403."""
     bearer = request.headers.get("authorization", "")
-    if key is not None and wrong_key(request.headers, key) and not (
-            bearer[:7].lower() == "bearer " and hmac.compare_digest(bearer[7:].strip().encode("latin-1"), key)):
-        raise Refusal(401, WRONG_KEY, "invalid_memwire_key")
+    key = bearer[7:].strip() if bearer[:7].lower() == "bearer " and KEY_HEADER not in request.headers else None
+    caller = _allowed(access.caller, request.headers.get(KEY_HEADER, key))
+    if access.guarded and not caller.admin:
+        raise Refusal(403, "/metrics holds every tenant's figures: it needs the proxy key, not a client key",
+                      "metrics_forbidden")
     body, ctype = await run_in_threadpool(metrics.render)
     return Response(body, media_type=ctype)
 
@@ -408,6 +416,14 @@ async def _healthz(middleware: Middleware, memory: bool, request: Request) -> Re
             log.warning("memwire proxy: health check: the store cannot be read (%s: %s)", type(exc).__name__, exc)
             store = "unreadable"
     return JSONResponse({"status": "ok", "store": store})
+
+
+def _allowed(check: Callable[..., T], *args: Any) -> T:
+    """``check(*args)`` of :class:`Access`, its refusal as the proxy's."""
+    try:
+        return check(*args)
+    except Denied as exc:
+        raise Refusal(exc.status, exc.message, exc.code) from None
 
 
 def _raw_path(request: Request) -> str:
