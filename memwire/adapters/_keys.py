@@ -356,7 +356,7 @@ class Access:
             return asked or None
         if not asked or asked == bound:
             return bound
-        if asked.startswith(bound + "."):
+        if asked.startswith(bound + ".") and len(asked) > len(bound) + 1:
             try:
                 validate_namespace(asked)
             except NamespaceError as exc:
