@@ -105,7 +105,7 @@ def _parse(raw: bytes, path: Path) -> list[KeyEntry]:
         if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
             raise ConfigError(f"{where}: sha256 must be 64 lower-case hex digits (the file never holds a key)")
         try:
-            validate_namespace(ns)  # type: ignore[arg-type]
+            ns = validate_namespace(ns)  # type: ignore[arg-type]
         except NamespaceError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         if ns == "default":
