@@ -72,6 +72,10 @@ class NamespaceQuota:
         self._starts: OrderedDict[str, deque[float]] = OrderedDict()
         self._lock = threading.Lock()
 
+    def known(self, namespace: str) -> bool:
+        """Whether ``namespace`` was admitted already (no look at the store)."""
+        return namespace in self._known
+
     def admit(self, namespace: str, client: str) -> str | None:
         """None when the request may go on, else why not (for a 429)."""
         if namespace in self._known:

@@ -302,8 +302,10 @@ class _Proxy:
                 validate_namespace(namespace)
             except NamespaceError as exc:
                 raise Refusal(400, f"x-memwire-namespace: {exc}", "invalid_namespace") from None
-            try:
-                refused = self.quota.admit(namespace, caller.budget(request.client.host if request.client else None))
+            try:  # a namespace not seen yet is looked up in the store: off the event loop (a database)
+                client = caller.budget(request.client.host if request.client else None)
+                refused = (None if self.quota.known(namespace)
+                           else await run_in_threadpool(self.quota.admit, namespace, client))
             except (OSError, StoreUnavailableError) as exc:  # the namespaces cannot be read: no memory for this call
                 return (*_unchanged(raw, exc), "")
             if refused:
