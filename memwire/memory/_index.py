@@ -441,10 +441,17 @@ class BM25Index:
         rounded to the query's quantum (``_quantum``) so that every sum of parts is exact."""
         np = _numpy()
         k1, b = self.k1, self.b
-        tfs = tfs.astype(np.float64)
-        part = idf * ((tfs * (k1 + 1)) / (k1 * (1 - b + b * self._lens[slots] / avgdl) + tfs))
-        part = part if w == 1 else w * part
-        return np.rint(part * self._quantum) * (1.0 / self._quantum)
+        # in place, two arrays: w * idf * tf * (k1 + 1) / (k1 * (1 - b + b * len / avgdl) + tf)
+        den = self._lens[slots]
+        den *= k1 * b / avgdl
+        den += k1 * (1 - b)
+        part = tfs.astype(np.float64)
+        den += part
+        np.divide(part, den, out=part)
+        part *= w * idf * (k1 + 1) * self._quantum
+        np.rint(part, out=part)
+        part *= 1.0 / self._quantum
+        return part
 
     def _set_quantum(self, terms: list[Any], n: int) -> None:
         """The query's quantum: a power of two so small that no sum of its parts (feedback terms
