@@ -226,6 +226,7 @@ class BM25Index:
         self._common: Any = None
         self._tmp: Any = None  # one term's scores, spread then gathered (see _add_terms)
         self._state: Any = None  # 0 untouched, 1 scored on the essential terms, 2 on every term
+        self._quantum = 2.0**32  # the current query's (see _set_quantum)
 
     # ------------------------------------------------------------------ updates
 
@@ -436,11 +437,30 @@ class BM25Index:
 
     def _part(self, slots: Any, tfs: Any, w: float, idf: float, avgdl: float) -> Any:
         """One term's weighted BM25 contribution to each of ``slots`` (its frequencies ``tfs``):
-        rank_bm25.BM25Plus.get_scores without its ``delta`` term (see the module docstring)."""
+        rank_bm25.BM25Plus.get_scores without its ``delta`` term (see the module docstring),
+        rounded to the query's quantum (``_quantum``) so that every sum of parts is exact."""
+        np = _numpy()
         k1, b = self.k1, self.b
-        tfs = tfs.astype(_numpy().float64)
-        part = idf * ((tfs * (k1 + 1)) / (k1 * (1 - b + b * self._lens[slots] / avgdl) + tfs))
-        return part if w == 1 else w * part
+        # in place, two arrays: w * idf * tf * (k1 + 1) / (k1 * (1 - b + b * len / avgdl) + tf)
+        den = self._lens[slots]
+        den *= k1 * b / avgdl
+        den += k1 * (1 - b)
+        part = tfs.astype(np.float64)
+        den += part
+        np.divide(part, den, out=part)
+        part *= w * idf * (k1 + 1) * self._quantum
+        np.rint(part, out=part)
+        part *= 1.0 / self._quantum
+        return part
+
+    def _set_quantum(self, terms: list[Any], n: int) -> None:
+        """The query's quantum: a power of two so small that no sum of its parts (feedback terms
+        included: at most FEEDBACK_TERMS of weight FEEDBACK_WEIGHT and idf log(N + 1)) reaches
+        2^52 quanta, and at most 2^-32 (a part moves by under 1.2e-10). Parts rounded to it add
+        up exactly in float64, in any order: a memory scored term by term, with the weak terms
+        looked up later (``prune``) or not, gets the same bits, so ties stay ties."""
+        most = (self.k1 + 1) * (sum(x[1] * x[3] for x in terms) + FEEDBACK_TERMS * FEEDBACK_WEIGHT * self._idf(1, n))
+        self._quantum = 2.0 ** min(32, 50 - math.ceil(math.log2(most + 1)))
 
     def _lookup(self, p: _Postings, slots: Any) -> tuple[Any, Any]:
         """Which of ``slots`` (any order) hold the term of ``p``, and their frequencies: a binary
@@ -586,6 +606,7 @@ class BM25Index:
             if tid is not None and self._postings[tid].n:
                 p = self._postings[tid]
                 terms.append((t, w, p, self._idf(p.n, n), t in common))
+        self._set_quantum(terms, n)
         weak = self._weak(terms, cut * norm, cut * spec_norm, avgdl) if cut > 0 and self.prune else []
         weak_ids = {id(x) for x in weak}
         acc, com, state = self._acc, self._common, self._state
@@ -606,8 +627,8 @@ class BM25Index:
             seen = np.concatenate(touched) if touched else empty
             cand = seen
             if weak:
-                ub = sum(_bound(x, self.k1, self.b, avgdl) for x in weak) * (1 + 1e-9)
-                ub_spec = sum(_bound(x, self.k1, self.b, avgdl) * (COMMON_WEIGHT if x[4] else 1.0) for x in weak) * (1 + 1e-9)
+                ub = sum(_bound(x, self.k1, self.b, avgdl, self._quantum) for x in weak) * (1 + 1e-9)
+                ub_spec = sum(_bound(x, self.k1, self.b, avgdl, self._quantum) * (COMMON_WEIGHT if x[4] else 1.0) for x in weak) * (1 + 1e-9)
                 a = acc[seen]
                 cand = seen[(a + ub >= cut * norm) & (a - (1 - COMMON_WEIGHT) * com[seen] + ub_spec >= cut * spec_norm)]
                 self._add_terms(weak, cand, avgdl, touched)
@@ -665,8 +686,8 @@ class BM25Index:
         ``spec_floor`` with common words counting COMMON_WEIGHT)."""
         weak: list[Any] = []
         total = spec = 0.0
-        for x in sorted(terms, key=lambda x: _bound(x, self.k1, self.b, avgdl) * (COMMON_WEIGHT if x[4] else 1.0)):
-            bound = _bound(x, self.k1, self.b, avgdl)
+        for x in sorted(terms, key=lambda x: _bound(x, self.k1, self.b, avgdl, self._quantum) * (COMMON_WEIGHT if x[4] else 1.0)):
+            bound = _bound(x, self.k1, self.b, avgdl, self._quantum)
             total += bound
             spec += bound * (COMMON_WEIGHT if x[4] else 1.0)
             if total * (1 + 1e-9) >= floor and spec * (1 + 1e-9) >= spec_floor:
@@ -743,9 +764,10 @@ class BM25Index:
             return [(str(ids[int(cand[i])]), float(score[i])) for i in self._top(cand, score, k)]
 
 
-def _bound(term: tuple[Any, ...], k1: float, b: float, avgdl: float) -> float:
+def _bound(term: tuple[Any, ...], k1: float, b: float, avgdl: float, quantum: float) -> float:
     """The most ``term`` (term, weight, postings, idf, common) adds to any memory's score: its
-    highest frequency in the shortest possible memory (one term long)."""
+    highest frequency in the shortest possible memory (one term long), plus the rounding of a
+    part to the quantum."""
     _, w, p, idf, _ = term
     tf = float(p.maxtf)
-    return float(w * idf * (tf * (k1 + 1)) / (k1 * (1 - b + b * 1.0 / avgdl) + tf))
+    return float(w * idf * (tf * (k1 + 1)) / (k1 * (1 - b + b * 1.0 / avgdl) + tf)) + 1.0 / quantum
