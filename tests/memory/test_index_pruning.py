@@ -39,7 +39,7 @@ def searches(idx: BM25Index, queries: list[tuple[str, list[str], float, int, set
     return out
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(
     docs=st.lists(st.tuples(text, date), min_size=1, max_size=40),
     ops=st.lists(st.one_of(add, remove), max_size=25),
