@@ -115,9 +115,11 @@ class Scoring:
     def prior(self, score: float) -> float:
         """The factor a retrieval score is multiplied by: 1 at the active threshold, toward
         1 + rank_prior/2 for the strongest memories, 1 - rank_prior/2 for the weakest. Small: it
-        reorders memories of about equal relevance, never makes an irrelevant one relevant."""
+        reorders memories of about equal relevance, never makes an irrelevant one relevant.
+        Rounded to 1/1000: two memories whose stability differs by a few seconds of age (or by
+        whether a process has saved their metadata yet) rank alike, by id, in every process."""
         active = self.thresholds[0]
-        return 1.0 + self.rank_prior * (score / (score + active) - 0.5)
+        return round(1.0 + self.rank_prior * (score / (score + active) - 0.5), 3)
 
 
 @dataclass(frozen=True)
