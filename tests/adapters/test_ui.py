@@ -43,35 +43,40 @@ def test_the_page_tends_memories_and_shows_sessions(mw: Middleware, store: Memor
     converse(proxy, "pay-1", 3)
     wait_records(mw, 3)
     with browser_page() as page:
+        from playwright.sync_api import expect  # waits for the page a click loads (no sleeps, no races)
+
         page.goto(proxy + "/memwire/ui")
-        rows = page.locator("#memories tbody tr")
-        assert rows.count() == 3 and "Postgres 15 on port 5433" in page.locator("#memories").inner_text()
+        memories = page.locator("#memories")
+        expect(memories.locator("tbody tr")).to_have_count(3)
+        expect(memories).to_contain_text("Postgres 15 on port 5433")
         page.fill("#add input[name=text]", "The payments service is owned by team Kestrel")
         page.fill("#add input[name=tags]", "owner, team")
         page.click("#add button")
-        assert "owned by team Kestrel" in page.locator("#memories").inner_text()
+        expect(memories).to_contain_text("owned by team Kestrel")
         added = next(m for m in store.memories() if "Kestrel" in m.text)
         assert added.tags == ("owner", "team")
         row = page.locator(f'#memories tr[data-id="{added.id}"]')
         row.locator("form.edit input[name=text]").fill("The payments service is owned by team Osprey")
         row.locator("form.edit button").click()
-        assert "team Osprey" in page.locator("#memories").inner_text()
-        assert "team Kestrel" not in page.locator("#memories").inner_text()
+        expect(memories).to_contain_text("team Osprey")
+        expect(memories).not_to_contain_text("team Kestrel")
         osprey = next(m for m in store.memories() if "Osprey" in m.text)
         assert osprey.tags == ("owner", "team") and added.id in store.archive  # the old text archived
         page.locator(f'#memories tr[data-id="{osprey.id}"] button', has_text="pin").click()
+        expect(page.locator(f'#memories tr[data-id="{osprey.id}"] button', has_text="unpin")).to_have_count(1)
         assert store.get(osprey.id).pinned
         page.locator(f'#memories tr[data-id="{osprey.id}"] button', has_text="forget").click()
-        assert "Osprey" not in page.locator("#memories").inner_text() and osprey.id not in store
+        expect(memories).not_to_contain_text("Osprey")
+        assert osprey.id not in store
         page.fill("input[name=q]", "deploys Tuesdays")
         page.click("form[method=get] button")
-        assert page.locator("#memories tbody tr").first.inner_text().startswith("Deploys go out on Tuesdays")
+        expect(memories.locator("tbody tr").first).to_contain_text("Deploys go out on Tuesdays")
+        assert memories.locator("tbody tr").first.inner_text().startswith("Deploys go out on Tuesdays")
         page.click("nav >> text=sessions")
         page.click("#sessions >> text=pay-1")
-        assert page.locator("#requests tbody tr").count() == 3
-        chart = page.locator('svg[data-chart="pay-1"] circle')
-        assert chart.count() == 3
-        assert "Postgres 15 on port 5433" in page.locator("#requests").inner_text()  # the block, as memories
+        expect(page.locator("#requests tbody tr")).to_have_count(3)
+        expect(page.locator('svg[data-chart="pay-1"] circle')).to_have_count(3)
+        expect(page.locator("#requests")).to_contain_text("Postgres 15 on port 5433")  # the block, as memories
         shot = tmp_path / "session.png"
         page.screenshot(path=str(shot), full_page=True)
     assert shot.read_bytes()[:4] == b"\x89PNG"
@@ -81,15 +86,17 @@ def test_the_key_is_asked_for_once(tmp_path: Any, mw: Middleware) -> None:
     with serve_in_thread(create_app(mw, openai_upstream="http://127.0.0.1:9", proxy_key="k-3")) as p:
         assert httpx.get(p.base_url + "/memwire/ui").status_code == 401
         with browser_page() as page:
+            from playwright.sync_api import expect
+
             page.goto(p.base_url + "/memwire/ui")
             page.fill("input[name=key]", "wrong")
             page.click("button")
-            assert "not the proxy key" in page.content()
+            expect(page.locator("body")).to_contain_text("not the proxy key")
             page.fill("input[name=key]", "k-3")
             page.click("button")
-            assert page.locator("#memories tbody tr").count() == 3  # in, and the cookie keeps it
+            expect(page.locator("#memories tbody tr")).to_have_count(3)  # in, and the cookie keeps it
             page.goto(p.base_url + "/memwire/ui/sessions")
-            assert page.locator("#sessions").count() == 1
+            expect(page.locator("#sessions")).to_have_count(1)
 
 
 def test_forms_from_elsewhere_and_other_namespaces_are_refused(mw: Middleware, proxy: str) -> None:
