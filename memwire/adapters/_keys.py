@@ -284,9 +284,11 @@ class KeyRing:
     def owner_of(self, namespace: str, besides: str) -> str | None:
         """A namespace bound to a key other than ``besides``'s that holds ``namespace`` (itself or as
         a sub-namespace), if any."""
-        for bound in self._namespaces:
-            if bound != besides and (namespace == bound or namespace.startswith(bound + ".")):
-                return bound
+        parts = namespace.split(".")
+        for i in range(1, len(parts) + 1):  # each dotted head of the name: a set lookup, whatever the file's size
+            head = ".".join(parts[:i])
+            if head != besides and head in self._namespaces:
+                return head
         return None
 
 
