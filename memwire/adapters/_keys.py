@@ -213,14 +213,14 @@ def revoke_keys(path: str | os.PathLike[str], which: str) -> KeyEntry:
 
 class KeyRing:
     """The keys file as the proxy sees it: found by the hash of a presented key, re-read when the
-    file changes (its inode, size and time, looked at most every :data:`RELOAD_SECONDS`). A file
+    file changes (its inode, size and times, looked at most every :data:`RELOAD_SECONDS`). A file
     that disappears holds no keys; one that cannot be parsed makes :meth:`lookup` raise
     ``ConfigError`` until it is fixed (never the keys of before: a revocation must not be lost)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path).expanduser()
         self._lock = threading.Lock()
-        self._sig: tuple[int, int, int] | None = None
+        self._sig: tuple[int, ...] | None = None
         self._checked = float("-inf")
         self._by_hash: dict[str, KeyEntry] = {}
         self._namespaces: frozenset[str] = frozenset()
@@ -229,10 +229,11 @@ class KeyRing:
 
     def _load(self, strict: bool = False) -> None:
         """Re-read the file if it changed; ``strict``: a missing file is an error (at start)."""
+        sig: tuple[int, ...]  # () for a missing file
         try:
             with open(self.path, "rb") as fh:
                 st = os.fstat(fh.fileno())
-                sig = (st.st_ino, st.st_size, st.st_mtime_ns)
+                sig = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)  # ctime: a chmod too
                 if sig == self._sig:
                     return
                 _check_private(st, self.path)
@@ -241,11 +242,9 @@ class KeyRing:
             if strict:
                 raise ConfigError(f"keys file {self.path} not found; create it with "
                                   f"`memwire keys add NAMESPACE --keys-file {self.path}`") from None
-            if self._sig != (0, 0, 0):
+            if self._sig != ():
                 log.warning("memwire proxy: keys file %s is gone: no client key is valid now", self.path)
-            sig, entries = (0, 0, 0), []
-        except IsADirectoryError:
-            raise ConfigError(f"keys file {self.path}: is a directory") from None
+            sig, entries = (), []
         except ConfigError as exc:
             if strict:
                 raise
@@ -284,9 +283,11 @@ class KeyRing:
     def owner_of(self, namespace: str, besides: str) -> str | None:
         """A namespace bound to a key other than ``besides``'s that holds ``namespace`` (itself or as
         a sub-namespace), if any."""
-        for bound in self._namespaces:
-            if bound != besides and (namespace == bound or namespace.startswith(bound + ".")):
-                return bound
+        parts = namespace.split(".")
+        for i in range(1, len(parts) + 1):  # each dotted head of the name: a set lookup, whatever the file's size
+            head = ".".join(parts[:i])
+            if head != besides and head in self._namespaces:
+                return head
         return None
 
 

@@ -31,7 +31,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from .._charts import CHART_CSS, share_chart
-from .._errors import InvalidMemoryError, MemoryNotFoundError, NamespaceError
+from .._errors import InvalidMemoryError, MemoryNotFoundError, NamespaceError, StoreUnavailableError
 from ..memory._inbox import approve, inbox_of, reject
 from ..memory._model import Memory
 from ..memory._store import MemoryStore, validate_namespace
@@ -115,8 +115,11 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
                     same_origin(request)
                 ns = namespace(request, who)
                 if creates and quota is not None and ns is not None:
-                    refused = await run_in_threadpool(
-                        quota.admit, ns, who.budget(request.client.host if request.client else None))
+                    try:
+                        refused = await run_in_threadpool(
+                            quota.admit, ns, who.budget(request.client.host if request.client else None))
+                    except (OSError, StoreUnavailableError) as exc:  # nothing can be added now
+                        raise _Refused(503, f"the memory store cannot be used: {exc}") from None
                     if refused:
                         raise _Refused(429, refused)
                 form = await _form(request, middleware.config.proxy_body_timeout) if write else {}

@@ -260,6 +260,10 @@ def test_a_broken_or_missing_file_refuses_client_keys_not_the_proxy_key(
     assert status(ADMIN) == 200
     keys_file.write_bytes(good)
     assert status(tenants["bob"]) == 200
+    os.chmod(keys_file, 0o622)  # anyone may write it now: whoever does could give themselves a key
+    assert status(tenants["bob"]) == 503
+    os.chmod(keys_file, 0o600)
+    assert status(tenants["bob"]) == 200
     keys_file.unlink()
     assert status(tenants["bob"]) == 401 and status(ADMIN) == 200
 
