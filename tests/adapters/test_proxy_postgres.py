@@ -21,7 +21,7 @@ from memwire.adapters._server import build_app
 
 from ..middleware.conftest import MEMORIES
 from ..stores import with_search_path
-from .test_proxy_workers import MODES, Proxy, conversation, sent, upstream  # noqa: F401 - upstream: a fixture
+from .test_proxy_workers import MODES, Proxy, conversation, first_difference, sent, upstream  # noqa: F401 - upstream: a fixture
 
 
 def seed(url: str) -> None:
@@ -102,7 +102,7 @@ async def test_a_conversation_alternating_between_two_proxies_on_one_database(
         a.stop(), b.stop()
     assert not (tmp_path / ".memwire").exists()  # nothing went to a directory
     expected = await reference(other_schema, url, MODES[mode], bodies, fake)
-    assert served == expected
+    assert served == expected, first_difference(served, expected)
     if mode == "replay":  # an append-only log: the provider's prefix cache keeps matching
         for i in range(1, len(served)):
             assert served[i][: len(served[i - 1])] == served[i - 1]

@@ -144,6 +144,17 @@ def add_mid_turn(memory: Path, i: int) -> None:
         MemoryStore(memory).add(f"Staging database and test suite and migrations and deploys: note {i}")
 
 
+def first_difference(served: list[Any], expected: list[Any]) -> str:
+    """Where two runs' upstream requests first differ, shown whole (pytest cuts long diffs)."""
+    for i, (a, b) in enumerate(zip(served, expected)):
+        for j, (x, y) in enumerate(zip(a, b)):
+            if x != y:
+                return f"request {i}, message {j}:\nserved:   {json.dumps(x)}\nexpected: {json.dumps(y)}"
+        if len(a) != len(b):
+            return f"request {i}: {len(a)} messages served, {len(b)} expected"
+    return f"{len(served)} requests served, {len(expected)} expected"
+
+
 MODES = {
     "replay": {},
     "replay+profile": {"MEMWIRE_PROFILE": "true", "MEMWIRE_STARTUP_MAX_TOKENS": "120"},
@@ -174,7 +185,7 @@ async def test_requests_landing_on_different_workers_get_the_bytes_of_one(
     finally:
         a.stop(), b.stop()
     expected = await reference(alone, url, MODES[mode], bodies, fake, add_mid_turn)
-    assert served == expected
+    assert served == expected, first_difference(served, expected)
     for i in range(1, len(served)):
         if mode.startswith("replay"):  # an append-only log: the provider's prefix cache keeps matching
             assert served[i][: len(served[i - 1])] == served[i - 1]
