@@ -386,6 +386,9 @@ def propagation(bases: list[str], tenants: Tenants, trials: int, timeout: float)
             number = tenants.hot[t % len(tenants.hot)]
             tag = secrets.token_hex(4)
             headers = {"x-memwire-namespace": ns_name(number), "authorization": "Bearer sk-upstream-fake"}
+            for base in (bases[a], bases[b]):  # both hold the namespace (an evicted one would load whole)
+                http.post(base + "/v1/chat/completions", headers={**headers, "x-memwire-session": f"warm-{tag}"},
+                          json={"model": MODEL, "messages": [{"role": "user", "content": f"warm up {base}"}]})
             text = f"The release train of project zq{tag} leaves from platform seen-{tag}"
             question = f"{PROBE.decode()}: where does the release train of project zq{tag} leave from?"
             start = time.perf_counter()
@@ -412,20 +415,25 @@ def propagation(bases: list[str], tenants: Tenants, trials: int, timeout: float)
     return took, adds
 
 
-def fill(clients: list[Client], port: int, replica: int, tenants: Tenants, pid: int, limit: int | None) -> tuple[int, float, float, float]:
-    """Load every namespace replica ``replica`` has not loaded yet (``limit`` at most), one cold
-    request each: (namespaces, seconds, RSS before, RSS after) in MB."""
-    work: list[list[Item]] = [[] for _ in clients]
-    i = 0
-    while limit is None or i < limit:
-        number = tenants.cold(replica)
-        if number is None:
+def fill(clients: list[Client], port: int, replica: int, tenants: Tenants, pid: int, steps: list[int]) -> list[tuple[int, float, float]]:
+    """Replica ``replica`` serves namespaces it never served, one cold request each, until it has
+    served ``steps[0]``, then ``steps[1]``...: (namespaces served, RSS MB, seconds of the step) at
+    the start and after each step."""
+    out = [(tenants.loaded[replica], rss_mb(pid), 0.0)]
+    for target in steps:
+        work: list[list[Item]] = [[] for _ in clients]
+        i = 0
+        while tenants.loaded[replica] < target:
+            number = tenants.cold(replica)
+            if number is None:
+                break
+            work[i % len(clients)].append((port, clients[i % len(clients)].request(number), "cold", number))
+            i += 1
+        if not i:
             break
-        work[i % len(clients)].append((port, clients[i % len(clients)].request(number), "cold", number))
-        i += 1
-    before = rss_mb(pid)
-    _, took = run(work)
-    return i, took, before, rss_mb(pid)
+        _, took = run(work)
+        out.append((tenants.loaded[replica], rss_mb(pid), took))
+    return out
 
 
 # -------------------------------------------------------------------- report
@@ -469,23 +477,24 @@ def main() -> int:
     parser.add_argument("--memories", type=int, default=200, help="memories per namespace")
     parser.add_argument("--seeders", type=int, default=4, help="seeding processes")
     parser.add_argument("--replicas", type=int, default=3)
-    parser.add_argument("--hot", type=int, default=300, help="namespaces loaded on every replica before measuring")
+    parser.add_argument("--hot", type=int, default=128,
+                        help="namespaces loaded on every replica before measuring (a replica keeps 256 at most)")
     parser.add_argument("--requests", type=int, default=600, help="requests per latency scenario")
     parser.add_argument("--clients", type=int, default=32, help="concurrent clients (latency and requests/s)")
     parser.add_argument("--cold-share", type=float, default=0.2, help="share of latency requests that are cold")
     parser.add_argument("--rounds", type=int, default=4, help="interleaved rounds, direct and proxied")
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds of load per requests/s figure")
     parser.add_argument("--trials", type=int, default=20, help="propagation trials")
-    parser.add_argument("--fill", type=int, default=-1,
-                        help="namespaces one replica loads at the end, for its RSS (-1: all; 0: none)")
+    parser.add_argument("--fill", type=int, default=2000,
+                        help="namespaces one replica has served at the end, for its RSS (0: skip)")
     parser.add_argument("--quick", action="store_true", help="200 namespaces and short runs: does the script work")
     parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)  # child process mode
+    if "--quick" in sys.argv:  # smaller defaults; flags given still win
+        parser.set_defaults(namespaces=200, hot=20, requests=120, seconds=3.0, trials=5, rounds=2, fill=200)
     args = parser.parse_args()
     if args.serve_upstream:
         serve_upstream(args.serve_upstream)
         return 0
-    if args.quick:
-        args.namespaces, args.hot, args.requests, args.seconds, args.trials, args.rounds = 200, 20, 120, 3.0, 5, 2
     if args.namespaces <= args.hot:
         parser.error("--namespaces must be more than --hot")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -534,10 +543,15 @@ def measure(args: argparse.Namespace, url: str, memories: int, postmaster: int) 
             many = [Client(f"c{i}") for i in range(args.clients)]
             t0 = time.perf_counter()
             run([[(port, one[0].request(n), "cold", n) for n in tenants.hot] for port in ports])  # the warm-up
+            took = time.perf_counter() - t0
+            grown = [rss_mb(p) - m for p, m in zip(pids, started)]
             print(f"{args.replicas} replicas (`memwire proxy --workers 1` each: on {os.cpu_count()} cores one "
                   f"process per replica, as a replica per machine would be); {args.hot} hot namespaces loaded on "
-                  f"each in {time.perf_counter() - t0:.1f} s; replica RSS {', '.join(f'{m:.0f}' for m in started)} MB "
-                  f"at start, {', '.join(f'{rss_mb(p):.0f}' for p in pids)} MB now\n")
+                  f"each in {took:.1f} s (one request each, every replica in turn)")
+            print(f"replica RSS: {', '.join(f'{m:.0f}' for m in started)} MB at start, "
+                  f"{', '.join(f'{rss_mb(p):.0f}' for p in pids)} MB with {args.hot} namespaces loaded: "
+                  f"{sum(grown) / len(grown) * 1024 / args.hot:.0f} KB per namespace of {args.memories} memories "
+                  f"(memories, BM25 index, metadata, one conversation's ledger view)\n")
 
             print(f"added latency: every request a new turn (retrieval runs) of a random conversation in a random "
                   f"namespace, round-robin over the replicas; {args.cold_share:.0%} cold (the namespace's first "
@@ -569,14 +583,14 @@ def measure(args: argparse.Namespace, url: str, memories: int, postmaster: int) 
                   f"request carried it: p50 {pct(took_ms, 0.5):.1f} ms, p99 {pct(took_ms, 0.99):.1f} ms, "
                   f"max {max(took_ms):.1f} ms\n")
 
-            limit = None if args.fill < 0 else args.fill
-            if limit != 0:
-                n, took, before, after = fill(many[:4], ports[0], 0, tenants, pids[0], limit)
-                print(f"one replica loading {n:,} more namespaces (4 clients, one cold request each): {took:.1f} s "
-                      f"({n / max(took, 1e-9):.0f} namespaces/s); its RSS {before:.0f} -> {after:.0f} MB with "
-                      f"{tenants.loaded[0]:,} namespaces loaded: {(after - before) * 1024 / max(1, n):.0f} KB per "
-                      f"namespace of {args.memories} memories (index, metadata, one session's ledger view)")
-            print(f"replica RSS at the end: {', '.join(f'{rss_mb(p):.0f}' for p in pids)} MB, holding "
+            if args.fill:
+                steps = list(range(tenants.loaded[0] + 500, args.fill, 500)) + [args.fill]
+                series = fill(many[:4], ports[0], 0, tenants, pids[0], steps)
+                print("one replica serving namespaces it never served (4 clients, one cold request each): "
+                      "namespaces served -> its RSS")
+                print("  " + ", ".join(f"{n:,} -> {m:.0f} MB" for n, m, _ in series)
+                      + f"; {sum(t for *_, t in series[1:]):.1f} s for {series[-1][0] - series[0][0]:,} namespaces")
+            print(f"replica RSS at the end: {', '.join(f'{rss_mb(p):.0f}' for p in pids)} MB, having served "
                   f"{', '.join(f'{x:,}' for x in tenants.loaded)} namespaces\n")
         finally:
             for proc in reversed(procs):
