@@ -15,14 +15,17 @@ What it does, on this machine (every process on 127.0.0.1, sharing its cores):
    the database, in contextPerTurn mode with replay. Requests go round-robin over the replicas, as
    a load balancer without sticky sessions would send them: one conversation's turns land on
    different replicas. Every request is a new turn (retrieval runs), in a random namespace and
-   session; a namespace is *warm* on a replica that already served it, *cold* on its first request
-   there (the replica then loads its memories and metadata from the database).
+   session. A namespace is *warm* on a replica that holds it: one of the ``--hot`` namespaces,
+   loaded on every replica first (a process caches the 256 namespaces it used last, so keep
+   ``--hot`` well under that). It is *cold* on its first request there: the replica then loads its
+   memories and metadata from the database.
 3. Prints: the added latency (p50/p99, proxied minus the same requests sent straight to the
    upstream) with 1 and ``--clients`` concurrent clients, warm and cold apart; requests/s across
-   the replicas (warm, and cold: every request a namespace the replica never loaded) with the CPU
+   the replicas (warm, and cold: every request a namespace the replica never served) with the CPU
    the replicas and the PostgreSQL server spent per request; the time from a memory added on one
    replica (memory API) until a request on another injects it; the RSS a replica grows by per
-   namespace it holds (one replica loads every namespace); what the database holds per memory.
+   namespace it holds, and its RSS as it serves ever more namespaces (``--fill``); what the
+   database holds per memory, and how its ledgers and events grew with the requests.
 
 Nothing is asserted. The PostgreSQL server is shared with whatever else runs on it: its CPU figure
 counts every database on the server.
@@ -173,7 +176,7 @@ def count_memories(url: str) -> int:
 
     with psycopg.connect(url) as conn:
         row = conn.execute("SELECT count(*) FROM memwire_memories WHERE kind = 'memories' AND NOT deleted").fetchone()
-    return int(row[0])
+    return int(row[0]) if row else 0
 
 
 def table_sizes(url: str) -> list[tuple[str, int, int, int]]:
@@ -184,8 +187,12 @@ def table_sizes(url: str) -> list[tuple[str, int, int, int]]:
         tables = [r[0] for r in conn.execute(
             "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE c.relkind = 'r' AND n.nspname = 'public' AND c.relname LIKE 'memwire%' ORDER BY 1").fetchall()]
-        return [(t, *conn.execute(f"SELECT (SELECT count(*) FROM {t}), pg_table_size('{t}'), "
-                                  f"pg_indexes_size('{t}')").fetchone()) for t in tables]
+        out = []
+        for t in tables:
+            rows, tbytes, ibytes = conn.execute(f"SELECT (SELECT count(*) FROM {t}), pg_table_size('{t}'), "
+                                                f"pg_indexes_size('{t}')").fetchone() or (0, 0, 0)
+            out.append((t, rows, tbytes, ibytes))
+        return out
 
 
 def server_info(server: str) -> tuple[str, int]:
