@@ -61,6 +61,9 @@ from proxy import MODEL, SYSTEM, TURNS, _read_response, cpu_seconds, free_port, 
 SEED = 7
 PROBE = b"scale-probe"  # a request asking for the propagation probe's memory
 SEEN = re.compile(rb"seen-[0-9a-f]+")  # the probe memory's mark, as the upstream finds it in a request
+# in every session id: a database kept from an earlier run (--keep, --reuse) holds that run's
+# ledgers, and a turn found there is replayed, not retrieved
+RUN = secrets.token_hex(3)
 
 
 def ns_name(number: int) -> str:
@@ -252,7 +255,7 @@ class Client:
         chat = self.chats.get(number)
         if chat is None or len(chat[1]) > 2 * TURNS or self.r.random() < 0.25:
             self.sessions += 1
-            chat = self.chats[number] = (f"{self.name}-{self.sessions}", [{"role": "system", "content": SYSTEM}])
+            chat = self.chats[number] = (f"{RUN}-{self.name}-{self.sessions}", [{"role": "system", "content": SYSTEM}])
         session, messages = chat
         _, projects, _ = data.team(SEED, number)
         messages.append({"role": "user", "content": f"{data.question(self.r, projects)} (#{len(messages) // 2 + 1})"})
