@@ -469,6 +469,7 @@ class _Relay(StreamingResponse):
             if tap is not None:
                 tap.finish()
             raise
+        tap = None
         try:
             self.status_code = upstream.status_code
             self.raw_headers[:0] = [(k.lower(), v) for k, v in upstream.headers.raw if k.lower() not in _DROP_RESPONSE]
@@ -480,6 +481,8 @@ class _Relay(StreamingResponse):
         except httpx.HTTPError as exc:  # the headers are gone already: all we can do is cut the stream
             log.warning("memwire proxy: upstream stream broke off (%s)", type(exc).__name__)
         finally:
+            if tap is not None:  # the client left (an SDK closes at [DONE]) or the stream broke: the
+                tap.finish(ended=False)  # request still gets its record (a no-op after the finish above)
             with anyio.CancelScope(shield=True):  # the relay may have been cancelled (the client left)
                 await upstream.aclose()
 

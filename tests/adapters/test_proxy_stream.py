@@ -18,6 +18,8 @@ import uvicorn
 from memwire import MemoryStore, Middleware
 from memwire.adapters.proxy import create_app
 
+from ..replies import wait_records
+
 WAIT = 5.0  # seconds the slow upstream waits to be released; a buffering proxy would show it
 
 
@@ -28,6 +30,7 @@ class SlowUpstream:
         self.release = threading.Event()
         self.disconnected = threading.Event()
         self.timed_out = False
+        self.middleware: Any = None  # the proxy's, set by the fixture
         self.bodies: list[bytes] = []
         self.client_ports: list[int] = []
 
@@ -103,6 +106,7 @@ def servers(tmp_path: Any) -> Iterator[tuple[SlowUpstream, str]]:
     up = Served(upstream, lifespan="off")
     mw = Middleware(store=store, mode="contextPerTurn")
     mw.warm_up()  # no test passes or fails on the retrieval budget of a cold start
+    upstream.middleware = mw  # the tests read its records
     proxy = Served(create_app(mw, openai_upstream=up.url, anthropic_upstream=up.url))
     try:
         yield upstream, proxy.url
@@ -141,6 +145,9 @@ def test_client_disconnect_closes_the_upstream_stream(servers: tuple[SlowUpstrea
     # leaving the block closed the connection mid-stream
     assert upstream.disconnected.wait(WAIT - 1), "the upstream stream stayed open after the client left"
     assert not upstream.timed_out
+    wait_records(upstream.middleware, 1)  # a request the client left still gets its record (an SDK leaves at [DONE])
+    [record] = upstream.middleware.records.recent()
+    assert (record.api, record.status, record.memory_ids != ()) == ("anthropic.messages", 200, True)
 
 
 def test_client_leaving_a_slow_call_cancels_the_upstream_request(servers: tuple[SlowUpstream, str]) -> None:
