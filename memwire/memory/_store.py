@@ -73,7 +73,7 @@ _NEW_FILE_MODE = 0o644
 _TAG_RE = re.compile(TAG_PATTERN)
 _PRIOR_POOL = 5  # the stability prior reorders the k best and this many more
 #: the event logs a store keeps (``append_event``): capture events, telemetry
-EVENT_LOGS = ("captured", "telemetry")
+EVENT_LOGS = ("captured", "telemetry", "requests")  # requests: the proxy's per-request records
 
 
 def validate_namespace(name: str) -> str:
@@ -450,6 +450,8 @@ class MemoryStore:
     (the project wins). Writes always go to ``dir``, except forgetting or pinning a memory that
     only the global scope holds.
     """
+
+    remote = False  # reads are local file work (a PostgreSQL store's are not: see PgStore.remote)
 
     def __init__(
         self,

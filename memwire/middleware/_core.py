@@ -227,6 +227,13 @@ class Middleware:
         namespace: str | None = None, mode: str | None = None, memory_role: str | None = None,
         headers: Mapping[str, str] | None = None, distill_with: Complete | None = None,
     ) -> Prepared:
+        if self.store.remote:  # its ledgers and memos are database round trips: never on the event loop
+            import asyncio
+            from functools import partial
+
+            return await asyncio.get_running_loop().run_in_executor(None, partial(
+                self.prepare_request, body, api, session_id=session_id, namespace=namespace, mode=mode,
+                memory_role=memory_role, headers=headers, distill_with=distill_with))
         flow = self._flow(body, api, session_id, namespace, mode, memory_role, headers, distill_with)
         try:
             job = next(flow)

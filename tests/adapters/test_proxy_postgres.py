@@ -21,7 +21,7 @@ from memwire.adapters._server import build_app
 
 from ..middleware.conftest import MEMORIES
 from ..stores import with_search_path
-from .test_proxy_workers import MODES, Proxy, conversation, first_difference, sent, upstream  # noqa: F401 - upstream: a fixture
+from .test_proxy_workers import MODES, Proxy, conversation, first_difference, page_counts, sent, upstream  # noqa: F401 - upstream: a fixture
 
 
 def seed(url: str) -> None:
@@ -98,6 +98,7 @@ async def test_a_conversation_alternating_between_two_proxies_on_one_database(
             r = httpx.post(worker.url + "/v1/chat/completions", json=body, timeout=30)
             assert r.status_code == 200, r.text
         served = sent(fake, len(bodies))
+        assert page_counts(b, len(bodies)) == [str(len(bodies))]  # either replica's page: the whole session
     finally:
         a.stop(), b.stop()
     assert not (tmp_path / ".memwire").exists()  # nothing went to a directory
@@ -107,3 +108,41 @@ async def test_a_conversation_alternating_between_two_proxies_on_one_database(
         for i in range(1, len(served)):
             assert served[i][: len(served[i - 1])] == served[i - 1]
     assert sum("<memory" in json.dumps(m) for m in served) >= 2
+
+
+def test_a_session_waiting_on_the_database_holds_up_no_other_request(
+        tmp_path: Path, upstream: tuple[FakeProvider, str], postgres_url: str) -> None:
+    """The ledger's database calls run off the event loop: while one session's commit waits for a
+    lock another replica holds, the same proxy answers other requests."""
+    import threading
+
+    import psycopg
+
+    _, url = upstream
+    seed(postgres_url)
+    proxy = Proxy(tmp_path, postgres_url, url, "--workers", "1")
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "How do I run the test suite?"}]}
+    try:
+        proxy.wait()
+        with psycopg.connect(postgres_url, autocommit=True) as other:
+            other.execute("SELECT pg_advisory_lock(hashtextextended('memwire-ledger:default:held', 0))")
+            done: list[int] = []
+            chat = threading.Thread(target=lambda: done.append(httpx.post(
+                proxy.url + "/v1/chat/completions", json=body, headers={"x-memwire-session": "held"},
+                timeout=60).status_code))
+            chat.start()
+            waiting = 0
+            for _ in range(600):  # until the proxy waits for the lock (a hang guard, not a timing)
+                waiting = other.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                                        "AND NOT granted").fetchone()[0]
+                if waiting:
+                    break
+                chat.join(0.05)
+            assert waiting and not done
+            health = httpx.get(proxy.url + "/memwire/healthz", timeout=20)  # answered while the lock is held
+            assert health.status_code == 200 and not done
+            other.execute("SELECT pg_advisory_unlock_all()")
+            chat.join(60)
+        assert done == [200]
+    finally:
+        proxy.stop()
