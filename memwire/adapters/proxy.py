@@ -51,7 +51,7 @@ from .._errors import ConfigError, NamespaceError, RequestFormatError, StoreUnav
 from ..memory._store import validate_namespace
 from ..middleware._core import Injection, Middleware, Prepared
 from ..middleware._distill import Complete, upstream_complete
-from ..middleware._records import SharedRecords, record_of
+from ..middleware._records import record_of
 from ..middleware._reply import Reply, ReplyTap, tap_reply
 from ._common import dump_json
 from ._keys import KEY_HEADER, Access, Caller, Denied, KeyRing
@@ -196,7 +196,7 @@ def create_app(
     metrics = Metrics(store_size=lambda: len(middleware.store))
     middleware.records.listeners.append(metrics.observe)
     if memory:  # every worker's and replica's records, kept in each namespace's store (the page's sessions)
-        middleware.records.listeners.append(SharedRecords(middleware.store_for, middleware.traffic).offer)
+        middleware.records.listeners.append(middleware.kept_records.offer)
     middleware.capture.listeners.append(metrics.capture)
     routes: list[BaseRoute] = [memory_api(middleware, access=access, quota=proxy.quota)]  # /memwire/v1/...
     if ui:

@@ -33,7 +33,7 @@ from ._capture import Capture
 from ._distill import Complete, Distiller, litellm_complete
 from ._formats import get_format
 from ._incremental import Views
-from ._records import Records
+from ._records import Records, SharedRecords
 from ._render import Block, failed
 from ._session import LRU, resolve_session, session_hint
 
@@ -134,6 +134,8 @@ class Middleware:
                                traffic=self.traffic)
         self.telemetry = Telemetry(self.traffic)
         self.records = Records()  # per request, what memwire did and what the provider reported (adapters add them)
+        # the proxy also keeps each record in its namespace's store: every worker's and replica's page sees it
+        self.kept_records = SharedRecords(self.store_for, self.traffic)
         self._views = Views()  # each conversation's previous request: a request reads only what is new
 
     @classmethod
@@ -284,6 +286,7 @@ class Middleware:
 
         self.capture.flush(timeout)
         self.telemetry.flush(timeout)
+        self.kept_records.flush(timeout)
         flush_ledgers()
         for store in {id(s): s for s in (self.store, *self._stores.values())}.values():
             if store.track:

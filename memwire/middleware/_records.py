@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from ._core import Injection
     from ._usage import Usage
 
-__all__ = ["Record", "Records", "SharedRecords", "record_of", "read_records", "session_records", "RECORDS_SIZE"]
+__all__ = ["Record", "Records", "SharedRecords", "record_of", "read_records", "session_records", "stored_records",
+           "RECORDS_SIZE", "REQUESTS_LOG"]
 
 log = logging.getLogger("memwire")
 
@@ -161,17 +162,23 @@ class SharedRecords:
             log.warning("memwire: a request's record not kept in the store (%s: %s)", type(exc).__name__, exc)
 
 
+def stored_records(store: Any) -> list[Record]:
+    """The records ``store`` keeps (its ``requests`` log), oldest first; damaged ones skipped."""
+    out = []
+    for d in store.read_events(REQUESTS_LOG):
+        try:
+            out.append(Record.from_json(d))
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
 def session_records(store: Any, records: Records, namespace: str | None, session: str | None = None) -> list[Record]:
     """The records of a namespace (one session if given), oldest first: those its store keeps (every
     worker's and replica's) and this process's own not written there yet, each request once."""
     kept: dict[str, Record] = {}
     try:
-        for d in store.read_events(REQUESTS_LOG):
-            try:
-                r = Record.from_json(d)
-            except (TypeError, ValueError):
-                continue
-            kept[r.rid] = r
+        kept = {r.rid: r for r in stored_records(store)}
     except Exception as exc:  # noqa: BLE001 - the page still shows this process's records
         log.warning("memwire: the store's request log cannot be read (%s: %s)", type(exc).__name__, exc)
     for r in records.recent(namespace=namespace or ""):

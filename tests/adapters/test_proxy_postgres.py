@@ -76,9 +76,7 @@ async def reference(url: str, upstream_url: str, mode_env: dict[str, str], bodie
             r = await http.post("/v1/chat/completions", json=body)
             assert r.status_code == 200, r.text
     await app.state.proxy.client.aclose()
-    mw = app.state.proxy.middleware  # its background work is done before the schema goes
-    mw.telemetry.flush(30)
-    mw.capture.flush(30)
+    app.state.proxy.middleware.flush(30)  # its background work is done before the schema goes
     return sent(fake, len(bodies))
 
 
