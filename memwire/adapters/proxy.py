@@ -521,7 +521,9 @@ def _parse(raw: bytes, api: str) -> dict[str, Any]:
 
 
 def _unchanged(raw: bytes, exc: BaseException) -> tuple[bytes, None]:
-    log.warning("memwire proxy: preparing the request failed (%s: %s); sent unchanged", type(exc).__name__, exc)
+    # a database's outage is logged once, by the database: not once per request
+    (log.debug if isinstance(exc, StoreUnavailableError) else log.warning)(
+        "memwire proxy: preparing the request failed (%s: %s); sent unchanged", type(exc).__name__, exc)
     return raw, None
 
 

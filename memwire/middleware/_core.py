@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from .._config import load_config, make_config, normalize_mode
-from .._errors import NamespaceError, RequestFormatError, StoreBusyError
+from .._errors import NamespaceError, RequestFormatError, StoreBusyError, StoreUnavailableError
 from .._worker import Traffic
 from ..memory._store import MemoryStore
 from ..memory._telemetry import Telemetry
@@ -415,7 +415,10 @@ def _distiller(config: "Config") -> Distiller | None:
 
 
 def _unchanged(body: Mapping[str, Any], api: str, exc: BaseException, mode: str) -> Prepared:
-    log.warning("memwire: prepare failed (%s: %s); request sent unchanged", type(exc).__name__, exc, exc_info=exc)
+    if isinstance(exc, StoreUnavailableError):  # the database's outage is logged once, by the database
+        log.debug("memwire: prepare failed (%s); request sent unchanged", exc)
+    else:
+        log.warning("memwire: prepare failed (%s: %s); request sent unchanged", type(exc).__name__, exc, exc_info=exc)
     return Prepared(dict(body), Injection(mode, skipped="error", error=f"{type(exc).__name__}: {exc}"), api)
 
 

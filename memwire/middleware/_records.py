@@ -159,7 +159,11 @@ class SharedRecords:
         try:
             self._store_for(record.namespace or None).append_event(REQUESTS_LOG, asdict(record))
         except Exception as exc:  # noqa: BLE001 - figures never fail anything
-            log.warning("memwire: a request's record not kept in the store (%s: %s)", type(exc).__name__, exc)
+            from .._errors import StoreUnavailableError
+
+            # an outage is logged once, by the database: not once per record
+            (log.debug if isinstance(exc, StoreUnavailableError) else log.warning)(
+                "memwire: a request's record not kept in the store (%s: %s)", type(exc).__name__, exc)
 
 
 def stored_records(store: Any) -> list[Record]:

@@ -144,3 +144,26 @@ def test_a_session_waiting_on_the_database_holds_up_no_other_request(
         assert done == [200]
     finally:
         proxy.stop()
+
+
+def test_a_database_that_cannot_be_reached_is_said_once_and_calls_go_through(
+        caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    pytest.importorskip("psycopg", reason="the PostgreSQL store needs memwire[postgres]")
+    from memwire import Middleware
+    from memwire._sim.fake_provider import serve_in_thread
+    from memwire.adapters.proxy import create_app
+    from memwire.memory._postgres import PgStore
+
+    mw = Middleware(store=PgStore("postgresql://postgres@127.0.0.1:1/none"), mode="contextPerTurn")  # a closed port
+    fake = FakeProvider()
+    with serve_in_thread(fake) as up, serve_in_thread(create_app(mw, openai_upstream=up.base_url)) as proxy:
+        for i in range(6):
+            body = {"model": "gpt-4o", "messages": [{"role": "user", "content": f"Which database, question {i}?"}]}
+            r = httpx.post(proxy.base_url + "/v1/chat/completions", json=body, timeout=30,
+                           headers={"x-memwire-session": f"s{i % 3}", "x-memwire-namespace": f"team{i % 2}"})
+            assert r.status_code == 200 and r.headers["x-memwire-injected"] == "0"
+    assert len(fake.requests) == 6
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("memwire")]
+    assert len(said) == 1 and "127.0.0.1:1/none is unavailable" in said[0], said
