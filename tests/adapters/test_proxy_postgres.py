@@ -156,7 +156,7 @@ def test_a_database_that_cannot_be_reached_is_said_once_and_calls_go_through(
     from memwire.adapters.proxy import create_app
     from memwire.memory._postgres import PgStore
 
-    mw = Middleware(store=PgStore("postgresql://postgres@127.0.0.1:1/none"), mode="contextPerTurn")  # a closed port
+    mw = Middleware(store=PgStore("postgresql://postgres@127.0.0.1:1/proxy-test"), mode="contextPerTurn")  # closed port
     fake = FakeProvider()
     with serve_in_thread(fake) as up, serve_in_thread(create_app(mw, openai_upstream=up.base_url)) as proxy:
         for i in range(6):
@@ -166,4 +166,4 @@ def test_a_database_that_cannot_be_reached_is_said_once_and_calls_go_through(
             assert r.status_code == 200 and r.headers["x-memwire-injected"] == "0"
     assert len(fake.requests) == 6
     said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("memwire")]
-    assert len(said) == 1 and "127.0.0.1:1/none is unavailable" in said[0], said
+    assert len(said) == 1 and "127.0.0.1:1/proxy-test is unavailable" in said[0], said

@@ -88,7 +88,7 @@ def test_unreachable_database_goes_on_in_memory(caplog: pytest.LogCaptureFixture
     pytest.importorskip("psycopg", reason="the PostgreSQL store needs memwire[postgres]")
     from memwire.memory import _pg
 
-    down = _pg.database("postgresql://postgres@127.0.0.1:1/none").connection  # a closed port
+    down = _pg.database("postgresql://postgres@127.0.0.1:1/ledger-test").connection  # a closed port (its own URL: an outage is said once per URL and process)
     ledger = PgLedger.open(down, "ns", "s")
     assert ledger.commit("k#1", [entry("k#1", "m1")]) and ledger.get("k#1") == entry("k#1", "m1")
     assert not ledger.commit("k#1", [entry("k#1", "m2")])
