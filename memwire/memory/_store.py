@@ -553,6 +553,8 @@ class MemoryStore:
                 _LOADED.add(self)
                 if not whole:
                     self._save_snapshot()
+                if len(self._merged) >= _snapshot.MIN_MEMORIES:
+                    _trim_heap()
 
     def _save_snapshot(self) -> None:
         """Write the snapshot when it would differ from the last one (call with the lock held)."""
@@ -598,19 +600,16 @@ class MemoryStore:
             self.version += 1
 
     def _resolve(self, mid: str, old: Memory | None) -> None:
-        """Re-derive one id after a write (cheaper than a full merge); ``old``: what it showed."""
+        """Show an id a write added to a table of the view (cheaper than a full merge); ``old``:
+        what it showed before (from the global scope, say)."""
         table = None
-        for d in self._dirs:
+        for d in self._dirs:  # the last directory holding it wins
             name = d.find(mid)
             if name is not None:
                 table = d.files[name]
-        mem = None if table is None else table.get(mid)
-        if mem is None or table is None:
-            if old is not None:
-                self._merged.remove(mid)
-                self._index.remove(mid)
-                self.version += 1
-            return
+        assert table is not None
+        mem = table.get(mid)
+        assert mem is not None
         self._merged.put(mid, table)
         if mem != old:
             self._index.add(mid, mem.search_text(), mem.date)
@@ -769,18 +768,12 @@ class MemoryStore:
             if not clean or cached != before or d.sigs.get(MAIN_FILE) != cached:
                 return  # someone else changed the file too: the next read parses it again
             src = str(d.path / MAIN_FILE)
-            table = d.files.get(MAIN_FILE)  # our cache was current: patch it, no re-parse
-            new_file = table is None
-            if table is None:
-                table = d.files[MAIN_FILE] = Table(src)
+            table = d.files[MAIN_FILE]  # our cache was current (so it holds the file): patch it, no re-parse
             added = [replace(m, topic=t, source=src) for t, ms in by_topic.items() for m in ms]
             shown = {m.id: self._merged.get(m.id) for m in added}  # before the table shows them
             added = [m for m in added if table.append(m)]
             d.sigs[MAIN_FILE] = sig  # type: ignore[assignment]
             d.heads[MAIN_FILE], d.hashes[MAIN_FILE] = head, None
-            if new_file:  # a new table: merge again (the other tables' rows are kept as they are)
-                self._rebuild_merged()
-                return
             for m in added:
                 self._resolve(m.id, shown[m.id])
 
@@ -954,6 +947,25 @@ def _save_snapshots() -> None:
     for store in list(_LOADED):
         with store._lock:
             store._save_snapshot()
+
+
+def _trim_heap() -> None:
+    """Give the C heap's free pages back to the system after a large load: its temporaries (the
+    snapshot's arrays, decoded columns, a parse's lines) leave pages that glibc keeps, ~100 bytes
+    a memory of resident memory for nothing. Elsewhere (no glibc) nothing to do."""
+    global _MALLOC_TRIM
+    if _MALLOC_TRIM is None:
+        import ctypes
+
+        try:  # the process's own symbols: libc's where it is glibc
+            _MALLOC_TRIM = ctypes.CDLL(None).malloc_trim
+        except Exception:  # noqa: BLE001 - macOS, musl, Windows: no such function, nothing to give back this way
+            _MALLOC_TRIM = False
+    if _MALLOC_TRIM:
+        _MALLOC_TRIM(0)
+
+
+_MALLOC_TRIM: Any = None  # glibc's malloc_trim, False where there is none
 
 
 def archived(mem: Memory, reason: str) -> Memory:

@@ -244,11 +244,6 @@ class Merged:
             self._owner, self._single = dict.fromkeys(self._single._row, self._single), None
         self._owner[mid] = table
 
-    def remove(self, mid: str) -> None:
-        if self._single is not None:
-            self._owner, self._single = dict.fromkeys(self._single._row, self._single), None
-        self._owner.pop(mid, None)
-
 
 def _resolved(found: _Ref, mid: str) -> Memory | None:
     if isinstance(found, tuple):
