@@ -627,7 +627,8 @@ class MemoryStore:
     def memories(self, *, refresh: bool = True, wait: bool = True) -> list[Memory]:
         """Every memory, in file order (the project's files after the global ones)."""
         with self._reading(refresh, wait):
-            return list(self._merged.values())
+            listing = self._merged.listing()
+        return list(listing())  # built outside the lock (see Merged.listing)
 
     def __len__(self) -> int:
         self.refresh()

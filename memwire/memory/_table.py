@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Union
 
 from ._model import Memory, normalized
@@ -218,13 +218,18 @@ class Merged:
         return self._single.ids() if self._single is not None else iter(self._owner)
 
     def values(self) -> Iterator[Memory]:
+        return self.listing()()
+
+    def listing(self) -> Callable[[], Iterator[Memory]]:
+        """Every memory as of now, built when the result is called: only the ids are copied now
+        (under the store's lock; building a million memories takes a second or two, and searches
+        must not wait for it). A table's rows never change, so what is built later is what was
+        shown now."""
         if self._single is not None:
-            yield from self._single.memories()
-            return
-        for mid, found in self._owner.items():
-            mem = _resolved(found, mid)
-            assert mem is not None
-            yield mem
+            table, ids = self._single, list(self._single._row)
+            return lambda: map(table._memory, ids, range(len(ids)))
+        items = list(self._owner.items())
+        return lambda: (m for mid, found in items if (m := _resolved(found, mid)) is not None)
 
     def same(self, mid: str, other: "Merged") -> bool:
         """Whether ``mid`` is the same memory here and in ``other`` (both missing counts)."""

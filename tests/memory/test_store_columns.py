@@ -5,6 +5,7 @@ without building a ``Memory`` per memory, and the index shares the tables' id st
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -236,3 +237,28 @@ def test_merged_order_and_precedence() -> None:
     single.put(mem("project only").id, p1)  # a second table: from then on by id
     assert [m.text for m in single.values()] == ["shared", "global only", "appended", "project only"]
     assert single.same(mem("shared").id, Merged.of([[g]])) and not single.same(mem("shared").id, merged)
+
+
+def test_memories_are_built_outside_the_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A million memories take seconds to build: a search meanwhile must not wait (or, on a time
+    budget, find the store busy)."""
+    big_seed(tmp_path)
+    store = MemoryStore(tmp_path, track=False)
+    store.memories()
+    free: list[bool] = []
+    original = Table._memory
+
+    def build(self: Table, mid: str, row: int) -> Memory:
+        if not free:
+            def other() -> None:  # another thread, as a search would
+                free.append(store._lock.acquire(blocking=False))
+                if free[0]:
+                    store._lock.release()
+
+            t = threading.Thread(target=other)
+            t.start()
+            t.join()
+        return original(self, mid, row)
+
+    monkeypatch.setattr(Table, "_memory", build)
+    assert len(store.memories()) == 62 and free == [True]
