@@ -110,7 +110,7 @@ def _unpack(blob: Any, none: Any, shared: dict[str, str] | None = None) -> list[
     return values
 
 
-def _ints(values: Any, code: str) -> array:
+def _ints(values: Any, code: str) -> array[int]:
     """A numpy array as an ``array`` of ``code`` (what a table grows)."""
     import numpy as np
 
@@ -252,7 +252,8 @@ def restore(store: "MemoryStore") -> bool:
     except Exception as exc:  # noqa: BLE001 - a damaged or foreign snapshot is rebuilt, never an error
         log.debug("memwire: index snapshot %s not used (%s: %s)", path, type(exc).__name__, exc)
         for d in store._dirs:
-            d.files.clear(), d.sigs.clear(), d.problems.clear(), d.heads.clear(), d.hashes.clear()
+            for part in (d.files, d.sigs, d.problems, d.heads, d.hashes):
+                part.clear()
         return False
 
 
@@ -279,7 +280,7 @@ def _restore(store: "MemoryStore", z: Any) -> bool:
             at, k_at, b_at = at + f["n"], k_at + f["kinds"], b_at + f["bytes"]
     if not todo:
         return False
-    ids = _unpack(z["m_id"], _none(at))
+    ids = z["m_id"].tobytes().decode("utf-8").split("\n") if at else []
     ends, kind = z["m_end"], z["m_kind"]
     shared: dict[str, str] = {}  # one string per distinct topic, date, tag
     tags = _unpack(z["k_tags"], z["k_tags_none"], shared)
@@ -287,7 +288,7 @@ def _restore(store: "MemoryStore", z: Any) -> bool:
     pinned = z["k_pinned"].tolist()
     if not (len(ids) == len(ends) == len(kind) == at and len(tags) == len(topics) == len(dates) == len(pinned) == k_at):
         raise ValueError("memory columns of different lengths")
-    kinds: list[Kind] = [(tuple(t.split(" ")) if t else (), p, topic, date)  # type: ignore[union-attr]
+    kinds: list[Kind] = [(tuple(t.split(" ")) if t else (), p, topic, date)
                          for t, p, topic, date in zip(tags, pinned, topics, dates)]
     text = z["m_text"]
     if len(text) != b_at:
@@ -296,7 +297,7 @@ def _restore(store: "MemoryStore", z: Any) -> bool:
         name, n = f["name"], f["n"]
         source = str(d.path / name)
         t_text = bytearray(memoryview(text[b_first : b_first + f["bytes"]]))
-        d.files[name] = Table.restore(source, ids[first : first + n], t_text, _ints(ends[first : first + n], "q"),  # type: ignore[arg-type]
+        d.files[name] = Table.restore(source, ids[first : first + n], t_text, _ints(ends[first : first + n], "q"),
                                       _ints(kind[first : first + n], "I"), kinds[k_first : k_first + f["kinds"]])
         d.sigs[name] = tuple(f["sig"])  # type: ignore[assignment]
         d.heads[name] = bytes.fromhex(f["head"]) if f["head"] is not None else None
@@ -318,9 +319,3 @@ def _restore(store: "MemoryStore", z: Any) -> bool:
             if none in z.files else z[key]
     store._index.restore(state)
     return True
-
-
-def _none(n: int) -> Any:
-    import numpy as np
-
-    return np.zeros(n, dtype=bool)

@@ -56,7 +56,7 @@ class Table:
         return table
 
     @classmethod
-    def restore(cls, source: str, ids: Sequence[str], text: bytearray, ends: array, kind: array,
+    def restore(cls, source: str, ids: Sequence[str], text: bytearray, ends: array[int], kind: array[int],
                 kinds: list[Kind]) -> "Table":
         """A table from its columns (``columns``), checked for shape: the snapshot holding them is
         checked against the files, but a damaged one must fail here, not in a later search."""
@@ -72,7 +72,7 @@ class Table:
         table._text, table._ends, table._kind, table._kinds, table._kind_of = text, ends, kind, kinds, None
         return table
 
-    def columns(self) -> tuple[list[str], bytearray, array, array, list[Kind]]:
+    def columns(self) -> tuple[list[str], bytearray, array[int], array[int], list[Kind]]:
         """Ids, text buffer, text ends, kind per row, kinds: what ``restore`` takes."""
         return list(self._row), self._text, self._ends, self._kind, self._kinds
 
