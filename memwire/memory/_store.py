@@ -592,8 +592,11 @@ class MemoryStore:
         gone = [mid for mid in old if mid not in merged]
         for mid in gone:
             self._index.remove(mid)
-        fresh = [mid for mid in merged if not merged.same(mid, old)]
-        if fresh:
+        if not len(old):  # the first load: every memory, built in file order
+            fresh: Collection[str] = merged
+            self._index.add_many((m.id, m.search_text(), m.date) for m in merged.values())
+        else:
+            fresh = [mid for mid in merged if not merged.same(mid, old)]
             self._index.add_many((mid, m.search_text(), m.date) for mid in fresh for m in (merged.get(mid),) if m)
         self._merged = merged
         if gone or fresh:
