@@ -233,7 +233,12 @@ class BM25Index:
         self._lock = threading.Lock()
         self._slot: dict[str, int] = {}  # doc id -> slot (a row in the length array)
         self._ids: list[str | None] = []  # slot -> doc id
-        self._doc: list[bytes | None] = []  # slot -> its term ids, uint32, one per occurrence
+        # every memory's term ids, one per occurrence (a term's consecutive), in one array: slot s
+        # holds _lens[s] of them from _foff[s]; removed memories leave holes, compacted by _fput
+        self._fwd: Any = None
+        self._foff: Any = None  # numpy int64, grown with _lens
+        self._fend = 0  # how much of _fwd is used
+        self._fdead = 0  # how much of that is holes
         self._free: list[int] = []  # slots of removed documents, reused first
         self._lens: Any = None  # numpy float64 array: slot -> document length
         self._dates: list[str | None] = []  # slot -> the date it was indexed with
@@ -250,6 +255,8 @@ class BM25Index:
         self._acc: Any = None
         self._common: Any = None
         self._tmp: Any = None  # one term's scores, spread then gathered (see _gather)
+        self._got: Any = None  # what a memory holds of the query's terms beyond a bound (_best)
+        self._tcoef: Any = None  # term id -> the query's coef (_score_runs), zero but there
         self._state: Any = None  # 0 untouched, 1 scored on the essential terms, 2 on every term
         self._quantum = 2.0**32  # the current query's (see _quantum_for)
 
@@ -292,10 +299,12 @@ class BM25Index:
         size = max(64, 2 * slot)
         old = 0 if self._lens is None else len(self._lens)
         lens, prev, nxt = np.zeros(size), np.full(size, -1, dtype=np.int32), np.full(size, -1, dtype=np.int32)
+        foff = np.zeros(size, dtype=np.int64)
         if old:
-            lens[:old], prev[:old], nxt[:old] = self._lens, self._prev, self._next
-        self._lens, self._prev, self._next = lens, prev, nxt
+            lens[:old], prev[:old], nxt[:old], foff[:old] = self._lens, self._prev, self._next, self._foff
+        self._lens, self._prev, self._next, self._foff = lens, prev, nxt, foff
         self._acc, self._common, self._tmp = np.zeros(size), np.zeros(size), np.zeros(size)
+        self._got = np.zeros(size)
         self._state = np.zeros(size, dtype=np.uint8)
 
     def _insert(self, doc_id: str, tf: Counter[str], date: str | None = None) -> None:
@@ -313,7 +322,6 @@ class BM25Index:
         else:
             slot = len(self._ids)
             self._ids.append(None)
-            self._doc.append(None)
             self._dates.append(None)
             if self._lens is None or slot >= len(self._lens):
                 self._grow(slot)
@@ -335,17 +343,43 @@ class BM25Index:
                 postings.append(_Postings())
             postings[tid].add(slot, n)
             ids += [tid] * n
-        self._doc[slot] = np.array(ids, dtype="<u4").tobytes()
+        self._fput(slot, np.array(ids, dtype=np.uint32))
         length = sum(tf.values())
         self._lens[slot] = length
         self._total_len += length
 
+    def _fput(self, slot: int, ids: Any) -> None:
+        """Store a memory's term ids at the end of ``_fwd`` (compacting it first when it is
+        mostly holes: each compaction follows as many removals as there are live ids)."""
+        np = _numpy()
+        if self._fdead > max(1 << 16, self._fend - self._fdead):
+            live = np.array([s for s, d in enumerate(self._ids) if d is not None and s != slot], dtype=np.int64)
+            lens = self._lens[live].astype(np.int64)
+            fwd = np.empty(max(1024, 2 * int(lens.sum()) + len(ids)), dtype=np.uint32)
+            fwd[: int(lens.sum())] = self._fwd[self._spans(live, lens)]
+            self._foff[live] = np.cumsum(lens) - lens
+            self._fwd, self._fend, self._fdead = fwd, int(lens.sum()), 0
+        end = self._fend + len(ids)
+        if self._fwd is None or end > len(self._fwd):
+            fwd = np.empty(max(1024, 2 * end), dtype=np.uint32)
+            if self._fend:
+                fwd[: self._fend] = self._fwd[: self._fend]
+            self._fwd = fwd
+        self._fwd[self._fend : end] = ids
+        self._foff[slot] = self._fend
+        self._fend = end
+
+    def _spans(self, slots: Any, lens: Any) -> Any:
+        """The positions in ``_fwd`` of the term ids of ``slots`` (of lengths ``lens``), in turn."""
+        np = _numpy()
+        ends = np.cumsum(lens)
+        return np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(self._foff[slots] - (ends - lens), lens)
+
     def _terms_of(self, slot: int) -> dict[int, int]:
         """A document's term ids and frequencies."""
-        raw = self._doc[slot]
-        assert raw is not None
+        at = int(self._foff[slot])
         counts: dict[int, int] = {}
-        for tid in _numpy().frombuffer(raw, dtype="<u4").tolist():
+        for tid in self._fwd[at : at + int(self._lens[slot])].tolist():
             counts[tid] = counts.get(tid, 0) + 1
         return counts
 
@@ -370,9 +404,9 @@ class BM25Index:
         for tid in self._terms_of(slot):
             self._postings[tid].remove(slot)
         self._total_len -= int(self._lens[slot])
+        self._fdead += int(self._lens[slot])
         self._lens[slot] = 0.0
         self._ids[slot] = None
-        self._doc[slot] = None
         self._dates[slot] = None
         self._free.append(slot)
 
@@ -384,7 +418,8 @@ class BM25Index:
         with self._lock:
             used = len(self._ids)
             counts = [p.n for p in self._postings]
-            docs = [d or b"" for d in self._doc]
+            lens = self._lens[:used].astype(np.int64)
+            terms = self._fwd[self._spans(np.arange(used), lens)] if used else np.zeros(0, dtype=np.uint32)
             return {
                 "ids": list(self._ids), "dates": list(self._dates), "terms": list(self._term),
                 "tail_dates": list(self._tails), "tail_slots": np.array(list(self._tails.values()), dtype=np.int64),
@@ -396,8 +431,8 @@ class BM25Index:
                 "post_off": np.concatenate(([0], np.cumsum(counts, dtype=np.int64))),
                 "post_slots": np.concatenate([p.slots[: p.n] for p in self._postings] or [np.zeros(0, np.int32)]),
                 "post_tfs": np.concatenate([p.tfs[: p.n] for p in self._postings] or [np.zeros(0, np.uint16)]),
-                "doc_off": np.concatenate(([0], np.cumsum([len(d) for d in docs], dtype=np.int64))),
-                "doc_terms": np.frombuffer(b"".join(docs), dtype=np.uint8),
+                "doc_off": np.concatenate(([0], np.cumsum(4 * lens))),
+                "doc_terms": terms.astype("<u4").view(np.uint8),
             }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -411,6 +446,8 @@ class BM25Index:
                 and off[-1] == len(state["post_slots"]) == len(state["post_tfs"])
                 and doc_off[-1] == len(state["doc_terms"])):
             raise ValueError("index arrays of inconsistent lengths")
+        if not np.array_equal(np.diff(doc_off), 4 * np.asarray(state["lens"]).astype(np.int64)):
+            raise ValueError("index term ids of inconsistent lengths")
         with self._lock:
             if self._slot:
                 raise ValueError("restore into an empty index only")
@@ -418,9 +455,9 @@ class BM25Index:
             self._lens[:used], self._prev[:used], self._next[:used] = state["lens"], state["prev"], state["next"]
             self._ids, self._dates = list(ids), list(dates)
             self._slot = {doc: slot for slot, doc in enumerate(ids) if doc is not None}
-            raw = state["doc_terms"].tobytes()
-            bounds = doc_off.tolist()
-            self._doc = [raw[a:b] if doc is not None else None for doc, a, b in zip(ids, bounds, bounds[1:])]
+            self._fwd = np.frombuffer(state["doc_terms"].tobytes(), dtype="<u4").astype(np.uint32)
+            self._fend, self._fdead = len(self._fwd), 0
+            self._foff[:used] = np.asarray(doc_off[:-1]) // 4
             self._free = state["free"].tolist()
             self._tails = dict(zip(state["tail_dates"], state["tail_slots"].tolist()))
             self._links, self._total_len = (int(v) for v in state["scalars"])
@@ -513,6 +550,14 @@ class BM25Index:
         k1, b = self.k1, self.b
         return x.w * x.idf * (tf * (k1 + 1)) / (k1 * (1 - b + b * tf / avgdl) + tf) + 1.0 / self._quantum
 
+    def _lookup_at(self, p: _Run, slots: Any) -> tuple[Any, Any]:
+        """Where in ``slots`` (any order) the term of ``p`` is held, and its frequencies there."""
+        np = _numpy()
+        have = p.slots[: p.n]
+        at = np.minimum(np.searchsorted(have, slots), p.n - 1)
+        found = np.flatnonzero(have[at] == slots)
+        return found, p.tfs[at[found]]
+
     def _lookup(self, p: _Run, slots: Any) -> tuple[Any, Any]:
         """Which of ``slots`` (any order) hold the term of ``p``, and their frequencies: a binary
         search of its postings, so a term in half the store costs what the few slots cost."""
@@ -559,30 +604,6 @@ class BM25Index:
         ids = self._ids
         order = sorted(idx.tolist(), key=lambda i: (-score[i], ids[cand[i]]))
         return order[:k]
-
-    def _feedback(self, cand: Any, score: Any, exclude: Mapping[str, float]) -> dict[str, float]:
-        """Pseudo-relevance feedback (RM3-like): the terms that best characterize the top
-        FEEDBACK_DOCS hits, weighted up to FEEDBACK_WEIGHT. They find memories that answer the
-        query in other words than it uses (the top hit often states the topic, the next memory
-        the answer). Call under the lock."""
-        n = len(self._slot)
-        mass: dict[str, float] = {}
-        for i in self._top(cand, score, FEEDBACK_DOCS):
-            tf = self._terms_of(int(cand[i]))
-            share = float(score[i]) / sum(tf.values())  # score x term's share of the memory
-            for tid, c in tf.items():
-                term = self._term[tid]
-                if term not in exclude:
-                    mass[term] = mass.get(term, 0.0) + share * c
-        ranked = sorted(
-            ((m * self._idf(self._df(t), n), t) for t, m in mass.items()),
-            key=lambda x: (-x[0], x[1]),
-        )[:FEEDBACK_TERMS]
-        if not ranked or ranked[0][0] <= 0:
-            return {}
-        top = ranked[0][0]
-        # a term under a tenth of the strongest barely moves a score
-        return {t: FEEDBACK_WEIGHT * v / top for v, t in ranked if v >= 0.1 * top}
 
     def _with_neighbors(self, cand: Any, at: Any, val: Any) -> Any:
         """``val`` (scores of the slots ``at``, ascending) of ``cand`` plus NEIGHBOR_WEIGHT times
@@ -676,7 +697,8 @@ class BM25Index:
         can still make it get the other pieces by binary search (``_lookup``), term by term,
         dropping those that no longer can."""
         np = _numpy()
-        acc, com, state = self._acc, self._common, self._state
+        acc, com, state, got = self._acc, self._common, self._state, self._got
+        commons = cuts is not None and any(x.common for x in terms)  # else no common share is read
         steps: list[tuple[float, _Term, int]] = []  # (what it bounds per posting walked, term, piece)
         for x in terms:
             x.one = self._bound(x, 1, avgdl)
@@ -692,9 +714,33 @@ class BM25Index:
         theta = -math.inf
         touched: list[Any] = []
         seen = 0
+        most = 0.0  # the most a memory can hold of the pieces spread so far
         try:
+            # the rarest terms (the first steps) in one pass: each holds a few memories at most
             i = 0
-            while i < len(steps) and self._can(0.0, 0.0, terms, theta, cuts):
+            while i < len(steps) and steps[i][2] == _ALL and steps[i][1].p.n <= size:
+                i += 1
+            if i > 1:
+                batch = [st[1] for st in steps[:i]]
+                counts = [x.p.n for x in batch]
+                slots = np.concatenate([x.p.slots[: x.p.n] for x in batch])
+                part = self._parts(self._lens[slots], np.concatenate([x.p.tfs[: x.p.n] for x in batch]),
+                                   np.repeat([x.coef for x in batch], counts), avgdl)
+                np.add.at(acc, slots, part)  # a memory may hold several
+                if commons:
+                    mine = np.repeat([x.common for x in batch], counts)
+                    np.add.at(com, slots[mine], part[mine])
+                new = np.sort(slots[state[slots] == 0])
+                new = new[np.concatenate(([True], new[1:] != new[:-1]))]
+                state[new] = 1
+                touched.append(new)
+                seen += len(new)
+                for x in batch:
+                    most += x.rest
+                    x.rest = 0.0
+            else:
+                i = 0
+            while i < len(steps) and self._can(0.0, None, 0.0, terms, theta, cuts):
                 _, x, kind = steps[i]
                 i += 1
                 run = x.p.hi if kind == _HI else x.p
@@ -703,6 +749,11 @@ class BM25Index:
                 if kind == _LO:
                     once = tfs == 1
                     slots, tfs = slots[once], tfs[once]
+                    hi = x.p.hi
+                    got[hi.slots[: hi.n]] -= x.one
+                elif kind == _HI:  # a memory holding it more than once has its part: not x.one more
+                    got[slots] += x.one
+                most += x.rest - (x.one if kind == _HI else 0.0)
                 x.rest = x.one if kind == _HI else 0.0
                 part = self._parts(self._lens[slots], tfs, x.coef, avgdl)
                 new = slots[state[slots] == 0]
@@ -710,53 +761,76 @@ class BM25Index:
                 touched.append(new)
                 seen += len(new)
                 acc[slots] += part
-                if x.common:
+                if commons and x.common:
                     com[slots] += part
-                if i < len(steps) and seen >= size:
+                # the size-th best partial score may stop the walk only once the rest is below it
+                if i < len(steps) and seen >= size and sum(y.rest for y in terms) < most:
                     touched = [np.concatenate(touched)]
-                    theta = max(theta, self._theta(touched[0], size, cuts, xs))
+                    t = touched[0]
+                    theta = max(theta, self._theta(acc[t], com[t] if commons else None, t, size, cuts, xs))
             cand = np.concatenate(touched) if touched else np.zeros(0, dtype=np.int32)
             left = sorted((x for x in terms if x.rest > 0), key=lambda x: -x.rest)
+            if left:
+                # ascending: binary searches for ascending slots go three times as fast
+                keep = self._can(acc[cand], com[cand] if commons else None, got[cand], terms, theta, cuts)
+                cand = np.sort(cand[keep])
+            # the candidates' scores from here on in arrays of their own, filtered together
+            a, c, g = acc[cand], (com[cand] if commons else None), got[cand]
+            if left and len(cand) > size:
+                theta = max(theta, self._probe(cand, a, c, left, size, cuts, xs, avgdl))
             for x in left:
-                cand = cand[self._can(acc[cand], com[cand], terms, theta, cuts)]
+                keep = self._can(a, c, g, terms, theta, cuts)
+                cand, a, g = cand[keep], a[keep], g[keep]
+                c = None if c is None else c[keep]
                 if not len(cand):
                     break
-                self._gather(x, cand, x.rest == x.one and x.p.hi is not None and x.p.hi.n > 0, avgdl)
+                hi = x.p.hi
+                spread_hi = x.rest == x.one and hi is not None and hi.n > 0
+                at, part = self._gather(x, cand, spread_hi, avgdl)
+                a[at] += part
+                if c is not None and x.common:
+                    c[at] += part
                 x.rest = 0.0
-                if len(cand) >= size:
-                    theta = max(theta, self._theta(cand, size, cuts, xs))
+                if spread_hi:
+                    assert hi is not None
+                    g[self._lookup_at(hi, cand)[0]] -= x.one
             if cuts is not None and len(cand):
-                a = acc[cand]
-                cand = cand[(a >= cuts[0]) & (a - (1 - COMMON_WEIGHT) * com[cand] >= cuts[1])]
-            return cand, acc[cand]
+                ok = (a >= cuts[0]) & ((a if c is None else a - (1 - COMMON_WEIGHT) * c) >= cuts[1])
+                cand, a = cand[ok], a[ok]
+            return cand, a
         finally:
             for slots in touched:
                 acc[slots] = 0.0
                 com[slots] = 0.0
+                got[slots] = 0.0
                 state[slots] = 0
 
-    def _can(self, a: Any, c: Any, terms: list["_Term"], theta: float, cuts: tuple[float, float] | None) -> Any:
-        """Whether memories of partial score ``a`` (``c`` of it on common words) may still reach
-        ``theta`` and pass the cut with what the terms can add to them yet (``_Term.rest``:
-        floating-point sums, given a margin far above their rounding)."""
+    def _can(self, a: Any, c: Any, got: Any, terms: list["_Term"], theta: float,
+             cuts: tuple[float, float] | None) -> Any:
+        """Whether memories of partial score ``a`` (``c`` of it on common words, None for none)
+        may still reach ``theta`` and pass the cut with what the terms can add to them yet
+        (``_Term.rest``, less ``got``: floating-point sums, given a margin far above their
+        rounding)."""
         up = sum(x.rest for x in terms)
         slack = 1e-9 * (1.0 + up + abs(theta if theta > -math.inf else 0.0))
-        ok = a + (up + slack) >= theta
+        ok = a + ((up + slack) - got) >= theta
         if cuts is not None:
             spec = sum(x.rest * COMMON_WEIGHT if x.common else x.rest for x in terms)
             ok &= a + (up + slack) >= cuts[0]
-            ok &= a - (1 - COMMON_WEIGHT) * c + (spec + slack) >= cuts[1]
+            ok &= (a if c is None else a - (1 - COMMON_WEIGHT) * c) + (spec + slack) >= cuts[1]
         return ok
 
-    def _theta(self, slots: Any, size: int, cuts: tuple[float, float] | None, xs: Any) -> float:
-        """A lower bound of the ``size``-th best own score: the ``size``-th best partial score of
-        ``slots`` (distinct) among those sure to pass the cut, not counting ``xs``."""
+    def _theta(self, a: Any, c: Any, slots: Any, size: int, cuts: tuple[float, float] | None, xs: Any,
+               slack: float = 1e-9) -> float:
+        """A lower bound of the ``size``-th best own score: the ``size``-th best of the (partial)
+        scores ``a`` of ``slots`` (distinct; ``c`` of it on common words, None for none) among
+        those sure to pass the cut (by ``slack``, far above any rounding of the rest of the
+        sum; 0 for exact scores), not counting ``xs``."""
         np = _numpy()
-        a = self._acc[slots]
         ok = None
-        if cuts is not None:  # sure: by a margin far above any rounding of the rest of the sum
-            slack = 1e-9 * (1.0 + abs(cuts[0]) + abs(cuts[1]))
-            ok = (a >= cuts[0] + slack) & (a - (1 - COMMON_WEIGHT) * self._common[slots] >= cuts[1] + slack)
+        if cuts is not None:
+            margin = slack * (1.0 + abs(cuts[0]) + abs(cuts[1]))
+            ok = (a >= cuts[0] + margin) & ((a if c is None else a - (1 - COMMON_WEIGHT) * c) >= cuts[1] + margin)
         if xs is not None:
             free = ~np.isin(slots, xs)
             ok = free if ok is None else ok & free
@@ -766,14 +840,34 @@ class BM25Index:
             return -math.inf
         return float(np.partition(a, len(a) - size)[len(a) - size])
 
-    def _gather(self, x: "_Term", slots: Any, lo_only: bool, avgdl: float) -> None:
-        """Add ``x``'s part to the scratch scores of ``slots`` (distinct; only where it is held
-        once when ``lo_only``): a term with few postings is spread over them and gathered at
-        ``slots``, one with many (more than ``_SPREAD`` times the slots) looked up."""
+    def _probe(self, cand: Any, a: Any, c: Any, left: list["_Term"], size: int,
+               cuts: tuple[float, float] | None, xs: Any, avgdl: float) -> float:
+        """A close lower bound of the ``size``-th best own score: that of the memories of ``cand``
+        (ascending; partial scores ``a``, ``c`` of it on common words) with the best partial
+        scores, scored exactly (the ``left`` terms looked up)."""
         np = _numpy()
-        acc, com, p = self._acc, self._common, x.p
-        if not len(slots):
-            return
+        many = min(len(cand), 2 * size)
+        pos = np.sort(np.argpartition(a, len(a) - many)[len(a) - many:])
+        best, a = cand[pos], a[pos]
+        c = None if c is None else c[pos]
+        for x in left:
+            hi = x.p.hi
+            at, tfs = self._lookup_at(x.p, best)
+            if x.rest == x.one and hi is not None and hi.n > 0:  # those of _HI have it
+                once = tfs == 1
+                at, tfs = at[once], tfs[once]
+            part = self._parts(self._lens[best[at]], tfs, x.coef, avgdl)
+            a[at] += part
+            if c is not None and x.common:
+                c[at] += part
+        return self._theta(a, c, best, size, cuts, xs, slack=0.0)
+
+    def _gather(self, x: "_Term", slots: Any, lo_only: bool, avgdl: float) -> tuple[Any, Any]:
+        """``x``'s part in ``slots`` (distinct, ascending; only where it is held once when
+        ``lo_only``): where in ``slots`` and how much. A term with few postings is spread over
+        them and gathered at ``slots`` (a part for each, 0 where it is not), one with many (more
+        than ``_SPREAD`` times the slots) looked up."""
+        p = x.p
         if p.n <= _SPREAD * len(slots):
             have, tfs = p.slots[: p.n], p.tfs[: p.n]
             if lo_only:
@@ -783,16 +877,12 @@ class BM25Index:
             tmp[have] = self._parts(self._lens[have], tfs, x.coef, avgdl)
             part = tmp[slots]
             tmp[have] = 0.0
-            found = slots  # + 0.0 where the term is not: unchanged
-        else:
-            found, tfs = self._lookup(p, slots)
-            if lo_only:
-                once = tfs == 1
-                found, tfs = found[once], tfs[once]
-            part = self._parts(self._lens[found], tfs, x.coef, avgdl)
-        acc[found] += part
-        if x.common:
-            com[found] += part
+            return slice(None), part
+        at, tfs = self._lookup_at(p, slots)
+        if lo_only:
+            once = tfs == 1
+            at, tfs = at[once], tfs[once]
+        return at, self._parts(self._lens[slots[at]], tfs, x.coef, avgdl)
 
     def _pool(self, cand: Any, own: Any, size: int, xs: Any) -> Any:
         """The slots (ascending) of ``cand`` in their order by own score (best first, ties by
@@ -827,70 +917,122 @@ class BM25Index:
         scored from its own terms (``_forward``). Call under the lock."""
         np = _numpy()
         near = self._neighbors_of(pool)
-        at = np.unique(np.concatenate((pool, near, self._neighbors_of(near))))
-        runs = self._forward(at)
-        own, common, hits = self._score_runs(runs, at, terms, avgdl)
+        at = pool
+        if len(near):
+            at = np.sort(np.concatenate((pool, near, self._neighbors_of(near))))
+            at = at[np.concatenate(([True], at[1:] != at[:-1]))]
+        runs = self._forward(at, avgdl)
+        own, common, hits = self._score_runs(runs, len(at), terms, cuts is not None)
         if len(near):  # the neighbors that would pass the cut on their own join the pool
             i = np.searchsorted(at, near)
-            ok = hits[i] > 0
+            ok = hits[i]
             if cuts is not None:
                 ok &= (own[i] >= cuts[0]) & (own[i] - (1 - COMMON_WEIGHT) * common[i] >= cuts[1])
-            cand = np.union1d(pool, near[ok])
+            cand = np.sort(np.concatenate((pool, near[ok])))
+            cand = cand[np.concatenate(([True], cand[1:] != cand[:-1]))]
         else:
             cand = pool
         extra: dict[str, float] = {}
         if feedback and FEEDBACK_TERMS:
-            extra = self._feedback(cand, self._with_neighbors(cand, at, own), weights)
+            extra = self._feedback(cand, self._with_neighbors(cand, at, own), at, runs, terms)
         if extra:
-            n = len(self._slot)
-            more = self._terms(extra, n)
+            more = self._terms(extra, len(self._slot))
             for x in more:
                 x.coef = x.w * x.idf * (self.k1 + 1) * self._quantum
-            own = own + self._score_runs(runs, at, more, avgdl)[0]
+            own = own + self._score_runs(runs, len(at), more, False)[0]
         return cand, self._with_neighbors(cand, at, own), extra
 
-    def _forward(self, slots: Any) -> tuple[Any, Any, Any]:
-        """Every (memory, term id, frequency) of the memories ``slots`` (index into ``slots``),
-        read from their stored term ids (a memory's occurrences of a term are consecutive)."""
+    def _forward(self, slots: Any, avgdl: float) -> tuple[Any, Any, Any, Any]:
+        """Every (memory, term id, frequency, frequency / BM25 denominator) of the memories
+        ``slots`` (the memory as an index into ``slots``), read from their stored term ids (a
+        memory's occurrences of a term are consecutive); the last is ``_parts`` up to ``coef``."""
         np = _numpy()
-        docs = self._doc
-        tids = np.frombuffer(b"".join([docs[s] for s in slots.tolist()]), dtype="<u4")
-        owner = np.repeat(np.arange(len(slots)), self._lens[slots].astype(np.int64))
+        lens = self._lens[slots]
+        counts = lens.astype(np.int64)
+        tids = self._fwd[self._spans(slots, counts)]
+        owner = np.repeat(np.arange(len(slots)), counts)
         if not len(tids):
-            return owner, tids, np.zeros(0, dtype=np.int64)
+            return owner, tids, np.zeros(0, dtype=np.int64), np.zeros(0)
         start = np.empty(len(tids), dtype=bool)
         start[0] = True
         np.not_equal(tids[1:], tids[:-1], out=start[1:])
         start[1:] |= owner[1:] != owner[:-1]
         first = np.flatnonzero(start)
-        return owner[first], tids[first], np.diff(np.append(first, len(tids)))
+        owner = owner[first]
+        tfs = np.diff(np.append(first, len(tids)))
+        k1, b = self.k1, self.b
+        den = lens[owner]  # as in _parts
+        den *= k1 * b / avgdl
+        den += k1 * (1 - b)
+        sat = tfs.astype(np.float64)
+        den += sat
+        np.divide(sat, den, out=sat)
+        return owner, tids[first], tfs, sat
 
     def _score_runs(
-        self, runs: tuple[Any, Any, Any], slots: Any, terms: list["_Term"], avgdl: float
+        self, runs: tuple[Any, Any, Any, Any], size: int, terms: list["_Term"], common: bool
     ) -> tuple[Any, Any, Any]:
-        """Own scores of ``slots`` on ``terms`` from their ``_forward`` runs: the score, its
-        share on common words, and how many of the terms each holds."""
+        """Own scores on ``terms`` of the ``size`` memories of the ``_forward`` runs: the score,
+        its share on common words (when ``common``), whether each holds one of the terms."""
         np = _numpy()
-        owner, tids, tfs = runs
-        size = len(slots)
-        if not terms or not len(tids):
-            zero = np.zeros(size)
-            return zero, zero, np.zeros(size, dtype=np.int64)
-        order = sorted(range(len(terms)), key=lambda j: terms[j].tid)
-        want = np.array([terms[j].tid for j in order], dtype=np.uint32)
-        at = np.minimum(np.searchsorted(want, tids), len(want) - 1)
-        hit = want[at] == tids
-        who, at = owner[hit], at[hit]
-        coef = np.array([terms[j].coef for j in order])
-        part = self._parts(self._lens[slots][who], tfs[hit], coef[at], avgdl)
-        own = np.bincount(who, weights=part, minlength=size)
-        is_common = np.array([terms[j].common for j in order], dtype=bool)
-        if is_common.any():
-            c = is_common[at]
-            common = np.bincount(who[c], weights=part[c], minlength=size)
-        else:
-            common = np.zeros(size)
-        return own, common, np.bincount(who, minlength=size)
+        owner, tids, _, sat = runs
+        if self._tcoef is None or len(self._tcoef) < len(self._term):
+            self._tcoef = np.zeros(max(1024, 2 * len(self._term)))
+        tco = self._tcoef
+        for x in terms:
+            tco[x.tid] = x.coef
+        coef = tco[tids]
+        for x in terms:
+            tco[x.tid] = 0.0
+        part = sat * coef  # as in _parts
+        np.rint(part, out=part)
+        part *= 1.0 / self._quantum
+        own = np.bincount(owner, weights=part, minlength=size)
+        hits = np.bincount(owner[coef > 0], minlength=size) > 0
+        com = own
+        if common and any(x.common for x in terms):
+            for x in terms:
+                tco[x.tid] = 1.0 if x.common else 0.0
+            mine = tco[tids]
+            for x in terms:
+                tco[x.tid] = 0.0
+            com = np.bincount(owner, weights=part * mine, minlength=size)
+        elif common:
+            com = np.zeros(size)
+        return own, com, hits
+
+    def _feedback(
+        self, cand: Any, score: Any, at: Any, runs: tuple[Any, Any, Any, Any], terms: list["_Term"]
+    ) -> dict[str, float]:
+        """Pseudo-relevance feedback (RM3-like): the terms that best characterize the top
+        FEEDBACK_DOCS of ``cand`` (by ``score``), weighted up to FEEDBACK_WEIGHT, but none of the
+        query's. They find memories that answer the query in other words than it uses (the top
+        hit often states the topic, the next memory the answer). ``runs``: the ``_forward`` runs
+        of the memories ``at``. Call under the lock."""
+        np = _numpy()
+        owner, tids, tfs, _ = runs
+        top = self._top(cand, score, FEEDBACK_DOCS)
+        where = np.searchsorted(at, cand[top])
+        lo, hi = np.searchsorted(owner, where).tolist(), np.searchsorted(owner, where + 1).tolist()
+        lens = self._lens[cand[top]].tolist()
+        query = {x.tid for x in terms}
+        mass: dict[int, float] = {}
+        for i, a, b, length in zip(top, lo, hi, lens):
+            share = float(score[i]) / length  # score x term's share of the memory
+            for tid, c in zip(tids[a:b].tolist(), tfs[a:b].tolist()):
+                if tid not in query:
+                    mass[tid] = mass.get(tid, 0.0) + share * c
+        n = len(self._slot)
+        words = self._term
+        ranked = sorted(
+            ((m * self._idf(self._postings[tid].n, n), words[tid]) for tid, m in mass.items()),
+            key=lambda x: (-x[0], x[1]),
+        )[:FEEDBACK_TERMS]
+        if not ranked or ranked[0][0] <= 0:
+            return {}
+        best = ranked[0][0]
+        # a term under a tenth of the strongest barely moves a score
+        return {t: FEEDBACK_WEIGHT * v / best for v, t in ranked if v >= 0.1 * best}
 
     def _slots_of(self, ids: Collection[str]) -> Any:
         np = _numpy()
