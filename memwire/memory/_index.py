@@ -119,8 +119,12 @@ DEFAULT_MIN_SCORE = 0.2
 # evidence) stays under that of an 80-memory store, with 4-6 points more recall than 20.
 SMALL_STORE = 50
 
+PROBE_AT = 1
+REPROBE = 1000
 _CHUNK = 1000  # bulk adds release the lock this often
-_SPREAD = 4  # a term with up to this many postings per slot to score is spread, not looked up
+# a term with up to this many postings per memory to look it up in is spread over a scratch array
+# and read there rather than searched (on this 2-core VM, the two cost the same at about 6)
+_SPREAD = 6
 
 _MONTHS = (
     "january february march april may june july august september october november december"
@@ -200,29 +204,40 @@ class _Run:
 
 
 class _Postings(_Run):
-    """One term's postings, and apart (``hi``) those of the memories holding it more than once:
-    the top-N search bounds what the term adds to the others by a frequency of 1 (see ``_best``)."""
+    """One term's postings, and apart those of the memories holding it at least twice (``hi2``)
+    and at least three times (``hi3``): the top-N search bounds what a common word adds to most
+    memories by what it adds at frequency 1 (see ``_best``)."""
 
-    __slots__ = ("maxtf", "hi")
+    __slots__ = ("maxtf", "hi2", "hi3")
 
-    def __init__(self, slots: Any = None, tfs: Any = None, hi: _Run | None = None) -> None:
+    def __init__(self, slots: Any = None, tfs: Any = None, hi2: _Run | None = None, hi3: _Run | None = None) -> None:
         super().__init__(slots, tfs)
         self.maxtf = int(self.tfs[: self.n].max()) if self.n else 0  # only grows: a bound
-        self.hi = hi if hi is not None and hi.n else None
+        self.hi2, self.hi3 = hi2, hi3
 
     def add(self, slot: int, tf: int) -> None:
         tf = min(tf, 65535)  # a memory is at most 4,000 characters: never reached
         super().add(slot, tf)
         self.maxtf = max(self.maxtf, tf)
-        if tf > 1:
-            if self.hi is None:
-                self.hi = _Run()
-            self.hi.add(slot, tf)
+        if tf >= 2:
+            if self.hi2 is None:
+                self.hi2 = _Run()
+            self.hi2.add(slot, tf)
+        if tf >= 3:
+            if self.hi3 is None:
+                self.hi3 = _Run()
+            self.hi3.add(slot, tf)
 
     def remove(self, slot: int) -> None:
         super().remove(slot)
-        if self.hi is not None:
-            self.hi.remove(slot)
+        for run in (self.hi2, self.hi3):
+            if run is not None:
+                run.remove(slot)
+
+    def at_least(self, tf: int) -> _Run:
+        """The postings of frequency ``tf`` (1, 2 or 3) or more."""
+        run = self if tf <= 1 else self.hi2 if tf == 2 else self.hi3
+        return run if run is not None else _Run()
 
 
 class BM25Index:
@@ -252,12 +267,10 @@ class BM25Index:
         self._term: list[str] = []  # term id -> term
         self._postings: list[_Postings] = []  # term id -> postings
         # per-query scratch, as long as _lens: reset where a query touched it, never reallocated
-        self._acc: Any = None
-        self._common: Any = None
-        self._tmp: Any = None  # one term's scores, spread then gathered (see _gather)
-        self._got: Any = None  # what a memory holds of the query's terms beyond a bound (_best)
+        self._acc: Any = None  # partial scores (see _best)
+        self._mark: Any = None  # one term's frequencies, spread then read (see _gather)
         self._tcoef: Any = None  # term id -> the query's coef (_score_runs), zero but there
-        self._state: Any = None  # 0 untouched, 1 scored on the essential terms, 2 on every term
+        self._state: Any = None  # 1 where _best touched
         self._quantum = 2.0**32  # the current query's (see _quantum_for)
 
     # ------------------------------------------------------------------ updates
@@ -303,9 +316,9 @@ class BM25Index:
         if old:
             lens[:old], prev[:old], nxt[:old], foff[:old] = self._lens, self._prev, self._next, self._foff
         self._lens, self._prev, self._next, self._foff = lens, prev, nxt, foff
-        self._acc, self._common, self._tmp = np.zeros(size), np.zeros(size), np.zeros(size)
-        self._got = np.zeros(size)
+        self._acc = np.zeros(size)
         self._state = np.zeros(size, dtype=np.uint8)
+        self._mark = np.zeros(size, dtype=np.uint16)
 
     def _insert(self, doc_id: str, tf: Counter[str], date: str | None = None) -> None:
         np = _numpy()
@@ -464,12 +477,14 @@ class BM25Index:
             self._term = list(terms)
             self._term_id = {t: i for i, t in enumerate(terms)}
             slots, tfs, cuts = state["post_slots"].astype(np.int32), state["post_tfs"].astype(np.uint16), off.tolist()
-            many = tfs > 1  # each term's postings of frequency > 1 (see _Postings)
-            hi_slots, hi_tfs = slots[many], tfs[many]
-            hi_cuts = np.concatenate(([0], np.cumsum(many, dtype=np.int64)))[off].tolist()
+            tiers = []  # each term's postings of frequency >= 2, >= 3 (see _Postings)
+            for least in (2, 3):
+                many = tfs >= least
+                at = np.concatenate(([0], np.cumsum(many, dtype=np.int64)))[off].tolist()
+                hs, ht = slots[many], tfs[many]
+                tiers.append([_Run(hs[c:d], ht[c:d]) if d > c else None for c, d in zip(at, at[1:])])
             self._postings = [
-                _Postings(slots[a:b], tfs[a:b], _Run(hi_slots[c:d], hi_tfs[c:d]) if d > c else None)
-                for a, b, c, d in zip(cuts, cuts[1:], hi_cuts, hi_cuts[1:])
+                _Postings(slots[a:b], tfs[a:b], h2, h3) for a, b, h2, h3 in zip(cuts, cuts[1:], *tiers)
             ]
 
     # ------------------------------------------------------------------ reading
@@ -697,28 +712,35 @@ class BM25Index:
         can still make it get the other pieces by binary search (``_lookup``), term by term,
         dropping those that no longer can."""
         np = _numpy()
-        acc, com, state, got = self._acc, self._common, self._state, self._got
-        commons = cuts is not None and any(x.common for x in terms)  # else no common share is read
-        steps: list[tuple[float, _Term, int]] = []  # (what it bounds per posting walked, term, piece)
+        acc, state = self._acc, self._state
+        # the cut counts common words COMMON_WEIGHT: their share is summed at the end, for the
+        # memories left; until then the cut is judged on bounds (the share is >= 0 and <= all)
+        commons = cuts is not None and any(x.common for x in terms)
+        # a term's postings in levels by frequency (>= 3, 2, 1), walked highest first; until a
+        # level is walked, the memories of the levels below it are bounded by its lowest frequency
+        steps: list[tuple[float, _Term, int, float]] = []  # (bound shed per posting, term, level, rest after)
         for x in terms:
-            x.one = self._bound(x, 1, avgdl)
-            hi = x.p.hi
-            if hi is not None and hi.n:
-                x.rest = self._bound(x, x.p.maxtf, avgdl)
-                worth = (x.rest - x.one) / hi.n
-                steps += [(worth, x, _HI), (min(worth, x.one / max(1, x.p.n - hi.n)), x, _LO)]
-            else:
-                x.rest = x.one
-                steps.append((x.one / x.p.n, x, _ALL))
-        steps.sort(key=lambda st: -st[0])  # stable: a term's _HI comes before its _LO
+            p = x.p
+            n2, n3 = p.at_least(2).n, p.at_least(3).n
+            levels = [lv for lv, here in ((3, n3), (2, n2 - n3), (1, p.n - n2)) if here]
+            x.rest = self._bound(x, p.maxtf if levels[0] == 3 else levels[0], avgdl)
+            x.thr = _NONE
+            rest, worth = x.rest, math.inf
+            for j, lv in enumerate(levels):
+                after = self._bound(x, levels[j + 1], avgdl) if j + 1 < len(levels) else 0.0
+                worth = min(worth, (rest - after) / (n3 if lv == 3 else n2 if lv == 2 else p.n))
+                steps.append((worth, x, lv, after))
+                rest = after
+        steps.sort(key=lambda st: -st[0])  # stable: a term's levels stay in order
         theta = -math.inf
         touched: list[Any] = []
         seen = 0
-        most = 0.0  # the most a memory can hold of the pieces spread so far
+        most = 0.0  # the most a memory can hold of the levels walked so far
+        probed = False
         try:
             # the rarest terms (the first steps) in one pass: each holds a few memories at most
             i = 0
-            while i < len(steps) and steps[i][2] == _ALL and steps[i][1].p.n <= size:
+            while i < len(steps) and steps[i][2] == 1 and steps[i][1].thr == _NONE and steps[i][1].p.n <= size:
                 i += 1
             if i > 1:
                 batch = [st[1] for st in steps[:i]]
@@ -727,9 +749,6 @@ class BM25Index:
                 part = self._parts(self._lens[slots], np.concatenate([x.p.tfs[: x.p.n] for x in batch]),
                                    np.repeat([x.coef for x in batch], counts), avgdl)
                 np.add.at(acc, slots, part)  # a memory may hold several
-                if commons:
-                    mine = np.repeat([x.common for x in batch], counts)
-                    np.add.at(com, slots[mine], part[mine])
                 new = np.sort(slots[state[slots] == 0])
                 new = new[np.concatenate(([True], new[1:] != new[:-1]))]
                 state[new] = 1
@@ -737,72 +756,75 @@ class BM25Index:
                 seen += len(new)
                 for x in batch:
                     most += x.rest
-                    x.rest = 0.0
+                    x.rest, x.thr = 0.0, 1
             else:
                 i = 0
             while i < len(steps) and self._can(0.0, None, 0.0, terms, theta, cuts):
-                _, x, kind = steps[i]
+                _, x, level, after = steps[i]
                 i += 1
-                run = x.p.hi if kind == _HI else x.p
-                assert run is not None
+                run = x.p.at_least(level)
                 slots, tfs = run.slots[: run.n], run.tfs[: run.n]
-                if kind == _LO:
-                    once = tfs == 1
-                    slots, tfs = slots[once], tfs[once]
-                    hi = x.p.hi
-                    got[hi.slots[: hi.n]] -= x.one
-                elif kind == _HI:  # a memory holding it more than once has its part: not x.one more
-                    got[slots] += x.one
-                most += x.rest - (x.one if kind == _HI else 0.0)
-                x.rest = x.one if kind == _HI else 0.0
+                if x.thr != _NONE:  # the levels above were walked
+                    below = tfs < x.thr
+                    slots, tfs = slots[below], tfs[below]
+                most += x.rest - after
+                x.rest, x.thr = after, level
                 part = self._parts(self._lens[slots], tfs, x.coef, avgdl)
                 new = slots[state[slots] == 0]
                 state[new] = 1
                 touched.append(new)
                 seen += len(new)
                 acc[slots] += part
-                if commons and x.common:
-                    com[slots] += part
-                # the size-th best partial score may stop the walk only once the rest is below it
-                if i < len(steps) and seen >= size and sum(y.rest for y in terms) < most:
-                    touched = [np.concatenate(touched)]
-                    t = touched[0]
-                    theta = max(theta, self._theta(acc[t], com[t] if commons else None, t, size, cuts, xs))
+                rest = sum(y.rest for y in terms)
+                if i == len(steps) or seen < size or rest < theta:
+                    continue  # done, or no estimate yet, or the walk stops anyway
+                touched = [np.concatenate(touched)]
+                t = touched[0]
+                if not probed and seen >= PROBE_AT * size:  # the best so far, scored exactly
+                    probed = True
+                    theta = max(theta, self._probe(t, acc[t], size, terms, commons, cuts, xs, avgdl))
+                elif rest < most:  # the size-th best partial score can stop the walk
+                    a = acc[t]  # the common words' share is at most all of it
+                    theta = max(theta, self._theta(a, a if commons else None, t, size, cuts, xs))
             cand = np.concatenate(touched) if touched else np.zeros(0, dtype=np.int32)
             left = sorted((x for x in terms if x.rest > 0), key=lambda x: -x.rest)
-            if left:
-                # ascending: binary searches for ascending slots go three times as fast
-                keep = self._can(acc[cand], com[cand] if commons else None, got[cand], terms, theta, cuts)
-                cand = np.sort(cand[keep])
             # the candidates' scores from here on in arrays of their own, filtered together
-            a, c, g = acc[cand], (com[cand] if commons else None), got[cand]
-            if left and len(cand) > size:
-                theta = max(theta, self._probe(cand, a, c, left, size, cuts, xs, avgdl))
+            a = acc[cand]
+            if left and len(cand) > size and (not probed or len(cand) > REPROBE * size):
+                theta = max(theta, self._probe(cand, a, size, terms, commons, cuts, xs, avgdl))
+            if left:
+                keep = self._can(a, None, 0.0, terms, theta, cuts)
+                # ascending: binary searches for ascending slots go three times as fast
+                order = np.argsort(cand[keep])
+                cand, a = cand[keep][order], a[keep][order]
+            # a memory holding a term at a walked level has its part: the bound is not for it
+            held = {x.tid: self._holds(x.p.at_least(x.thr), cand) for x in left if x.thr != _NONE}
             for x in left:
-                keep = self._can(a, c, g, terms, theta, cuts)
-                cand, a, g = cand[keep], a[keep], g[keep]
-                c = None if c is None else c[keep]
+                got = sum((y.rest * held[y.tid] for y in left if y.tid in held), np.zeros(len(cand)))
+                keep = self._can(a, None, got, terms, theta, cuts)
+                cand, a = cand[keep], a[keep]
+                held = {tid: h[keep] for tid, h in held.items()}
                 if not len(cand):
                     break
-                hi = x.p.hi
-                spread_hi = x.rest == x.one and hi is not None and hi.n > 0
-                at, part = self._gather(x, cand, spread_hi, avgdl)
+                at, part = self._gather(x, cand, x.thr, avgdl)
                 a[at] += part
-                if c is not None and x.common:
-                    c[at] += part
                 x.rest = 0.0
-                if spread_hi:
-                    assert hi is not None
-                    g[self._lookup_at(hi, cand)[0]] -= x.one
+                held.pop(x.tid, None)
             if cuts is not None and len(cand):
-                ok = (a >= cuts[0]) & ((a if c is None else a - (1 - COMMON_WEIGHT) * c) >= cuts[1])
+                spec = a
+                if commons:
+                    c = np.zeros(len(cand))
+                    for x in terms:
+                        if x.common:
+                            at, part = self._gather(x, cand, _NONE, avgdl)
+                            c[at] += part
+                    spec = a - (1 - COMMON_WEIGHT) * c
+                ok = (a >= cuts[0]) & (spec >= cuts[1])
                 cand, a = cand[ok], a[ok]
             return cand, a
         finally:
             for slots in touched:
                 acc[slots] = 0.0
-                com[slots] = 0.0
-                got[slots] = 0.0
                 state[slots] = 0
 
     def _can(self, a: Any, c: Any, got: Any, terms: list["_Term"], theta: float,
@@ -840,48 +862,48 @@ class BM25Index:
             return -math.inf
         return float(np.partition(a, len(a) - size)[len(a) - size])
 
-    def _probe(self, cand: Any, a: Any, c: Any, left: list["_Term"], size: int,
+    def _probe(self, slots: Any, a: Any, size: int, terms: list["_Term"], commons: bool,
                cuts: tuple[float, float] | None, xs: Any, avgdl: float) -> float:
-        """A close lower bound of the ``size``-th best own score: that of the memories of ``cand``
-        (ascending; partial scores ``a``, ``c`` of it on common words) with the best partial
-        scores, scored exactly (the ``left`` terms looked up)."""
+        """A close lower bound of the ``size``-th best own score: that of the memories of
+        ``slots`` (distinct) with the best partial scores ``a``, scored exactly from their own
+        terms (``_forward``)."""
         np = _numpy()
-        many = min(len(cand), 2 * size)
-        pos = np.sort(np.argpartition(a, len(a) - many)[len(a) - many:])
-        best, a = cand[pos], a[pos]
-        c = None if c is None else c[pos]
-        for x in left:
-            hi = x.p.hi
-            at, tfs = self._lookup_at(x.p, best)
-            if x.rest == x.one and hi is not None and hi.n > 0:  # those of _HI have it
-                once = tfs == 1
-                at, tfs = at[once], tfs[once]
-            part = self._parts(self._lens[best[at]], tfs, x.coef, avgdl)
-            a[at] += part
-            if c is not None and x.common:
-                c[at] += part
-        return self._theta(a, c, best, size, cuts, xs, slack=0.0)
+        many = min(len(slots), 2 * size)
+        best = np.sort(slots[np.argpartition(a, len(a) - many)[len(a) - many:]])
+        own, com, _ = self._score_runs(self._forward(best, avgdl), len(best), terms, commons)
+        return self._theta(own, com if commons else None, best, size, cuts, xs, slack=0.0)
 
-    def _gather(self, x: "_Term", slots: Any, lo_only: bool, avgdl: float) -> tuple[Any, Any]:
-        """``x``'s part in ``slots`` (distinct, ascending; only where it is held once when
-        ``lo_only``): where in ``slots`` and how much. A term with few postings is spread over
-        them and gathered at ``slots`` (a part for each, 0 where it is not), one with many (more
-        than ``_SPREAD`` times the slots) looked up."""
+    def _holds(self, run: _Run, slots: Any) -> Any:
+        """Whether each of ``slots`` is in ``run``'s postings."""
+        np = _numpy()
+        if run.n <= _SPREAD * len(slots):
+            have, mark = run.slots[: run.n], self._mark
+            mark[have] = 1
+            found = mark[slots] > 0
+            mark[have] = 0
+            return found
+        have = run.slots[: run.n]
+        return have[np.minimum(np.searchsorted(have, slots), run.n - 1)] == slots
+
+    def _gather(self, x: "_Term", slots: Any, below: int, avgdl: float) -> tuple[Any, Any]:
+        """``x``'s part in ``slots`` (distinct, ascending) where it is held fewer than ``below``
+        times: where in ``slots`` and how much. The frequencies of a term with few postings are
+        spread over a scratch array and read at ``slots``; one with many (more than
+        ``_SPREAD`` times the slots) is looked up."""
+        np = _numpy()
         p = x.p
         if p.n <= _SPREAD * len(slots):
-            have, tfs = p.slots[: p.n], p.tfs[: p.n]
-            if lo_only:
-                once = tfs == 1
-                have, tfs = have[once], tfs[once]
-            tmp = self._tmp
-            tmp[have] = self._parts(self._lens[have], tfs, x.coef, avgdl)
-            part = tmp[slots]
-            tmp[have] = 0.0
-            return slice(None), part
-        at, tfs = self._lookup_at(p, slots)
-        if lo_only:
-            once = tfs == 1
-            at, tfs = at[once], tfs[once]
+            have, mark = p.slots[: p.n], self._mark
+            mark[have] = p.tfs[: p.n]
+            tfs = mark[slots]
+            mark[have] = 0
+            at = np.flatnonzero(tfs)
+            tfs = tfs[at]
+        else:
+            at, tfs = self._lookup_at(p, slots)
+        if below != _NONE:
+            few = tfs < below
+            at, tfs = at[few], tfs[few]
         return at, self._parts(self._lens[slots[at]], tfs, x.coef, avgdl)
 
     def _pool(self, cand: Any, own: Any, size: int, xs: Any) -> Any:
@@ -1097,16 +1119,17 @@ class BM25Index:
             return [(str(ids[int(cand[i])]), float(score[i])) for i in self._top(cand, score, k)]
 
 
-_ALL, _HI, _LO = 0, 1, 2  # a term's piece in _best: all its postings, frequency > 1, frequency 1
+_NONE = 1 << 30  # _Term.thr before any of its postings are walked
 
 
 class _Term:
     """A term of the query being scored: its id, weight, postings, idf, whether it is a common
     word, and ``coef`` (weight x idf x (k1 + 1) x the query's quantum, see ``_parts``)."""
 
-    __slots__ = ("tid", "w", "p", "idf", "common", "coef", "one", "rest")
+    __slots__ = ("tid", "w", "p", "idf", "common", "coef", "rest", "thr")
 
     def __init__(self, tid: int, w: float, p: _Postings, idf: float, common: bool) -> None:
         self.tid, self.w, self.p, self.idf, self.common = tid, w, p, idf, common
         self.coef = 0.0
-        self.one = self.rest = 0.0  # in _best: its bound at frequency 1, what it may add yet
+        self.rest = 0.0  # in _best: what it may add yet to a memory whose part is not counted
+        self.thr = _NONE  # in _best: the memories holding it this often or more have their part
