@@ -793,23 +793,25 @@ class BM25Index:
             if left and len(cand) > size and (not probed or len(cand) > REPROBE * size):
                 theta = max(theta, self._probe(cand, a, size, terms, commons, cuts, xs, avgdl))
             if left:
-                keep = self._can(a, None, 0.0, terms, theta, cuts)
                 # ascending: binary searches for ascending slots go three times as fast
-                order = np.argsort(cand[keep])
-                cand, a = cand[keep][order], a[keep][order]
-            # a memory holding a term at a walked level has its part: the bound is not for it
-            held = {x.tid: self._holds(x.p.at_least(x.thr), cand) for x in left if x.thr != _NONE}
+                cand = np.sort(cand[self._can(a, None, 0.0, terms, theta, cuts)])
+                a = acc[cand]
+            # a memory holding a term at a walked level has its part: the term's bound is not for it
+            held = [(x, self._holds(x.p.at_least(x.thr), cand)) for x in left if x.thr != _NONE]
             for x in left:
-                got = sum((y.rest * held[y.tid] for y in left if y.tid in held), np.zeros(len(cand)))
+                got = 0.0
+                for y, h in held:
+                    got = got + y.rest * h
                 keep = self._can(a, None, got, terms, theta, cuts)
-                cand, a = cand[keep], a[keep]
-                held = {tid: h[keep] for tid, h in held.items()}
+                if not keep.all():
+                    cand, a = cand[keep], a[keep]
+                    held = [(y, h[keep]) for y, h in held]
                 if not len(cand):
                     break
                 at, part = self._gather(x, cand, x.thr, avgdl)
                 a[at] += part
                 x.rest = 0.0
-                held.pop(x.tid, None)
+                held = [(y, h) for y, h in held if y is not x]
             if cuts is not None and len(cand):
                 spec = a
                 if commons:
@@ -954,15 +956,15 @@ class BM25Index:
             cand = cand[np.concatenate(([True], cand[1:] != cand[:-1]))]
         else:
             cand = pool
-        extra: dict[str, float] = {}
+        more: list[_Term] = []
         if feedback and FEEDBACK_TERMS:
-            extra = self._feedback(cand, self._with_neighbors(cand, at, own), at, runs, terms)
-        if extra:
-            more = self._terms(extra, len(self._slot))
+            more = self._feedback(cand, self._with_neighbors(cand, at, own), at, runs, terms)
+        if more:
             for x in more:
                 x.coef = x.w * x.idf * (self.k1 + 1) * self._quantum
             own = own + self._score_runs(runs, len(at), more, False)[0]
-        return cand, self._with_neighbors(cand, at, own), extra
+        words = self._term
+        return cand, self._with_neighbors(cand, at, own), {words[x.tid]: x.w for x in more}
 
     def _forward(self, slots: Any, avgdl: float) -> tuple[Any, Any, Any, Any]:
         """Every (memory, term id, frequency, frequency / BM25 denominator) of the memories
@@ -1010,7 +1012,7 @@ class BM25Index:
         np.rint(part, out=part)
         part *= 1.0 / self._quantum
         own = np.bincount(owner, weights=part, minlength=size)
-        hits = np.bincount(owner[coef > 0], minlength=size) > 0
+        hits = np.bincount(owner, weights=coef, minlength=size) > 0  # every coef is > 0
         com = own
         if common and any(x.common for x in terms):
             for x in terms:
@@ -1025,7 +1027,7 @@ class BM25Index:
 
     def _feedback(
         self, cand: Any, score: Any, at: Any, runs: tuple[Any, Any, Any, Any], terms: list["_Term"]
-    ) -> dict[str, float]:
+    ) -> list["_Term"]:
         """Pseudo-relevance feedback (RM3-like): the terms that best characterize the top
         FEEDBACK_DOCS of ``cand`` (by ``score``), weighted up to FEEDBACK_WEIGHT, but none of the
         query's. They find memories that answer the query in other words than it uses (the top
@@ -1045,16 +1047,16 @@ class BM25Index:
                 if tid not in query:
                     mass[tid] = mass.get(tid, 0.0) + share * c
         n = len(self._slot)
-        words = self._term
-        ranked = sorted(
-            ((m * self._idf(self._postings[tid].n, n), words[tid]) for tid, m in mass.items()),
-            key=lambda x: (-x[0], x[1]),
-        )[:FEEDBACK_TERMS]
+        words, postings, log, most = self._term, self._postings, math.log, max(n, SMALL_STORE) + 1
+        idf = {tid: log(most / postings[tid].n) for tid in mass}  # self._idf, inline
+        ranked = sorted(((m * idf[tid], words[tid], tid) for tid, m in mass.items()),
+                        key=lambda x: (-x[0], x[1]))[:FEEDBACK_TERMS]
         if not ranked or ranked[0][0] <= 0:
-            return {}
+            return []
         best = ranked[0][0]
         # a term under a tenth of the strongest barely moves a score
-        return {t: FEEDBACK_WEIGHT * v / best for v, t in ranked if v >= 0.1 * best}
+        return [_Term(tid, FEEDBACK_WEIGHT * v / best, postings[tid], idf[tid], False)
+                for v, _, tid in ranked if v >= 0.1 * best]
 
     def _slots_of(self, ids: Collection[str]) -> Any:
         np = _numpy()
