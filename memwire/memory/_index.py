@@ -121,6 +121,7 @@ SMALL_STORE = 50
 
 PROBE_AT = 1
 REPROBE = 1000
+_BATCH = 200  # levels of up to this many postings (together) are walked in one pass (see _best)
 _CHUNK = 1000  # bulk adds release the lock this often
 # a term with up to this many postings per memory to look it up in is spread over a scratch array
 # and read there rather than searched (on this 2-core VM, the two cost the same at about 6)
@@ -738,43 +739,37 @@ class BM25Index:
         most = 0.0  # the most a memory can hold of the levels walked so far
         probed = False
         try:
-            # the rarest terms (the first steps) in one pass: each holds a few memories at most
             i = 0
-            while i < len(steps) and steps[i][2] == 1 and steps[i][1].thr == _NONE and steps[i][1].p.n <= size:
-                i += 1
-            if i > 1:
-                batch = [st[1] for st in steps[:i]]
-                counts = [x.p.n for x in batch]
-                slots = np.concatenate([x.p.slots[: x.p.n] for x in batch])
-                part = self._parts(self._lens[slots], np.concatenate([x.p.tfs[: x.p.n] for x in batch]),
-                                   np.repeat([x.coef for x in batch], counts), avgdl)
-                np.add.at(acc, slots, part)  # a memory may hold several
-                new = np.sort(slots[state[slots] == 0])
-                new = new[np.concatenate(([True], new[1:] != new[:-1]))]
-                state[new] = 1
-                touched.append(new)
-                seen += len(new)
-                for x in batch:
-                    most += x.rest
-                    x.rest, x.thr = 0.0, 1
-            else:
-                i = 0
             while i < len(steps) and self._can(0.0, None, 0.0, terms, theta, cuts):
-                _, x, level, after = steps[i]
-                i += 1
-                run = x.p.at_least(level)
-                slots, tfs = run.slots[: run.n], run.tfs[: run.n]
-                if x.thr != _NONE:  # the levels above were walked
-                    below = tfs < x.thr
-                    slots, tfs = slots[below], tfs[below]
-                most += x.rest - after
-                x.rest, x.thr = after, level
-                part = self._parts(self._lens[slots], tfs, x.coef, avgdl)
-                new = slots[state[slots] == 0]
+                # the next level, and those after it while they hold few postings, in one pass
+                pieces, walked = [], 0
+                while i < len(steps) and (not pieces or walked + steps[i][1].p.at_least(steps[i][2]).n <= _BATCH):
+                    _, x, level, after = steps[i]
+                    i += 1
+                    run = x.p.at_least(level)
+                    slots, tfs = run.slots[: run.n], run.tfs[: run.n]
+                    walked += run.n
+                    if x.thr != _NONE:  # the levels above were walked
+                        below = tfs < x.thr
+                        slots, tfs = slots[below], tfs[below]
+                    most += x.rest - after
+                    x.rest, x.thr = after, level
+                    pieces.append((x, slots, tfs))
+                if len(pieces) == 1:
+                    x, slots, tfs = pieces[0]
+                    acc[slots] += self._parts(self._lens[slots], tfs, x.coef, avgdl)
+                    new = slots[state[slots] == 0]
+                else:
+                    counts = [len(pc[1]) for pc in pieces]
+                    slots = np.concatenate([pc[1] for pc in pieces])
+                    part = self._parts(self._lens[slots], np.concatenate([pc[2] for pc in pieces]),
+                                       np.repeat([pc[0].coef for pc in pieces], counts), avgdl)
+                    np.add.at(acc, slots, part)  # a memory may be in several
+                    new = np.sort(slots[state[slots] == 0])
+                    new = new[np.concatenate(([True], new[1:] != new[:-1]))]
                 state[new] = 1
                 touched.append(new)
                 seen += len(new)
-                acc[slots] += part
                 rest = sum(y.rest for y in terms)
                 if i == len(steps) or seen < size or rest < theta:
                     continue  # done, or no estimate yet, or the walk stops anyway
