@@ -119,9 +119,10 @@ DEFAULT_MIN_SCORE = 0.2
 # evidence) stays under that of an 80-memory store, with 4-6 points more recall than 20.
 SMALL_STORE = 50
 
-PROBE_AT = 1
-REPROBE = 1000
 _BATCH = 200  # levels of up to this many postings (together) are walked in one pass (see _best)
+# the pool's first estimate scores the best memories touched so far exactly (_probe) once there
+# are this many times the pool's size of postings left to walk or candidates left to look up
+_PROBE_WORTH = 5
 _CHUNK = 1000  # bulk adds release the lock this often
 # a term with up to this many postings per memory to look it up in is spread over a scratch array
 # and read there rather than searched (on this 2-core VM, the two cost the same at about 6)
@@ -775,7 +776,7 @@ class BM25Index:
                     continue  # done, or no estimate yet, or the walk stops anyway
                 touched = [np.concatenate(touched)]
                 t = touched[0]
-                if not probed and seen >= PROBE_AT * size:  # the best so far, scored exactly
+                if not probed and self._unwalked(steps[i:]) > _PROBE_WORTH * size:
                     probed = True
                     theta = max(theta, self._probe(t, acc[t], size, terms, commons, cuts, xs, avgdl))
                 elif rest < most:  # the size-th best partial score can stop the walk
@@ -785,7 +786,7 @@ class BM25Index:
             left = sorted((x for x in terms if x.rest > 0), key=lambda x: -x.rest)
             # the candidates' scores from here on in arrays of their own, filtered together
             a = acc[cand]
-            if left and len(cand) > size and (not probed or len(cand) > REPROBE * size):
+            if left and not probed and len(cand) > _PROBE_WORTH * size:
                 theta = max(theta, self._probe(cand, a, size, terms, commons, cuts, xs, avgdl))
             if left:
                 # ascending: binary searches for ascending slots go three times as fast
@@ -823,6 +824,11 @@ class BM25Index:
             for slots in touched:
                 acc[slots] = 0.0
                 state[slots] = 0
+
+    @staticmethod
+    def _unwalked(steps: list[tuple[float, "_Term", int, float]]) -> int:
+        """How many postings the levels of ``steps`` hold."""
+        return sum(st[1].p.at_least(st[2]).n for st in steps)
 
     def _can(self, a: Any, c: Any, got: Any, terms: list["_Term"], theta: float,
              cuts: tuple[float, float] | None) -> Any:
