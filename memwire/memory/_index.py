@@ -16,6 +16,16 @@ best ``FEEDBACK_DOCS`` hits (up to ``FEEDBACK_WEIGHT``), which finds memories th
 in other words. Every score is rank-bm25's for that weighted query (``expand`` shows it), plus
 the neighbor share below.
 
+Ranking is in two steps, as BM25 with RM3 re-ranking is. The pool is the best ``max(POOL, k)``
+memories on the query's own terms (text and context) that pass the score cut, ties by id;
+feedback and the neighbors' share then re-rank the pool and those of its neighbors that share a
+term with the query and pass the cut on their own (feedback terms are picked from them, and
+every score they use is exact). A memory outside both is not returned, however feedback or a
+neighbor would have lifted it. The pool is an exact top-N over the postings, which skips most of
+them (see ``_best``), so a search costs what the query's rarer words hold, not the store's size;
+the re-ranking reads the few hundred memories concerned from a forward index (each memory's term
+ids). ``tests/memory/test_index_pruning.py`` checks the result against scoring every memory.
+
 Conversation neighbors: memories are often the turns of a conversation, and a turn means little
 without the one it answers ("How long have you had them?" / "Three years now!"). Documents added
 one after another with the same non-empty date (a session written in order: ``add_many`` in order,
@@ -575,15 +585,6 @@ class BM25Index:
         found = np.flatnonzero(have[at] == slots)
         return found, p.tfs[at[found]]
 
-    def _lookup(self, p: _Run, slots: Any) -> tuple[Any, Any]:
-        """Which of ``slots`` (any order) hold the term of ``p``, and their frequencies: a binary
-        search of its postings, so a term in half the store costs what the few slots cost."""
-        np = _numpy()
-        have = p.slots[: p.n]
-        at = np.minimum(np.searchsorted(have, slots), p.n - 1)
-        found = have[at] == slots
-        return slots[found], p.tfs[at[found]]
-
     def _ideal(self, terms: Mapping[str, float], common_weight: float = 1.0) -> float:
         """The normalizer: the weighted idf of the query's IDEAL_TERMS most specific terms
         (an unseen term counting as df=0.5), so a long prompt is judged by its specific words.
@@ -705,14 +706,15 @@ class BM25Index:
         top ``size`` is among them. Call under the lock.
 
         MaxScore over the terms' postings, with no store-sized work (scratch arrays are reset
-        where the query touched them). A term is cut in two pieces, the memories holding it once
-        and those holding it more often (few: ``_Postings.hi``), so that a common word's bound is
-        what it adds at frequency 1. Pieces are spread over their postings, the one that can add
-        most first, until what the rest can add together (``_bound``) cannot lift a memory that
-        holds none of them into the top ``size`` (a lower estimate of its last score is the
-        ``size``-th best partial score, ``_theta``) nor over the cut. The memories touched that
-        can still make it get the other pieces by binary search (``_lookup``), term by term,
-        dropping those that no longer can."""
+        where the query touched them). A term's postings are in levels by frequency (3 or more,
+        2, 1: ``_Postings``), so that what a common word can add to most memories is bounded by
+        what it adds at frequency 1. Levels are walked (their parts added to the memories they
+        hold) best first by what they take off the bound per posting, until what the rest can
+        add together (``_bound``) cannot lift a memory that holds none of them into the top
+        ``size`` nor over the cut. The ``size``-th best score is estimated from below: the
+        memories best so far scored exactly (``_probe``), and the ``size``-th best partial score
+        (``_theta``). The memories touched that can still make it get the other terms' parts by
+        lookups (``_gather``), term by term, dropping those that no longer can."""
         np = _numpy()
         acc, state = self._acc, self._state
         # the cut counts common words COMMON_WEIGHT: their share is summed at the end, for the
@@ -743,7 +745,8 @@ class BM25Index:
             i = 0
             while i < len(steps) and self._can(0.0, None, 0.0, terms, theta, cuts):
                 # the next level, and those after it while they hold few postings, in one pass
-                pieces, walked = [], 0
+                pieces: list[tuple[_Term, Any, Any]] = []
+                walked = 0
                 while i < len(steps) and (not pieces or walked + steps[i][1].p.at_least(steps[i][2]).n <= _BATCH):
                     _, x, level, after = steps[i]
                     i += 1

@@ -221,23 +221,24 @@ def test_pruned_search_on_a_zipf_corpus_through_adds_and_removes(seed: int) -> N
 
 
 def test_the_pool_is_what_feedback_and_neighbors_rerank() -> None:
-    """A memory outside the pool is not returned however its neighbor or feedback would lift
-    it; a neighbor of the pool that passes the cut is, though it is not in the pool itself."""
-    idx = BM25Index()
+    """Only the pool (the best on the query's own terms) and its neighbors that pass the cut are
+    re-ranked: a neighbor outside the pool can be returned, another memory outside it cannot."""
     day = "2024-05-01"
-    idx.add_many([
-        ("a", "kayak kayak river trip", day),  # best own score
-        ("b", "kayak", day),  # a's neighbor: second best
-        ("c", "kayak lake swim lunch notes", "2024-06-01"),  # third: outside a pool of 2
-    ])
+    docs: Docs = {
+        "c": ("kayak kayak kayak", day),  # the best own score
+        "a": ("kayak paddle", day),  # c's neighbor, third on its own
+        "z": ("kayak kayak lake swim", "2024-06-01"),  # second
+        "y": ("kayak trip notes", "2024-07-01"),  # fourth, nobody's neighbor
+    }
+    idx = BM25Index()
+    idx.add_many((d, t, dt) for d, (t, dt) in docs.items())
+    own = idx.scores("kayak")
+    assert own["c"] > own["z"] > own["a"] > own["y"]
     with pool_size(2):
-        assert [d for d, _ in idx.search("kayak", k=1, min_score=0)] == ["a"]
-        assert {d for d, _ in idx.search("kayak", k=2, min_score=0)} == {"a", "b"}
-        assert "c" not in {d for d, _ in idx.search("kayak", k=1, min_score=0)}
-        # k above the pool widens it
-        assert {d for d, _ in idx.search("kayak", k=3, min_score=0)} == {"a", "b", "c"}
-    with pool_size(1):  # b is not in the pool of 1 but is a's neighbor and shares the word
-        assert {d for d, _ in idx.search("kayak", k=1, min_score=0)} == {"a"}
-        docs = {"a": ("kayak kayak river trip", day), "b": ("kayak", day), "c": ("kayak lake swim lunch notes", "2024-06-01")}
-        for k in (1, 2, 3):
+        # the pool is c and z; a joins as c's neighbor and c's share lifts it over z
+        assert [d for d, _ in idx.search("kayak", k=2, min_score=0)] == ["c", "a"]
+        # k widens the pool to 3 (c, z, a): y is fourth, outside it, and never returned
+        assert [d for d, _ in idx.search("kayak", k=3, min_score=0)] == ["c", "a", "z"]
+        assert {d for d, _ in idx.search("kayak", k=4, min_score=0)} == {"c", "a", "z", "y"}
+        for k in (1, 2, 3, 4):
             check(idx, docs, "kayak", k, 0.0)
