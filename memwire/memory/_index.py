@@ -135,8 +135,9 @@ _BATCH = 200  # levels of up to this many postings (together) are walked in one 
 _PROBE_WORTH = 5
 _CHUNK = 1000  # bulk adds release the lock this often
 # a term with up to this many postings per memory to look it up in is spread over a scratch array
-# and read there rather than searched (on this 2-core VM, the two cost the same at about 6)
-_SPREAD = 6
+# and read there rather than searched (on this 2-core VM the two cost the same at about 6 postings
+# per memory in a 100k store, 3-4 in a 1M store, whose scratch arrays no longer fit in the cache)
+_SPREAD = 3
 
 _MONTHS = (
     "january february march april may june july august september october november december"
