@@ -624,19 +624,27 @@ class BM25Index:
         order = sorted(idx.tolist(), key=lambda i: (-score[i], ids[cand[i]]))
         return order[:k]
 
-    def _with_neighbors(self, cand: Any, at: Any, val: Any) -> Any:
-        """``val`` (scores of the slots ``at``, ascending) of ``cand`` plus NEIGHBOR_WEIGHT times
-        the better of their conversation neighbors' (every neighbor of ``cand`` is in ``at``)."""
+    def _places(self, cand: Any, at: Any) -> tuple[Any, Any]:
+        """Where ``cand`` and their conversation neighbors are in ``at`` (ascending, holding
+        them all), for ``_with_neighbors``."""
         np = _numpy()
-        own = val[np.searchsorted(at, cand)]
+        own = np.searchsorted(at, cand)
         if not self._links or not len(cand):
+            return own, None
+        near = np.concatenate((self._prev[cand], self._next[cand]))
+        return own, (near >= 0, np.minimum(np.searchsorted(at, near), len(at) - 1))
+
+    def _with_neighbors(self, places: tuple[Any, Any], val: Any) -> Any:
+        """The scores ``val`` (of the slots of ``_places``) of its memories plus NEIGHBOR_WEIGHT
+        times the better of their conversation neighbors' (0 for none)."""
+        np = _numpy()
+        own_at, near = places
+        own = val[own_at]
+        if near is None:
             return own
-        last = len(at) - 1
-
-        def of(near: Any) -> Any:
-            return np.where(near >= 0, val[np.minimum(np.searchsorted(at, near), last)], 0.0)
-
-        return own + NEIGHBOR_WEIGHT * np.maximum(of(self._prev[cand]), of(self._next[cand]))
+        has, at = near
+        best = np.where(has, val[at], 0.0)
+        return own + NEIGHBOR_WEIGHT * np.maximum(best[: len(own)], best[len(own) :])
 
     def _neighbors_of(self, cand: Any) -> Any:
         np = _numpy()
@@ -962,14 +970,15 @@ class BM25Index:
         else:
             cand = pool
         more: list[_Term] = []
+        places = self._places(cand, at)
         if feedback and FEEDBACK_TERMS:
-            more = self._feedback(cand, self._with_neighbors(cand, at, own), at, runs, terms)
+            more = self._feedback(cand, self._with_neighbors(places, own), at, runs, terms)
         if more:
             for x in more:
                 x.coef = x.w * x.idf * (self.k1 + 1) * self._quantum
             own = own + self._score_runs(runs, len(at), more, False)[0]
         words = self._term
-        return cand, self._with_neighbors(cand, at, own), {words[x.tid]: x.w for x in more}
+        return cand, self._with_neighbors(places, own), {words[x.tid]: x.w for x in more}
 
     def _forward(self, slots: Any, avgdl: float) -> tuple[Any, Any, Any, Any]:
         """Every (memory, term id, frequency, frequency / BM25 denominator) of the memories
