@@ -134,6 +134,7 @@ _BATCH = 200  # levels of up to this many postings (together) are walked in one 
 # are this many times the pool's size of postings left to walk or candidates left to look up
 _PROBE_WORTH = 5
 _CHUNK = 1000  # bulk adds release the lock this often
+_FWD_SLACK = 1 << 16  # the forward index is compacted once its holes outnumber this and its ids
 # a term with up to this many postings per memory to look it up in is spread over a scratch array
 # and read there rather than searched (on this 2-core VM the two cost the same at about 6 postings
 # per memory in a 100k store, 3-4 in a 1M store, whose scratch arrays no longer fit in the cache)
@@ -378,7 +379,7 @@ class BM25Index:
         """Store a memory's term ids at the end of ``_fwd`` (compacting it first when it is
         mostly holes: each compaction follows as many removals as there are live ids)."""
         np = _numpy()
-        if self._fdead > max(1 << 16, self._fend - self._fdead):
+        if self._fdead > max(_FWD_SLACK, self._fend - self._fdead):
             live = np.array([s for s, d in enumerate(self._ids) if d is not None and s != slot], dtype=np.int64)
             lens = self._lens[live].astype(np.int64)
             fwd = np.empty(max(1024, 2 * int(lens.sum()) + len(ids)), dtype=np.uint32)
