@@ -380,7 +380,7 @@ class BM25Index:
         mostly holes: each compaction follows as many removals as there are live ids)."""
         np = _numpy()
         if self._fdead > max(_FWD_SLACK, self._fend - self._fdead):
-            live = np.array([s for s, d in enumerate(self._ids) if d is not None and s != slot], dtype=np.int64)
+            live = np.flatnonzero(self._lens[: len(self._ids)])  # not ``slot``: its length is not set yet
             lens = self._lens[live].astype(np.int64)
             fwd = np.empty(max(1024, 2 * int(lens.sum()) + len(ids)), dtype=np.uint32)
             fwd[: int(lens.sum())] = self._fwd[self._spans(live, lens)]
