@@ -16,6 +16,16 @@ best ``FEEDBACK_DOCS`` hits (up to ``FEEDBACK_WEIGHT``), which finds memories th
 in other words. Every score is rank-bm25's for that weighted query (``expand`` shows it), plus
 the neighbor share below.
 
+Ranking is in two steps, as BM25 with RM3 re-ranking is. The pool is the best ``max(POOL, k)``
+memories on the query's own terms (text and context) that pass the score cut, ties by id;
+feedback and the neighbors' share then re-rank the pool and those of its neighbors that share a
+term with the query and pass the cut on their own (feedback terms are picked from them, and
+every score they use is exact). A memory outside both is not returned, however feedback or a
+neighbor would have lifted it. The pool is an exact top-N over the postings, which skips most of
+them (see ``_best``), so a search costs what the query's rarer words hold, not the store's size;
+the re-ranking reads the few hundred memories concerned from a forward index (each memory's term
+ids). ``tests/memory/test_index_pruning.py`` checks the result against scoring every memory.
+
 Conversation neighbors: memories are often the turns of a conversation, and a turn means little
 without the one it answers ("How long have you had them?" / "Three years now!"). Documents added
 one after another with the same non-empty date (a session written in order: ``add_many`` in order,
@@ -96,6 +106,12 @@ FEEDBACK_DOCS = 5
 FEEDBACK_TERMS = 20
 FEEDBACK_WEIGHT = 0.5
 
+# The pool: feedback and the neighbors' share re-rank only the POOL best memories on the query's
+# own terms (at least the k asked for), and those of their neighbors that pass the cut, so the
+# first pass is an exact top-N that skips most postings (see ``_best``). Chosen on LoCoMo: 100
+# keeps every recall figure (30 and 50 lose up to 1.3 points of multi-hop recall@10).
+POOL = 100
+
 # Conversation neighbors: a memory also scores NEIGHBOR_WEIGHT times the better of its two
 # neighbors' scores (see the module docstring). Chosen on LoCoMo conversations 1-3 (0.15-0.3 all
 # give +3 to +5 points of recall@10 there and on the held-out 4-5).
@@ -113,8 +129,16 @@ DEFAULT_MIN_SCORE = 0.2
 # evidence) stays under that of an 80-memory store, with 4-6 points more recall than 20.
 SMALL_STORE = 50
 
+_BATCH = 200  # levels of up to this many postings (together) are walked in one pass (see _best)
+# the pool's first estimate scores the best memories touched so far exactly (_probe) once there
+# are this many times the pool's size of postings left to walk or candidates left to look up
+_PROBE_WORTH = 5
 _CHUNK = 1000  # bulk adds release the lock this often
-_SPREAD = 4  # a term with up to this many postings per slot to score is spread, not looked up
+_FWD_SLACK = 1 << 16  # the forward index is compacted once its holes outnumber this and its ids
+# a term with up to this many postings per memory to look it up in is spread over a scratch array
+# and read there rather than searched (on this 2-core VM the two cost the same at about 6 postings
+# per memory in a 100k store, 3-4 in a 1M store, whose scratch arrays no longer fit in the cache)
+_SPREAD = 3
 
 _MONTHS = (
     "january february march april may june july august september october november december"
@@ -155,18 +179,17 @@ def _numpy() -> Any:
     return _np
 
 
-class _Postings:
-    """One term's postings: the slots holding it, ascending, and its frequency in each, in numpy
-    arrays with room to grow (an add appends; a reused slot or a removal shifts, both rare)."""
+class _Run:
+    """Postings: slots ascending and a frequency for each, in numpy arrays with room to grow (an
+    add appends; a reused slot or a removal shifts, both rare)."""
 
-    __slots__ = ("slots", "tfs", "n", "maxtf")
+    __slots__ = ("slots", "tfs", "n")
 
     def __init__(self, slots: Any = None, tfs: Any = None) -> None:
         np = _numpy()
         self.slots = np.empty(2, dtype=np.int32) if slots is None else slots
         self.tfs = np.empty(2, dtype=np.uint16) if tfs is None else tfs
         self.n = 0 if slots is None else len(slots)
-        self.maxtf = int(self.tfs[: self.n].max()) if self.n else 0  # for the bound (see _prune)
 
     def add(self, slot: int, tf: int) -> None:
         np = _numpy()
@@ -176,7 +199,6 @@ class _Postings:
             slots, tfs = np.empty(size, dtype=np.int32), np.empty(size, dtype=np.uint16)
             slots[:n], tfs[:n] = self.slots[:n], self.tfs[:n]
             self.slots, self.tfs = slots, tfs
-        tf = min(tf, 65535)  # a memory is at most 4,000 characters: never reached
         if n == 0 or slot > self.slots[n - 1]:
             self.slots[n], self.tfs[n] = slot, tf
         else:  # a reused slot: keep the order
@@ -185,7 +207,6 @@ class _Postings:
             self.tfs[at + 1 : n + 1] = self.tfs[at:n].copy()
             self.slots[at], self.tfs[at] = slot, tf
         self.n = n + 1
-        self.maxtf = max(self.maxtf, tf)
 
     def remove(self, slot: int) -> None:
         n = self.n
@@ -196,19 +217,57 @@ class _Postings:
             self.n = n - 1
 
 
+class _Postings(_Run):
+    """One term's postings, and apart those of the memories holding it at least twice (``hi2``)
+    and at least three times (``hi3``): the top-N search bounds what a common word adds to most
+    memories by what it adds at frequency 1 (see ``_best``)."""
+
+    __slots__ = ("maxtf", "hi2", "hi3")
+
+    def __init__(self, slots: Any = None, tfs: Any = None, hi2: _Run | None = None, hi3: _Run | None = None) -> None:
+        super().__init__(slots, tfs)
+        self.maxtf = int(self.tfs[: self.n].max()) if self.n else 0  # only grows: a bound
+        self.hi2, self.hi3 = hi2, hi3
+
+    def add(self, slot: int, tf: int) -> None:
+        tf = min(tf, 65535)  # a memory is at most 4,000 characters: never reached
+        super().add(slot, tf)
+        self.maxtf = max(self.maxtf, tf)
+        if tf >= 2:
+            if self.hi2 is None:
+                self.hi2 = _Run()
+            self.hi2.add(slot, tf)
+        if tf >= 3:
+            if self.hi3 is None:
+                self.hi3 = _Run()
+            self.hi3.add(slot, tf)
+
+    def remove(self, slot: int) -> None:
+        super().remove(slot)
+        for run in (self.hi2, self.hi3):
+            if run is not None:
+                run.remove(slot)
+
+    def at_least(self, tf: int) -> _Run:
+        """The postings of frequency ``tf`` (1, 2 or 3) or more."""
+        run = self if tf <= 1 else self.hi2 if tf == 2 else self.hi3
+        return run if run is not None else _Run()
+
+
 class BM25Index:
     """BM25 (rank-bm25's BM25Plus) over memories, updated one document at a time. Thread-safe."""
-
-    #: skip the postings of terms too weak to lift a memory over the score cut (see ``_run``);
-    #: False scores every posting (tests compare the two)
-    prune = True
 
     def __init__(self, k1: float = K1, b: float = B, delta: float = DELTA) -> None:
         self.k1, self.b, self.delta = k1, b, delta
         self._lock = threading.Lock()
         self._slot: dict[str, int] = {}  # doc id -> slot (a row in the length array)
         self._ids: list[str | None] = []  # slot -> doc id
-        self._doc: list[bytes | None] = []  # slot -> its term ids, uint32, one per occurrence
+        # every memory's term ids, one per occurrence (a term's consecutive), in one array: slot s
+        # holds _lens[s] of them from _foff[s]; removed memories leave holes, compacted by _fput
+        self._fwd: Any = None
+        self._foff: Any = None  # numpy int64, grown with _lens
+        self._fend = 0  # how much of _fwd is used
+        self._fdead = 0  # how much of that is holes
         self._free: list[int] = []  # slots of removed documents, reused first
         self._lens: Any = None  # numpy float64 array: slot -> document length
         self._dates: list[str | None] = []  # slot -> the date it was indexed with
@@ -222,11 +281,11 @@ class BM25Index:
         self._term: list[str] = []  # term id -> term
         self._postings: list[_Postings] = []  # term id -> postings
         # per-query scratch, as long as _lens: reset where a query touched it, never reallocated
-        self._acc: Any = None
-        self._common: Any = None
-        self._tmp: Any = None  # one term's scores, spread then gathered (see _add_terms)
-        self._state: Any = None  # 0 untouched, 1 scored on the essential terms, 2 on every term
-        self._quantum = 2.0**32  # the current query's (see _set_quantum)
+        self._acc: Any = None  # partial scores (see _best)
+        self._mark: Any = None  # one term's frequencies, spread then read (see _gather)
+        self._tcoef: Any = None  # term id -> the query's coef (_score_runs), zero but there
+        self._state: Any = None  # 1 where _best touched
+        self._quantum = 2.0**32  # the current query's (see _quantum_for)
 
     # ------------------------------------------------------------------ updates
 
@@ -267,11 +326,13 @@ class BM25Index:
         size = max(64, 2 * slot)
         old = 0 if self._lens is None else len(self._lens)
         lens, prev, nxt = np.zeros(size), np.full(size, -1, dtype=np.int32), np.full(size, -1, dtype=np.int32)
+        foff = np.zeros(size, dtype=np.int64)
         if old:
-            lens[:old], prev[:old], nxt[:old] = self._lens, self._prev, self._next
-        self._lens, self._prev, self._next = lens, prev, nxt
-        self._acc, self._common, self._tmp = np.zeros(size), np.zeros(size), np.zeros(size)
+            lens[:old], prev[:old], nxt[:old], foff[:old] = self._lens, self._prev, self._next, self._foff
+        self._lens, self._prev, self._next, self._foff = lens, prev, nxt, foff
+        self._acc = np.zeros(size)
         self._state = np.zeros(size, dtype=np.uint8)
+        self._mark = np.zeros(size, dtype=np.uint16)
 
     def _insert(self, doc_id: str, tf: Counter[str], date: str | None = None) -> None:
         np = _numpy()
@@ -288,7 +349,6 @@ class BM25Index:
         else:
             slot = len(self._ids)
             self._ids.append(None)
-            self._doc.append(None)
             self._dates.append(None)
             if self._lens is None or slot >= len(self._lens):
                 self._grow(slot)
@@ -310,17 +370,43 @@ class BM25Index:
                 postings.append(_Postings())
             postings[tid].add(slot, n)
             ids += [tid] * n
-        self._doc[slot] = np.array(ids, dtype="<u4").tobytes()
+        self._fput(slot, np.array(ids, dtype=np.uint32))
         length = sum(tf.values())
         self._lens[slot] = length
         self._total_len += length
 
+    def _fput(self, slot: int, ids: Any) -> None:
+        """Store a memory's term ids at the end of ``_fwd`` (compacting it first when it is
+        mostly holes: each compaction follows as many removals as there are live ids)."""
+        np = _numpy()
+        if self._fdead > max(_FWD_SLACK, self._fend - self._fdead):
+            live = np.flatnonzero(self._lens[: len(self._ids)])  # not ``slot``: its length is not set yet
+            lens = self._lens[live].astype(np.int64)
+            fwd = np.empty(max(1024, 2 * int(lens.sum()) + len(ids)), dtype=np.uint32)
+            fwd[: int(lens.sum())] = self._fwd[self._spans(live, lens)]
+            self._foff[live] = np.cumsum(lens) - lens
+            self._fwd, self._fend, self._fdead = fwd, int(lens.sum()), 0
+        end = self._fend + len(ids)
+        if self._fwd is None or end > len(self._fwd):
+            fwd = np.empty(max(1024, 2 * end), dtype=np.uint32)
+            if self._fend:
+                fwd[: self._fend] = self._fwd[: self._fend]
+            self._fwd = fwd
+        self._fwd[self._fend : end] = ids
+        self._foff[slot] = self._fend
+        self._fend = end
+
+    def _spans(self, slots: Any, lens: Any) -> Any:
+        """The positions in ``_fwd`` of the term ids of ``slots`` (of lengths ``lens``), in turn."""
+        np = _numpy()
+        ends = np.cumsum(lens)
+        return np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(self._foff[slots] - (ends - lens), lens)
+
     def _terms_of(self, slot: int) -> dict[int, int]:
         """A document's term ids and frequencies."""
-        raw = self._doc[slot]
-        assert raw is not None
+        at = int(self._foff[slot])
         counts: dict[int, int] = {}
-        for tid in _numpy().frombuffer(raw, dtype="<u4").tolist():
+        for tid in self._fwd[at : at + int(self._lens[slot])].tolist():
             counts[tid] = counts.get(tid, 0) + 1
         return counts
 
@@ -345,9 +431,9 @@ class BM25Index:
         for tid in self._terms_of(slot):
             self._postings[tid].remove(slot)
         self._total_len -= int(self._lens[slot])
+        self._fdead += int(self._lens[slot])
         self._lens[slot] = 0.0
         self._ids[slot] = None
-        self._doc[slot] = None
         self._dates[slot] = None
         self._free.append(slot)
 
@@ -359,7 +445,8 @@ class BM25Index:
         with self._lock:
             used = len(self._ids)
             counts = [p.n for p in self._postings]
-            docs = [d or b"" for d in self._doc]
+            lens = self._lens[:used].astype(np.int64)
+            terms = self._fwd[self._spans(np.arange(used), lens)] if used else np.zeros(0, dtype=np.uint32)
             return {
                 "ids": list(self._ids), "dates": list(self._dates), "terms": list(self._term),
                 "tail_dates": list(self._tails), "tail_slots": np.array(list(self._tails.values()), dtype=np.int64),
@@ -371,8 +458,8 @@ class BM25Index:
                 "post_off": np.concatenate(([0], np.cumsum(counts, dtype=np.int64))),
                 "post_slots": np.concatenate([p.slots[: p.n] for p in self._postings] or [np.zeros(0, np.int32)]),
                 "post_tfs": np.concatenate([p.tfs[: p.n] for p in self._postings] or [np.zeros(0, np.uint16)]),
-                "doc_off": np.concatenate(([0], np.cumsum([len(d) for d in docs], dtype=np.int64))),
-                "doc_terms": np.frombuffer(b"".join(docs), dtype=np.uint8),
+                "doc_off": np.concatenate(([0], np.cumsum(4 * lens))),
+                "doc_terms": terms.astype("<u4").view(np.uint8),
             }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -386,6 +473,8 @@ class BM25Index:
                 and off[-1] == len(state["post_slots"]) == len(state["post_tfs"])
                 and doc_off[-1] == len(state["doc_terms"])):
             raise ValueError("index arrays of inconsistent lengths")
+        if not np.array_equal(np.diff(doc_off), 4 * np.asarray(state["lens"]).astype(np.int64)):
+            raise ValueError("index term ids of inconsistent lengths")
         with self._lock:
             if self._slot:
                 raise ValueError("restore into an empty index only")
@@ -393,16 +482,24 @@ class BM25Index:
             self._lens[:used], self._prev[:used], self._next[:used] = state["lens"], state["prev"], state["next"]
             self._ids, self._dates = list(ids), list(dates)
             self._slot = {doc: slot for slot, doc in enumerate(ids) if doc is not None}
-            raw = state["doc_terms"].tobytes()
-            bounds = doc_off.tolist()
-            self._doc = [raw[a:b] if doc is not None else None for doc, a, b in zip(ids, bounds, bounds[1:])]
+            self._fwd = np.frombuffer(state["doc_terms"].tobytes(), dtype="<u4").astype(np.uint32)
+            self._fend, self._fdead = len(self._fwd), 0
+            self._foff[:used] = np.asarray(doc_off[:-1]) // 4
             self._free = state["free"].tolist()
             self._tails = dict(zip(state["tail_dates"], state["tail_slots"].tolist()))
             self._links, self._total_len = (int(v) for v in state["scalars"])
             self._term = list(terms)
             self._term_id = {t: i for i, t in enumerate(terms)}
             slots, tfs, cuts = state["post_slots"].astype(np.int32), state["post_tfs"].astype(np.uint16), off.tolist()
-            self._postings = [_Postings(slots[a:b], tfs[a:b]) for a, b in zip(cuts, cuts[1:])]
+            tiers = []  # each term's postings of frequency >= 2, >= 3 (see _Postings)
+            for least in (2, 3):
+                many = tfs >= least
+                at = np.concatenate(([0], np.cumsum(many, dtype=np.int64)))[off].tolist()
+                hs, ht = slots[many], tfs[many]
+                tiers.append([_Run(hs[c:d], ht[c:d]) if d > c else None for c, d in zip(at, at[1:])])
+            self._postings = [
+                _Postings(slots[a:b], tfs[a:b], h2, h3) for a, b, h2, h3 in zip(cuts, cuts[1:], *tiers)
+            ]
 
     # ------------------------------------------------------------------ reading
 
@@ -435,41 +532,60 @@ class BM25Index:
         ctx = {t: CONTEXT_WEIGHT for c in query.context for t in analyze(c)}
         return text, ctx
 
-    def _part(self, slots: Any, tfs: Any, w: float, idf: float, avgdl: float) -> Any:
-        """One term's weighted BM25 contribution to each of ``slots`` (its frequencies ``tfs``):
-        rank_bm25.BM25Plus.get_scores without its ``delta`` term (see the module docstring),
-        rounded to the query's quantum (``_quantum``) so that every sum of parts is exact."""
+    def _parts(self, lens: Any, tfs: Any, coef: Any, avgdl: float) -> Any:
+        """A term's weighted BM25 contribution to memories of lengths ``lens`` (a fresh array,
+        overwritten) holding it ``tfs`` times: rank_bm25.BM25Plus.get_scores without its
+        ``delta`` term (see the module docstring), rounded to the query's quantum
+        (``_quantum``) so that every sum of parts is exact. ``coef`` (``_Term.coef``, or an
+        array of them) carries the term's weight, idf and the quantum."""
         np = _numpy()
         k1, b = self.k1, self.b
         # in place, two arrays: w * idf * tf * (k1 + 1) / (k1 * (1 - b + b * len / avgdl) + tf)
-        den = self._lens[slots]
+        den = lens
         den *= k1 * b / avgdl
         den += k1 * (1 - b)
         part = tfs.astype(np.float64)
         den += part
         np.divide(part, den, out=part)
-        part *= w * idf * (k1 + 1) * self._quantum
+        part *= coef
         np.rint(part, out=part)
         part *= 1.0 / self._quantum
         return part
 
-    def _set_quantum(self, terms: list[Any], n: int) -> None:
-        """The query's quantum: a power of two so small that no sum of its parts (feedback terms
-        included: at most FEEDBACK_TERMS of weight FEEDBACK_WEIGHT and idf log(N + 1)) reaches
-        2^52 quanta, and at most 2^-32 (a part moves by under 1.2e-10). Parts rounded to it add
-        up exactly in float64, in any order: a memory scored term by term, with the weak terms
-        looked up later (``prune``) or not, gets the same bits, so ties stay ties."""
-        most = (self.k1 + 1) * (sum(x[1] * x[3] for x in terms) + FEEDBACK_TERMS * FEEDBACK_WEIGHT * self._idf(1, n))
-        self._quantum = 2.0 ** min(32, 50 - math.ceil(math.log2(most + 1)))
+    def _quantum_for(self, wi: Iterable[float], n: int) -> float:
+        """The query's quantum (``wi``: weight x idf of its terms): a power of two so small that
+        no sum of its parts (feedback terms included: at most FEEDBACK_TERMS of weight
+        FEEDBACK_WEIGHT and idf log(N + 1)) reaches 2^52 quanta, and at most 2^-32 (a part moves
+        by under 1.2e-10). Parts rounded to it add up exactly in float64, in any order: a memory
+        scored term by term from its postings, looked up, or from its own terms, gets the same
+        bits, so ties stay ties."""
+        most = (self.k1 + 1) * (sum(wi) + FEEDBACK_TERMS * FEEDBACK_WEIGHT * self._idf(1, n))
+        return 2.0 ** min(32, 50 - math.ceil(math.log2(most + 1)))
 
-    def _lookup(self, p: _Postings, slots: Any) -> tuple[Any, Any]:
-        """Which of ``slots`` (any order) hold the term of ``p``, and their frequencies: a binary
-        search of its postings, so a term in half the store costs what the few slots cost."""
+    def _terms(self, weights: Mapping[str, float], n: int) -> list["_Term"]:
+        """The weighted terms the store holds, with their postings and idf."""
+        common = common_terms()
+        out = []
+        for t, w in weights.items():
+            tid = self._term_id.get(t)
+            if tid is not None and self._postings[tid].n:
+                p = self._postings[tid]
+                out.append(_Term(tid, w, p, self._idf(p.n, n), t in common))
+        return out
+
+    def _bound(self, x: "_Term", tf: int, avgdl: float) -> float:
+        """The most ``x`` adds to a memory holding it at most ``tf`` times (the memory is then at
+        least ``tf`` terms long), plus the rounding of a part to the quantum."""
+        k1, b = self.k1, self.b
+        return x.w * x.idf * (tf * (k1 + 1)) / (k1 * (1 - b + b * tf / avgdl) + tf) + 1.0 / self._quantum
+
+    def _lookup_at(self, p: _Run, slots: Any) -> tuple[Any, Any]:
+        """Where in ``slots`` (any order) the term of ``p`` is held, and its frequencies there."""
         np = _numpy()
         have = p.slots[: p.n]
         at = np.minimum(np.searchsorted(have, slots), p.n - 1)
-        found = have[at] == slots
-        return slots[found], p.tfs[at[found]]
+        found = np.flatnonzero(have[at] == slots)
+        return found, p.tfs[at[found]]
 
     def _ideal(self, terms: Mapping[str, float], common_weight: float = 1.0) -> float:
         """The normalizer: the weighted idf of the query's IDEAL_TERMS most specific terms
@@ -509,44 +625,27 @@ class BM25Index:
         order = sorted(idx.tolist(), key=lambda i: (-score[i], ids[cand[i]]))
         return order[:k]
 
-    def _feedback(self, cand: Any, score: Any, exclude: Mapping[str, float]) -> dict[str, float]:
-        """Pseudo-relevance feedback (RM3-like): the terms that best characterize the top
-        FEEDBACK_DOCS hits, weighted up to FEEDBACK_WEIGHT. They find memories that answer the
-        query in other words than it uses (the top hit often states the topic, the next memory
-        the answer). Call under the lock."""
-        n = len(self._slot)
-        mass: dict[str, float] = {}
-        for i in self._top(cand, score, FEEDBACK_DOCS):
-            tf = self._terms_of(int(cand[i]))
-            share = float(score[i]) / sum(tf.values())  # score x term's share of the memory
-            for tid, c in tf.items():
-                term = self._term[tid]
-                if term not in exclude:
-                    mass[term] = mass.get(term, 0.0) + share * c
-        ranked = sorted(
-            ((m * self._idf(self._df(t), n), t) for t, m in mass.items()),
-            key=lambda x: (-x[0], x[1]),
-        )[:FEEDBACK_TERMS]
-        if not ranked or ranked[0][0] <= 0:
-            return {}
-        top = ranked[0][0]
-        # a term under a tenth of the strongest barely moves a score
-        return {t: FEEDBACK_WEIGHT * v / top for v, t in ranked if v >= 0.1 * top}
-
-    def _with_neighbors(self, cand: Any, acc: Any) -> Any:
-        """The scores of ``cand`` plus NEIGHBOR_WEIGHT times the better of their conversation
-        neighbors' scores (``acc``: the scores by slot, complete for ``cand`` and its
-        neighbors). Call under the lock."""
+    def _places(self, cand: Any, at: Any) -> tuple[Any, Any]:
+        """Where ``cand`` and their conversation neighbors are in ``at`` (ascending, holding
+        them all), for ``_with_neighbors``."""
         np = _numpy()
-        own = acc[cand]
-        if not self._links:
+        own = np.searchsorted(at, cand)
+        if not self._links or not len(cand):
+            return own, None
+        near = np.concatenate((self._prev[cand], self._next[cand]))
+        return own, (near >= 0, np.minimum(np.searchsorted(at, near), len(at) - 1))
+
+    def _with_neighbors(self, places: tuple[Any, Any], val: Any) -> Any:
+        """The scores ``val`` (of the slots of ``_places``) of its memories plus NEIGHBOR_WEIGHT
+        times the better of their conversation neighbors' (0 for none)."""
+        np = _numpy()
+        own_at, near = places
+        own = val[own_at]
+        if near is None:
             return own
-        prev, nxt = self._prev[cand], self._next[cand]
-        near = np.maximum(
-            np.where(prev >= 0, acc[np.maximum(prev, 0)], 0.0),
-            np.where(nxt >= 0, acc[np.maximum(nxt, 0)], 0.0),
-        )
-        return own + NEIGHBOR_WEIGHT * near
+        has, at = near
+        best = np.where(has, val[at], 0.0)
+        return own + NEIGHBOR_WEIGHT * np.maximum(best[: len(own)], best[len(own) :])
 
     def _neighbors_of(self, cand: Any) -> Any:
         np = _numpy()
@@ -564,184 +663,456 @@ class BM25Index:
             return (self._ids[p] if p >= 0 else None), (self._ids[n] if n >= 0 else None)
 
     def _run(
-        self, query: "Query | str | Mapping[str, float]", cut: float, feedback: bool,
-        exclude: Collection[str] = (),
-    ) -> tuple[Any, Any, Any, float, dict[str, float]]:
-        """Score the query. Returns the slots of the documents sharing a term with it whose
-        normalized score is >= ``cut`` (ascending), their own scores, their scores with feedback
-        terms (when ``feedback``) and their neighbors' share, the normalizer and the term
-        weights used. A mapping is taken as analyzed terms and their weights. Call under the lock.
+        self, query: "Query | str", cut: float, k: int, feedback: bool, exclude: Collection[str] = ()
+    ) -> tuple[Any, Any, float, dict[str, float]]:
+        """Score the query for a search of the ``k`` best. Returns the slots of the memories that
+        may be returned (ascending), their scores (feedback and neighbors' share included), the
+        normalizer and the term weights used (feedback terms included). Call under the lock.
 
-        No store-sized work: the scores are summed in scratch arrays that are reset where the
-        query touched them. And with a cut, the postings of the weakest terms are not walked:
-        terms are taken weakest first (by the most one can add to a score, ``_bound``) while
-        all of them together cannot lift a memory to the cut; the memories that could still
-        reach it on the other terms' postings get those weak terms' share by binary search
-        (``_lookup``), as do the candidates' neighbors and, for the feedback terms, the
-        candidates and their neighbors: every score that is used is the exhaustive one.
-
-        Ids in ``exclude`` are scored (they count for feedback and as neighbors) but not
-        returned."""
+        The ranking is in two steps (see the module docstring): the pool, the best
+        ``max(POOL, k)`` memories on the query's own terms that pass the cut (``_best``: exact
+        top-N, pruned), then feedback and the neighbors' share re-rank the pool and those of its
+        neighbors that pass the cut (``_rerank``). Ids in ``exclude`` are scored as usual (they
+        count for feedback and as neighbors) but not returned, and the pool counts ``POOL`` others.
+        """
         np = _numpy()
-        if isinstance(query, Mapping):
-            text, ctx = Counter(), dict(query)
-        else:
-            text, ctx = self._weights(query)
+        text, ctx = self._weights(query)
         weights: dict[str, float] = dict(text)
         for t, w in ctx.items():
             weights[t] = weights.get(t, 0) + w
-        empty = np.zeros(0, dtype=np.int32)
+        empty = np.zeros(0, dtype=np.int64)
         if not self._slot or not weights:
-            return empty, np.zeros(0), np.zeros(0), 0.0, weights
+            return empty, np.zeros(0), 0.0, weights
         # normalize by the text's ideal score; by the context's when the text has no terms
         base = text if text else ctx
         norm = self._ideal(base)
-        spec_norm = self._ideal(base, COMMON_WEIGHT) if cut > 0 else 0.0
+        cuts = (cut * norm, cut * self._ideal(base, COMMON_WEIGHT)) if cut > 0 else None
         n = len(self._slot)
         avgdl = self._total_len / n
-        common = common_terms()
-        terms = []  # (term, weight, postings, idf, is common)
-        for t, w in weights.items():
-            tid = self._term_id.get(t)
-            if tid is not None and self._postings[tid].n:
-                p = self._postings[tid]
-                terms.append((t, w, p, self._idf(p.n, n), t in common))
-        self._set_quantum(terms, n)
-        weak = self._weak(terms, cut * norm, cut * spec_norm, avgdl) if cut > 0 and self.prune else []
-        weak_ids = {id(x) for x in weak}
-        acc, com, state = self._acc, self._common, self._state
+        terms = self._terms(weights, n)
+        self._quantum = self._quantum_for((x.w * x.idf for x in terms), n)
+        for x in terms:
+            x.coef = x.w * x.idf * (self.k1 + 1) * self._quantum
+        xs = self._slots_of(exclude) if exclude else None
+        if xs is not None and not len(xs):
+            xs = None
+        cand, own = self._best(terms, max(POOL, k), cuts, xs, avgdl)
+        if not len(cand):
+            return empty, np.zeros(0), norm, weights
+        pool = self._pool(cand, own, max(POOL, k), xs)
+        cand, score, extra = self._rerank(pool, terms, weights, cuts, avgdl, feedback)
+        weights.update(extra)
+        if xs is not None:
+            keep = ~np.isin(cand, xs)
+            cand, score = cand[keep], score[keep]
+        return cand, score, norm, weights
+
+    # ---- the pool: the best memories on the query's own terms
+
+    def _best(self, terms: list["_Term"], size: int, cuts: tuple[float, float] | None, xs: Any,
+              avgdl: float) -> tuple[Any, Any]:
+        """The memories that pass the cut and may be among the ``size`` best on ``terms`` (by
+        their own score, not counting ``xs``), with their exact own scores; every memory of that
+        top ``size`` is among them. Call under the lock.
+
+        MaxScore over the terms' postings, with no store-sized work (scratch arrays are reset
+        where the query touched them). A term's postings are in levels by frequency (3 or more,
+        2, 1: ``_Postings``), so that what a common word can add to most memories is bounded by
+        what it adds at frequency 1. Levels are walked (their parts added to the memories they
+        hold) best first by what they take off the bound per posting, until what the rest can
+        add together (``_bound``) cannot lift a memory that holds none of them into the top
+        ``size`` nor over the cut. The ``size``-th best score is estimated from below: the
+        memories best so far scored exactly (``_probe``), and the ``size``-th best partial score
+        (``_theta``). The memories touched that can still make it get the other terms' parts by
+        lookups (``_gather``), term by term, dropping those that no longer can."""
+        np = _numpy()
+        acc, state = self._acc, self._state
+        # the cut counts common words COMMON_WEIGHT: their share is summed at the end, for the
+        # memories left; until then the cut is judged on bounds (the share is >= 0 and <= all)
+        commons = cuts is not None and any(x.common for x in terms)
+        # a term's postings in levels by frequency (>= 3, 2, 1), walked highest first; until a
+        # level is walked, the memories of the levels below it are bounded by its lowest frequency
+        steps: list[tuple[float, _Term, int, float]] = []  # (bound shed per posting, term, level, rest after)
+        for x in terms:
+            p = x.p
+            n2, n3 = p.at_least(2).n, p.at_least(3).n
+            levels = [lv for lv, here in ((3, n3), (2, n2 - n3), (1, p.n - n2)) if here]
+            x.rest = self._bound(x, p.maxtf if levels[0] == 3 else levels[0], avgdl)
+            x.thr = _NONE
+            rest, worth = x.rest, math.inf
+            for j, lv in enumerate(levels):
+                after = self._bound(x, levels[j + 1], avgdl) if j + 1 < len(levels) else 0.0
+                worth = min(worth, (rest - after) / (n3 if lv == 3 else n2 if lv == 2 else p.n))
+                steps.append((worth, x, lv, after))
+                rest = after
+        steps.sort(key=lambda st: -st[0])  # stable: a term's levels stay in order
+        theta = -math.inf
         touched: list[Any] = []
+        seen = 0
+        most = 0.0  # the most a memory can hold of the levels walked so far
+        probed = False
         try:
-            for x in terms:  # the essential terms: every posting
-                if id(x) in weak_ids:
-                    continue
-                t, w, p, idf, is_common = x
-                slots = p.slots[: p.n]
-                part = self._part(slots, p.tfs[: p.n], w, idf, avgdl)
-                new = slots[state[slots] == 0]
+            i = 0
+            while i < len(steps) and self._can(0.0, None, 0.0, terms, theta, cuts):
+                # the next level, and those after it while they hold few postings, in one pass
+                pieces: list[tuple[_Term, Any, Any]] = []
+                walked = 0
+                while i < len(steps) and (not pieces or walked + steps[i][1].p.at_least(steps[i][2]).n <= _BATCH):
+                    _, x, level, after = steps[i]
+                    i += 1
+                    run = x.p.at_least(level)
+                    slots, tfs = run.slots[: run.n], run.tfs[: run.n]
+                    walked += run.n
+                    if x.thr != _NONE:  # the levels above were walked
+                        below = tfs < x.thr
+                        slots, tfs = slots[below], tfs[below]
+                    most += x.rest - after
+                    x.rest, x.thr = after, level
+                    pieces.append((x, slots, tfs))
+                if len(pieces) == 1:
+                    x, slots, tfs = pieces[0]
+                    acc[slots] += self._parts(self._lens[slots], tfs, x.coef, avgdl)
+                    new = slots[state[slots] == 0]
+                else:
+                    counts = [len(pc[1]) for pc in pieces]
+                    slots = np.concatenate([pc[1] for pc in pieces])
+                    part = self._parts(self._lens[slots], np.concatenate([pc[2] for pc in pieces]),
+                                       np.repeat([pc[0].coef for pc in pieces], counts), avgdl)
+                    np.add.at(acc, slots, part)  # a memory may be in several
+                    new = np.sort(slots[state[slots] == 0])
+                    new = new[np.concatenate(([True], new[1:] != new[:-1]))]
                 state[new] = 1
                 touched.append(new)
-                acc[slots] += part
-                if is_common:
-                    com[slots] += part
-            seen = np.concatenate(touched) if touched else empty
-            cand = seen
-            if weak:
-                ub = sum(_bound(x, self.k1, self.b, avgdl, self._quantum) for x in weak) * (1 + 1e-9)
-                ub_spec = sum(_bound(x, self.k1, self.b, avgdl, self._quantum) * (COMMON_WEIGHT if x[4] else 1.0) for x in weak) * (1 + 1e-9)
-                a = acc[seen]
-                cand = seen[(a + ub >= cut * norm) & (a - (1 - COMMON_WEIGHT) * com[seen] + ub_spec >= cut * spec_norm)]
-                self._add_terms(weak, cand, avgdl, touched)
-            state[cand] = 2
-            if cut > 0:
-                # the cut is on the query's own terms, twice: as scored, and with common words
-                # counting COMMON_WEIGHT, so a match on "make" or "work" alone is not enough
+                seen += len(new)
+                rest = sum(y.rest for y in terms)
+                if i == len(steps) or seen < size or rest < theta:
+                    continue  # done, or no estimate yet, or the walk stops anyway
+                touched = [np.concatenate(touched)]
+                t = touched[0]
+                if not probed and self._unwalked(steps[i:]) > _PROBE_WORTH * size:
+                    probed = True
+                    theta = max(theta, self._probe(t, acc[t], size, terms, commons, cuts, xs, avgdl))
+                elif rest < most:  # the size-th best partial score can stop the walk
+                    a = acc[t]  # the common words' share is at most all of it
+                    theta = max(theta, self._theta(a, a if commons else None, t, size, cuts, xs))
+            cand = np.concatenate(touched) if touched else np.zeros(0, dtype=np.int32)
+            left = sorted((x for x in terms if x.rest > 0), key=lambda x: -x.rest)
+            # the candidates' scores from here on in arrays of their own, filtered together
+            a = acc[cand]
+            if left and not probed and len(cand) > _PROBE_WORTH * size:
+                theta = max(theta, self._probe(cand, a, size, terms, commons, cuts, xs, avgdl))
+            if left:
+                # ascending: binary searches for ascending slots go three times as fast
+                cand = np.sort(cand[self._can(a, None, 0.0, terms, theta, cuts)])
                 a = acc[cand]
-                cand = cand[(a >= cut * norm) & (a - (1 - COMMON_WEIGHT) * com[cand] >= cut * spec_norm)]
-            cand = np.sort(cand)
-            own = acc[cand]
-            # the neighbors' scores on every term (those not scored on the weak terms yet)
-            near = self._neighbors_of(cand)
-            near = near[state[near] < 2]  # duplicates are harmless: a slot gets a term's share once
-            if len(near):
-                touched.append(near[state[near] == 0])
-                self._add_terms(weak, near, avgdl, touched)
-                state[near] = 2
-            if feedback and FEEDBACK_TERMS and len(cand):
-                before = self._with_neighbors(cand, acc)
-                extra = self._feedback(cand, before, weights)
-                # feedback reorders the memories that match the query; it adds none (the recall it
-                # buys on LoCoMo comes from reordering, and an added memory would not match at all)
-                more = []
-                for t, w in extra.items():
-                    p = self._postings[self._term_id[t]]
-                    more.append((t, w, p, self._idf(p.n, n), False))
-                # a feedback term is rare (distinctive): spread over its postings, which costs
-                # what they hold; scores land on slots no one reads too, reset with the rest
-                scored = None
-                for x in more:
-                    p = x[2]
-                    if p.n <= _SPREAD * 3 * len(cand):
-                        have = p.slots[: p.n]
-                        acc[have] += self._part(have, p.tfs[: p.n], x[1], x[3], avgdl)
-                        touched.append(have)
-                        continue
-                    if scored is None:
-                        scored = np.concatenate((cand, self._neighbors_of(cand)))
-                    self._add_terms([x], scored, avgdl, touched)
-                weights.update(extra)
-            if exclude:
-                keep = ~np.isin(cand, self._slots_of(exclude))
-                cand, own = cand[keep], own[keep]
-            return cand, own, self._with_neighbors(cand, acc), norm, weights
+            # a memory holding a term at a walked level has its part: the term's bound is not for it
+            held = [(x, self._holds(x.p.at_least(x.thr), cand)) for x in left if x.thr != _NONE]
+            for x in left:
+                got = 0.0
+                for y, h in held:
+                    got = got + y.rest * h
+                keep = self._can(a, None, got, terms, theta, cuts)
+                if not keep.all():
+                    cand, a = cand[keep], a[keep]
+                    held = [(y, h[keep]) for y, h in held]
+                if not len(cand):
+                    break
+                at, part = self._gather(x, cand, x.thr, avgdl)
+                a[at] += part
+                x.rest = 0.0
+                held = [(y, h) for y, h in held if y is not x]
+            if cuts is not None and len(cand):
+                spec = a
+                if commons:
+                    c = np.zeros(len(cand))
+                    for x in terms:
+                        if x.common:
+                            at, part = self._gather(x, cand, _NONE, avgdl)
+                            c[at] += part
+                    spec = a - (1 - COMMON_WEIGHT) * c
+                ok = (a >= cuts[0]) & (spec >= cuts[1])
+                cand, a = cand[ok], a[ok]
+            return cand, a
         finally:
             for slots in touched:
                 acc[slots] = 0.0
-                com[slots] = 0.0
                 state[slots] = 0
 
-    def _weak(self, terms: list[Any], floor: float, spec_floor: float, avgdl: float) -> list[Any]:
-        """The terms whose postings need not be walked: weakest first, while all of them together
-        cannot lift a memory that has none of the others to the cut (``floor`` on the score, or
-        ``spec_floor`` with common words counting COMMON_WEIGHT)."""
-        weak: list[Any] = []
-        total = spec = 0.0
-        for x in sorted(terms, key=lambda x: _bound(x, self.k1, self.b, avgdl, self._quantum) * (COMMON_WEIGHT if x[4] else 1.0)):
-            bound = _bound(x, self.k1, self.b, avgdl, self._quantum)
-            total += bound
-            spec += bound * (COMMON_WEIGHT if x[4] else 1.0)
-            if total * (1 + 1e-9) >= floor and spec * (1 + 1e-9) >= spec_floor:
-                break
-            weak.append(x)
-        return weak
+    @staticmethod
+    def _unwalked(steps: list[tuple[float, "_Term", int, float]]) -> int:
+        """How many postings the levels of ``steps`` hold."""
+        return sum(st[1].p.at_least(st[2]).n for st in steps)
 
-    def _add_terms(self, terms: list[Any], slots: Any, avgdl: float, touched: list[Any]) -> None:
-        """Add these terms' contributions to the scratch scores of ``slots`` (no duplicates):
-        a term with few postings is spread over them and gathered at ``slots``; one with many
-        (more than ``_SPREAD`` times the slots) is looked up by binary search."""
-        if not len(slots):
-            return
-        acc, com, tmp = self._acc, self._common, self._tmp
-        for t, w, p, idf, is_common in terms:
-            if p.n <= _SPREAD * len(slots):
-                have = p.slots[: p.n]
-                tmp[have] = self._part(have, p.tfs[: p.n], w, idf, avgdl)
-                part = tmp[slots]
-                tmp[have] = 0.0
-                acc[slots] += part  # + 0.0 where the term is not: unchanged
-                if is_common:
-                    com[slots] += part
-                continue
-            found, tfs = self._lookup(p, slots)
-            if len(found):
-                part = self._part(found, tfs, w, idf, avgdl)
-                acc[found] += part
-                if is_common:
-                    com[found] += part
+    def _can(self, a: Any, c: Any, got: Any, terms: list["_Term"], theta: float,
+             cuts: tuple[float, float] | None) -> Any:
+        """Whether memories of partial score ``a`` (``c`` of it on common words, None for none)
+        may still reach ``theta`` and pass the cut with what the terms can add to them yet
+        (``_Term.rest``, less ``got``: floating-point sums, given a margin far above their
+        rounding)."""
+        up = sum(x.rest for x in terms)
+        slack = 1e-9 * (1.0 + up + abs(theta if theta > -math.inf else 0.0))
+        ok = a + ((up + slack) - got) >= theta
+        if cuts is not None:
+            spec = sum(x.rest * COMMON_WEIGHT if x.common else x.rest for x in terms)
+            ok &= a + (up + slack) >= cuts[0]
+            ok &= (a if c is None else a - (1 - COMMON_WEIGHT) * c) + (spec + slack) >= cuts[1]
+        return ok
+
+    def _theta(self, a: Any, c: Any, slots: Any, size: int, cuts: tuple[float, float] | None, xs: Any,
+               slack: float = 1e-9) -> float:
+        """A lower bound of the ``size``-th best own score: the ``size``-th best of the (partial)
+        scores ``a`` of ``slots`` (distinct; ``c`` of it on common words, None for none) among
+        those sure to pass the cut (by ``slack``, far above any rounding of the rest of the
+        sum; 0 for exact scores), not counting ``xs``."""
+        np = _numpy()
+        ok = None
+        if cuts is not None:
+            margin = slack * (1.0 + abs(cuts[0]) + abs(cuts[1]))
+            ok = (a >= cuts[0] + margin) & ((a if c is None else a - (1 - COMMON_WEIGHT) * c) >= cuts[1] + margin)
+        if xs is not None:
+            free = ~np.isin(slots, xs)
+            ok = free if ok is None else ok & free
+        if ok is not None:
+            a = a[ok]
+        if len(a) < size:
+            return -math.inf
+        return float(np.partition(a, len(a) - size)[len(a) - size])
+
+    def _probe(self, slots: Any, a: Any, size: int, terms: list["_Term"], commons: bool,
+               cuts: tuple[float, float] | None, xs: Any, avgdl: float) -> float:
+        """A close lower bound of the ``size``-th best own score: that of the memories of
+        ``slots`` (distinct) with the best partial scores ``a``, scored exactly from their own
+        terms (``_forward``)."""
+        np = _numpy()
+        many = min(len(slots), 2 * size)
+        best = np.sort(slots[np.argpartition(a, len(a) - many)[len(a) - many:]])
+        own, com, _ = self._score_runs(self._forward(best, avgdl), len(best), terms, commons)
+        return self._theta(own, com if commons else None, best, size, cuts, xs, slack=0.0)
+
+    def _holds(self, run: _Run, slots: Any) -> Any:
+        """Whether each of ``slots`` is in ``run``'s postings."""
+        np = _numpy()
+        if run.n <= _SPREAD * len(slots):
+            have, mark = run.slots[: run.n], self._mark
+            mark[have] = 1
+            found = mark[slots] > 0
+            mark[have] = 0
+            return found
+        have = run.slots[: run.n]
+        return have[np.minimum(np.searchsorted(have, slots), run.n - 1)] == slots
+
+    def _gather(self, x: "_Term", slots: Any, below: int, avgdl: float) -> tuple[Any, Any]:
+        """``x``'s part in ``slots`` (distinct, ascending) where it is held fewer than ``below``
+        times: where in ``slots`` and how much. The frequencies of a term with few postings are
+        spread over a scratch array and read at ``slots``; one with many (more than
+        ``_SPREAD`` times the slots) is looked up."""
+        np = _numpy()
+        p = x.p
+        if p.n <= _SPREAD * len(slots):
+            have, mark = p.slots[: p.n], self._mark
+            mark[have] = p.tfs[: p.n]
+            tfs = mark[slots]
+            mark[have] = 0
+            at = np.flatnonzero(tfs)
+            tfs = tfs[at]
+        else:
+            at, tfs = self._lookup_at(p, slots)
+        if below != _NONE:
+            few = tfs < below
+            at, tfs = at[few], tfs[few]
+        return at, self._parts(self._lens[slots[at]], tfs, x.coef, avgdl)
+
+    def _pool(self, cand: Any, own: Any, size: int, xs: Any) -> Any:
+        """The slots (ascending) of ``cand`` in their order by own score (best first, ties by
+        id) down to the ``size``-th not in ``xs``."""
+        np = _numpy()
+        free = None if xs is None else ~np.isin(cand, xs)
+        mine = own if free is None else own[free]
+        if len(mine) <= size:
+            return np.sort(cand)
+        last = np.partition(mine, len(mine) - size)[len(mine) - size]
+        above = own > last
+        need = size - int(np.count_nonzero(above if free is None else above & free))
+        ids = self._ids
+        ties = sorted(np.flatnonzero(own == last).tolist(), key=lambda i: ids[cand[i]])
+        take = []
+        for i in ties:
+            if not need:
+                break
+            take.append(i)
+            need -= free is None or bool(free[i])
+        return np.sort(np.concatenate((cand[above], cand[take])))
+
+    # ---- the re-ranking: feedback and neighbors, within the pool and its neighbors
+
+    def _rerank(
+        self, pool: Any, terms: list["_Term"], weights: Mapping[str, float],
+        cuts: tuple[float, float] | None, avgdl: float, feedback: bool,
+    ) -> tuple[Any, Any, dict[str, float]]:
+        """Re-rank the pool and those of its neighbors that share a term with the query and pass
+        the cut: their scores (feedback terms and neighbors' share included), ascending slots,
+        and the feedback terms. Every memory concerned (the pool, its neighbors and theirs) is
+        scored from its own terms (``_forward``). Call under the lock."""
+        np = _numpy()
+        near = self._neighbors_of(pool)
+        at = pool
+        if len(near):
+            at = np.sort(np.concatenate((pool, near, self._neighbors_of(near))))
+            at = at[np.concatenate(([True], at[1:] != at[:-1]))]
+        runs = self._forward(at, avgdl)
+        own, common, hits = self._score_runs(runs, len(at), terms, cuts is not None)
+        if len(near):  # the neighbors that would pass the cut on their own join the pool
+            i = np.searchsorted(at, near)
+            ok = hits[i]
+            if cuts is not None:
+                ok &= (own[i] >= cuts[0]) & (own[i] - (1 - COMMON_WEIGHT) * common[i] >= cuts[1])
+            cand = np.sort(np.concatenate((pool, near[ok])))
+            cand = cand[np.concatenate(([True], cand[1:] != cand[:-1]))]
+        else:
+            cand = pool
+        more: list[_Term] = []
+        places = self._places(cand, at)
+        if feedback and FEEDBACK_TERMS:
+            more = self._feedback(cand, self._with_neighbors(places, own), at, runs, terms)
+        if more:
+            for x in more:
+                x.coef = x.w * x.idf * (self.k1 + 1) * self._quantum
+            own = own + self._score_runs(runs, len(at), more, False)[0]
+        words = self._term
+        return cand, self._with_neighbors(places, own), {words[x.tid]: x.w for x in more}
+
+    def _forward(self, slots: Any, avgdl: float) -> tuple[Any, Any, Any, Any]:
+        """Every (memory, term id, frequency, frequency / BM25 denominator) of the memories
+        ``slots`` (the memory as an index into ``slots``), read from their stored term ids (a
+        memory's occurrences of a term are consecutive); the last is ``_parts`` up to ``coef``."""
+        np = _numpy()
+        lens = self._lens[slots]
+        counts = lens.astype(np.int64)
+        tids = self._fwd[self._spans(slots, counts)]
+        owner = np.repeat(np.arange(len(slots)), counts)
+        if not len(tids):
+            return owner, tids, np.zeros(0, dtype=np.int64), np.zeros(0)
+        start = np.empty(len(tids), dtype=bool)
+        start[0] = True
+        np.not_equal(tids[1:], tids[:-1], out=start[1:])
+        start[1:] |= owner[1:] != owner[:-1]
+        first = np.flatnonzero(start)
+        owner = owner[first]
+        tfs = np.diff(np.append(first, len(tids)))
+        k1, b = self.k1, self.b
+        den = lens[owner]  # as in _parts
+        den *= k1 * b / avgdl
+        den += k1 * (1 - b)
+        sat = tfs.astype(np.float64)
+        den += sat
+        np.divide(sat, den, out=sat)
+        return owner, tids[first], tfs, sat
+
+    def _score_runs(
+        self, runs: tuple[Any, Any, Any, Any], size: int, terms: list["_Term"], common: bool
+    ) -> tuple[Any, Any, Any]:
+        """Own scores on ``terms`` of the ``size`` memories of the ``_forward`` runs: the score,
+        its share on common words (when ``common``), whether each holds one of the terms."""
+        np = _numpy()
+        owner, tids, _, sat = runs
+        if self._tcoef is None or len(self._tcoef) < len(self._term):
+            self._tcoef = np.zeros(max(1024, 2 * len(self._term)))
+        tco = self._tcoef
+        for x in terms:
+            tco[x.tid] = x.coef
+        coef = tco[tids]
+        for x in terms:
+            tco[x.tid] = 0.0
+        part = sat * coef  # as in _parts
+        np.rint(part, out=part)
+        part *= 1.0 / self._quantum
+        own = np.bincount(owner, weights=part, minlength=size)
+        hits = np.bincount(owner, weights=coef, minlength=size) > 0  # every coef is > 0
+        com = own
+        if common and any(x.common for x in terms):
+            for x in terms:
+                tco[x.tid] = 1.0 if x.common else 0.0
+            mine = tco[tids]
+            for x in terms:
+                tco[x.tid] = 0.0
+            com = np.bincount(owner, weights=part * mine, minlength=size)
+        elif common:
+            com = np.zeros(size)
+        return own, com, hits
+
+    def _feedback(
+        self, cand: Any, score: Any, at: Any, runs: tuple[Any, Any, Any, Any], terms: list["_Term"]
+    ) -> list["_Term"]:
+        """Pseudo-relevance feedback (RM3-like): the terms that best characterize the top
+        FEEDBACK_DOCS of ``cand`` (by ``score``), weighted up to FEEDBACK_WEIGHT, but none of the
+        query's. They find memories that answer the query in other words than it uses (the top
+        hit often states the topic, the next memory the answer). ``runs``: the ``_forward`` runs
+        of the memories ``at``. Call under the lock."""
+        np = _numpy()
+        owner, tids, tfs, _ = runs
+        top = self._top(cand, score, FEEDBACK_DOCS)
+        where = np.searchsorted(at, cand[top])
+        lo, hi = np.searchsorted(owner, where).tolist(), np.searchsorted(owner, where + 1).tolist()
+        lens = self._lens[cand[top]].tolist()
+        query = {x.tid for x in terms}
+        mass: dict[int, float] = {}
+        for i, a, b, length in zip(top, lo, hi, lens):
+            share = float(score[i]) / length  # score x term's share of the memory
+            for tid, c in zip(tids[a:b].tolist(), tfs[a:b].tolist()):
+                if tid not in query:
+                    mass[tid] = mass.get(tid, 0.0) + share * c
+        n = len(self._slot)
+        words, postings, log, most = self._term, self._postings, math.log, max(n, SMALL_STORE) + 1
+        idf = {tid: log(most / postings[tid].n) for tid in mass}  # self._idf, inline
+        ranked = sorted(((m * idf[tid], words[tid], tid) for tid, m in mass.items()),
+                        key=lambda x: (-x[0], x[1]))[:FEEDBACK_TERMS]
+        if not ranked or ranked[0][0] <= 0:
+            return []
+        best = ranked[0][0]
+        # a term under a tenth of the strongest barely moves a score
+        return [_Term(tid, FEEDBACK_WEIGHT * v / best, postings[tid], idf[tid], False)
+                for v, _, tid in ranked if v >= 0.1 * best]
 
     def _slots_of(self, ids: Collection[str]) -> Any:
         np = _numpy()
         return np.fromiter((s for s in map(self._slot.get, ids) if s is not None), dtype=np.int64)
 
-    def expand(self, query: "Query | str", min_score: float | None = None) -> dict[str, float]:
-        """The weighted terms ``search`` scores with: the query's, its context's and the
-        feedback terms (for tests and diagnostics)."""
+    def expand(self, query: "Query | str", min_score: float | None = None, k: int = 5) -> dict[str, float]:
+        """The weighted terms a search of the ``k`` best scores with: the query's, its context's
+        and the feedback terms (for tests and diagnostics)."""
         cut = DEFAULT_MIN_SCORE if min_score is None else min_score
         with self._lock:
-            return self._run(query, cut, feedback=True)[4]
+            return self._run(query, cut, k, feedback=True)[3]
 
     def scores(self, query: "Query | str | Mapping[str, float]") -> dict[str, float]:
         """rank_bm25.BM25Plus scores, without feedback, of every document sharing a term with the
         query (every other document scores ``delta * sum(weight * idf)`` of the known terms). A
         mapping is taken as analyzed terms and their weights. For tests and diagnostics."""
+        np = _numpy()
         with self._lock:
             if not self._slot:
                 return {}
-            cand, own, _, _, weights = self._run(query, 0.0, feedback=False)
+            if isinstance(query, Mapping):
+                weights = dict(query)
+            else:
+                text, ctx = self._weights(query)
+                weights = dict(text)
+                for t, w in ctx.items():
+                    weights[t] = weights.get(t, 0) + w
             n = len(self._slot)
-            base = sum(w * self._idf(self._df(t), n) * self.delta for t, w in weights.items() if self._df(t))
+            avgdl = self._total_len / n
+            terms = self._terms(weights, n)
+            self._quantum = self._quantum_for((x.w * x.idf for x in terms), n)
+            acc = np.zeros(len(self._ids))
+            held = np.zeros(len(self._ids), dtype=bool)
+            for x in terms:
+                slots = x.p.slots[: x.p.n]
+                x.coef = x.w * x.idf * (self.k1 + 1) * self._quantum
+                acc[slots] += self._parts(self._lens[slots], x.p.tfs[: x.p.n], x.coef, avgdl)
+                held[slots] = True
+            base = sum(x.w * x.idf * self.delta for x in terms)
             ids = self._ids
-            return {str(ids[s]): base + float(v) for s, v in zip(cand.tolist(), own.tolist())}
+            return {str(ids[s]): base + float(acc[s]) for s in np.flatnonzero(held).tolist()}
 
     def search(
         self, query: "Query | str", k: int = 5, min_score: float | None = None, exclude: Collection[str] = ()
@@ -749,14 +1120,15 @@ class BM25Index:
         """The ``k`` best (doc id, normalized score) pairs, best first, ties by id ascending.
 
         Only documents with a normalized score >= ``min_score`` (default ``DEFAULT_MIN_SCORE``)
-        are returned; pass 0 to rank every document that shares a term with the query. Ids in
-        ``exclude`` (memories the model already sees) are scored as usual, feedback included, but
-        not returned: the k are the best of the others."""
+        are returned; pass 0 to rank every document that shares a term with the query (within
+        the pool: see the module docstring). Ids in ``exclude`` (memories the model already sees)
+        are scored as usual, feedback included, but not returned: the k are the best of the
+        others."""
         if k <= 0:
             return []
         cut = DEFAULT_MIN_SCORE if min_score is None else min_score
         with self._lock:
-            cand, _, raw, norm, _ = self._run(query, cut, feedback=True, exclude=exclude)
+            cand, raw, norm, _ = self._run(query, cut, k, feedback=True, exclude=exclude)
             ids = self._ids
             if norm <= 0 or len(cand) == 0:
                 return []
@@ -764,10 +1136,17 @@ class BM25Index:
             return [(str(ids[int(cand[i])]), float(score[i])) for i in self._top(cand, score, k)]
 
 
-def _bound(term: tuple[Any, ...], k1: float, b: float, avgdl: float, quantum: float) -> float:
-    """The most ``term`` (term, weight, postings, idf, common) adds to any memory's score: its
-    highest frequency in the shortest possible memory (one term long), plus the rounding of a
-    part to the quantum."""
-    _, w, p, idf, _ = term
-    tf = float(p.maxtf)
-    return float(w * idf * (tf * (k1 + 1)) / (k1 * (1 - b + b * 1.0 / avgdl) + tf)) + 1.0 / quantum
+_NONE = 1 << 30  # _Term.thr before any of its postings are walked
+
+
+class _Term:
+    """A term of the query being scored: its id, weight, postings, idf, whether it is a common
+    word, and ``coef`` (weight x idf x (k1 + 1) x the query's quantum, see ``_parts``)."""
+
+    __slots__ = ("tid", "w", "p", "idf", "common", "coef", "rest", "thr")
+
+    def __init__(self, tid: int, w: float, p: _Postings, idf: float, common: bool) -> None:
+        self.tid, self.w, self.p, self.idf, self.common = tid, w, p, idf, common
+        self.coef = 0.0
+        self.rest = 0.0  # in _best: what it may add yet to a memory whose part is not counted
+        self.thr = _NONE  # in _best: the memories holding it this often or more have their part

@@ -1,19 +1,143 @@
-"""The pruned search (``BM25Index.prune``: the postings of terms too weak to reach the score cut are
-not walked) against scoring every posting, on random corpora and queries: the same ids, in the
-same order, with the same scores bit for bit (ties included, broken by id), through adds,
-replacements and removes, with neighbors, context, exclusions, every k and several cuts."""
+"""The pruned search (``BM25Index._best``: an exact top-N that skips most postings, then the
+re-ranking of the pool from the memories' own terms) against an exhaustive implementation of the
+same ranking written here in plain Python: every memory scored on every term, sorted, the pool
+cut, feedback and neighbors applied. The same ids, in the same order, with the same scores bit
+for bit (ties included, broken by id), through adds, replacements and removes, with neighbors,
+context, common words, exclusions, every k, several cuts and pool sizes.
+
+The reference shares with the index only what is not searched for: the query's analysis and
+weights (``_weights``), the normalizer (``_ideal``), idf (``_idf``), the quantum
+(``_quantum_for``) and the conversation links (``neighbors``); parts are computed here with the
+same floating-point operations, so scores match exactly."""
 
 from __future__ import annotations
 
+import random
+from collections import Counter
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memwire.memory._index import BM25Index
+from memwire.memory import _index as index_mod
+from memwire.memory._index import COMMON_WEIGHT, FEEDBACK_DOCS, FEEDBACK_TERMS, FEEDBACK_WEIGHT, BM25Index, date_terms
+from memwire.memory._text import analyze, common_terms
 from memwire.policies._query import Query
 
-# a few common words and many rare ones, so that some terms are weak and memories tie often
-COMMON = ["alpha", "beta", "gamma"]
+Docs = dict[str, tuple[str, "str | None"]]
+
+
+@contextmanager
+def pool_size(n: int) -> Iterator[None]:
+    old = index_mod.POOL
+    index_mod.POOL = n
+    try:
+        yield
+    finally:
+        index_mod.POOL = old
+
+
+@lru_cache(maxsize=None)
+def terms_of(text: str, date: str | None) -> Counter[str]:
+    return Counter(analyze(text) + date_terms(date))
+
+
+def reference(
+    idx: BM25Index, docs: Docs, query: Query | str, k: int, cut: float, exclude: Collection[str] = ()
+) -> tuple[list[tuple[str, float]], dict[str, float]]:
+    """What ``idx.search(query, k, cut, exclude)`` and ``idx.expand`` must return for ``docs``
+    (id -> (text, date)), scoring every memory (see the index's module docstring)."""
+    k1, b, nw = idx.k1, idx.b, index_mod.NEIGHBOR_WEIGHT
+    tf = {d: terms_of(t, dt) for d, (t, dt) in docs.items()}
+    length = {d: sum(c.values()) for d, c in tf.items()}
+    text, ctx = idx._weights(query)
+    weights: dict[str, float] = dict(text)
+    for t, w in ctx.items():
+        weights[t] = weights.get(t, 0) + w
+    if not docs or not weights:
+        return [], weights
+    n = len(docs)
+    avgdl = sum(length.values()) / n
+    df = Counter(t for c in tf.values() for t in c)
+    base = text if text else ctx
+    norm = idx._ideal(base)
+    spec_norm = idx._ideal(base, COMMON_WEIGHT)
+    quantum = idx._quantum_for((w * idx._idf(df[t], n) for t, w in weights.items() if df[t]), n)
+    common = common_terms()
+
+    def part(term: str, w: float, d: str) -> float:  # _parts, one float at a time
+        coef = w * idx._idf(df[term], n) * (k1 + 1) * quantum
+        den = length[d] * (k1 * b / avgdl)
+        den += k1 * (1 - b)
+        den += tf[d][term]
+        p = tf[d][term] / den
+        p *= coef
+        return float(round(p)) * (1.0 / quantum)
+
+    def score(d: str, terms: dict[str, float], only_common: bool = False) -> float:
+        return sum(part(t, w, d) for t, w in terms.items() if t in tf[d] and (t in common or not only_common))
+
+    held = {d for d in docs if any(t in tf[d] for t in weights)}
+    own = {d: score(d, weights) for d in held}
+
+    def passes(d: str) -> bool:
+        if d not in held:
+            return False
+        if cut <= 0:
+            return True
+        return own[d] >= cut * norm and own[d] - (1 - COMMON_WEIGHT) * score(d, weights, True) >= cut * spec_norm
+
+    ranked = sorted((d for d in held if passes(d)), key=lambda d: (-own[d], d))
+    size, pool = max(index_mod.POOL, k), []
+    for d in ranked:
+        if size == 0:
+            break
+        pool.append(d)
+        size -= d not in exclude
+    cand = set(pool)
+    for d in pool:
+        cand.update(x for x in idx.neighbors(d) if x is not None and passes(x))
+
+    def with_neighbors(d: str, val: dict[str, float]) -> float:
+        near = [val.get(x, 0.0) for x in idx.neighbors(d) if x is not None]
+        return val.get(d, 0.0) + nw * max(near, default=0.0)
+
+    if not cand:
+        return [], weights
+    before = {d: with_neighbors(d, own) for d in cand}
+    mass: dict[str, float] = {}
+    for d in sorted(cand, key=lambda d: (-before[d], d))[:FEEDBACK_DOCS]:
+        share = before[d] / length[d]
+        for t, c in tf[d].items():
+            if t not in weights:
+                mass[t] = mass.get(t, 0.0) + share * c
+    terms = sorted(((m * idx._idf(df[t], n), t) for t, m in mass.items()), key=lambda x: (-x[0], x[1]))
+    terms = terms[:FEEDBACK_TERMS]
+    extra: dict[str, float] = {}
+    if terms and terms[0][0] > 0:
+        top = terms[0][0]
+        extra = {t: FEEDBACK_WEIGHT * v / top for v, t in terms if v >= 0.1 * top}
+    near = {x for d in cand for x in idx.neighbors(d) if x is not None}
+    total = {d: score(d, {**weights, **extra}) for d in cand | near}
+    final = {d: with_neighbors(d, total) / norm for d in cand if d not in exclude}
+    hits = sorted(final.items(), key=lambda x: (-x[1], x[0]))[:k]
+    return hits, {**weights, **extra}
+
+
+def check(idx: BM25Index, docs: Docs, query: Query | str, k: int, cut: float, exclude: Collection[str] = ()) -> None:
+    want, weights = reference(idx, docs, query, k, cut, exclude)
+    assert idx.search(query, k=k, min_score=cut, exclude=exclude) == want
+    assert idx.expand(query, min_score=cut, k=k) == reference(idx, docs, query, k, cut)[1]
+
+
+# a few words in many memories (one of them a common English word, which counts COMMON_WEIGHT in
+# the cut) and many rare ones, so that some terms are weak, pools are cut and memories tie often
+COMMON = ["alpha", "beta", "make"]
 RARE = [f"rare{i}" for i in range(14)]
+assert "make" in common_terms()
 word = st.one_of(st.sampled_from(COMMON), st.sampled_from(COMMON), st.sampled_from(RARE))
 text = st.lists(word, min_size=1, max_size=9).map(" ".join)
 date = st.sampled_from([None, "session 1", "session 2", "2024-05-01"])
@@ -29,14 +153,10 @@ query = st.tuples(
 )
 
 
-def searches(idx: BM25Index, queries: list[tuple[str, list[str], float, int, set[int]]]) -> list[object]:
-    out: list[object] = []
+def check_all(idx: BM25Index, docs: Docs, queries: list[tuple[str, list[str], float, int, set[int]]]) -> None:
     for q, ctx, cut, k, ex in queries:
-        exclude = {f"d{i}" for i in ex}
-        out.append(idx.search(Query(q, tuple(ctx)), k=k, min_score=cut, exclude=exclude))
-        out.append(idx.search(q, k=k, min_score=cut))
-        out.append(idx.expand(Query(q, tuple(ctx)), min_score=cut))
-    return out
+        check(idx, docs, Query(q, tuple(ctx)), k, cut, {f"d{i}" for i in ex})
+        check(idx, docs, q, k, cut)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -44,25 +164,81 @@ def searches(idx: BM25Index, queries: list[tuple[str, list[str], float, int, set
     docs=st.lists(st.tuples(text, date), min_size=1, max_size=40),
     ops=st.lists(st.one_of(add, remove), max_size=25),
     queries=st.lists(query, min_size=1, max_size=5),
+    pool=st.integers(1, 8),
 )
 def test_pruned_search_is_exhaustive_search(
     docs: list[tuple[str, str | None]],
     ops: list[tuple[str, int, str, str | None]],
     queries: list[tuple[str, list[str], float, int, set[int]]],
+    pool: int,
 ) -> None:
     idx = BM25Index()
-    idx.add_many((f"d{i}", t, d) for i, (t, d) in enumerate(docs))
-    for step, (op, i, t, d) in enumerate(ops):
-        if op == "add":
-            idx.add(f"d{i}", t, d)
-        else:
-            idx.remove(f"d{i}")
-        if step % 8 == 7 or step == len(ops) - 1:  # and between the changes
-            pruned = searches(idx, queries)
-            idx.prune = False
-            full = searches(idx, queries)
-            idx.prune = True
-            assert pruned == full
-    pruned = searches(idx, queries)
-    idx.prune = False
-    assert pruned == searches(idx, queries)
+    model: Docs = {}
+    for i, (t, d) in enumerate(docs):
+        model[f"d{i}"] = (t, d)
+    idx.add_many((d, t, dt) for d, (t, dt) in model.items())
+    with pool_size(pool):
+        for step, (op, i, t, d) in enumerate(ops):
+            if op == "add":
+                idx.add(f"d{i}", t, d)
+                model.pop(f"d{i}", None)  # a replacement joins the end, as the index's ids do
+                model[f"d{i}"] = (t, d)
+            else:
+                idx.remove(f"d{i}")
+                model.pop(f"d{i}", None)
+            if step % 8 == 7:  # and between the changes
+                check_all(idx, model, queries)
+        check_all(idx, model, queries)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_pruned_search_on_a_zipf_corpus_through_adds_and_removes(seed: int) -> None:
+    """Larger than the property test's corpora, with the default pool: terms in a third of the
+    memories, others in a few, memories holding a word several times; every cut prunes."""
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(300)] + ["make", "work"]
+    zipf = [1 / (i + 1) ** 1.1 for i in range(len(vocab))]
+
+    def sentence(lo: int, hi: int) -> str:
+        return " ".join(rng.choices(vocab, weights=zipf, k=rng.randint(lo, hi)))
+
+    docs: Docs = {f"d{i:04d}": (sentence(2, 16), f"s{i // 7}" if seed % 2 else None) for i in range(1500)}
+    idx = BM25Index()
+    idx.add_many((d, t, dt) for d, (t, dt) in docs.items())
+    for i in range(0, 1500, 9):
+        idx.remove(f"d{i:04d}")
+        del docs[f"d{i:04d}"]
+    for i in range(60):
+        docs[f"e{i:03d}"] = (sentence(8, 8), f"s{i // 5}")
+        idx.add(f"e{i:03d}", *docs[f"e{i:03d}"])
+    queries = [sentence(2, 12) for _ in range(20)]
+    for i, q in enumerate(queries):
+        query = Query(q, (queries[i - 1],)) if i % 4 == 0 else q
+        exclude = {f"d{j:04d}" for j in range(1, 1500, 37)} if i % 3 == 0 else set()
+        for cut in (0.0, 0.2, 0.5):
+            want, _ = reference(idx, docs, query, 8, cut, exclude)
+            assert idx.search(query, k=8, min_score=cut, exclude=exclude) == want
+
+
+def test_the_pool_is_what_feedback_and_neighbors_rerank() -> None:
+    """Only the pool (the best on the query's own terms) and its neighbors that pass the cut are
+    re-ranked: a neighbor outside the pool can be returned, another memory outside it cannot."""
+    day = "2024-05-01"
+    docs: Docs = {
+        "c": ("kayak kayak kayak", day),  # the best own score
+        "a": ("kayak paddle", day),  # c's neighbor, third on its own
+        "z": ("kayak kayak lake swim", "2024-06-01"),  # second
+        "y": ("kayak trip notes", "2024-07-01"),  # fourth, nobody's neighbor
+    }
+    idx = BM25Index()
+    idx.add_many((d, t, dt) for d, (t, dt) in docs.items())
+    own = idx.scores("kayak")
+    assert own["c"] > own["z"] > own["a"] > own["y"]
+    with pool_size(2):
+        # the pool is c and z; a joins as c's neighbor and c's share lifts it over z
+        assert [d for d, _ in idx.search("kayak", k=2, min_score=0)] == ["c", "a"]
+        # k widens the pool to 3 (c, z, a): y is fourth, outside it, and never returned
+        assert [d for d, _ in idx.search("kayak", k=3, min_score=0)] == ["c", "a", "z"]
+        assert {d for d, _ in idx.search("kayak", k=4, min_score=0)} == {"c", "a", "z", "y"}
+        for k in (1, 2, 3, 4):
+            check(idx, docs, "kayak", k, 0.0)
