@@ -58,10 +58,11 @@ class Sizer:
                 stack += list(x.keys()) + list(x.values())
             elif isinstance(x, (list, tuple, set, frozenset)):
                 stack += list(x)
-            elif hasattr(x, "__slots__"):
-                stack += [getattr(x, a) for a in x.__slots__ if hasattr(x, a)]
-            elif hasattr(x, "__dict__"):
-                stack.append(x.__dict__)
+            else:  # an instance: its slots (a base class's too) and its __dict__
+                names = [a for c in type(x).__mro__ for a in getattr(c, "__slots__", ())]
+                stack += [getattr(x, a) for a in names if a != "__weakref__" and hasattr(x, a)]
+                if hasattr(x, "__dict__"):
+                    stack.append(x.__dict__)
         return total
 
 
