@@ -296,6 +296,7 @@ def _restore(store: "MemoryStore", z: Any) -> bool:
     for d, f, first, k_first, b_first in todo:
         name, n = f["name"], f["n"]
         source = str(d.path / name)
+        _check_texts(text[b_first : b_first + f["bytes"]], ends[first : first + n])
         t_text = bytearray(memoryview(text[b_first : b_first + f["bytes"]]))
         d.files[name] = Table.restore(source, ids[first : first + n], t_text, _ints(ends[first : first + n], "q"),
                                       _ints(kind[first : first + n], "I"), kinds[k_first : k_first + f["kinds"]])
@@ -319,3 +320,21 @@ def _restore(store: "MemoryStore", z: Any) -> bool:
             if none in z.files else z[key]
     store._index.restore(state)
     return True
+
+
+def _check_texts(text: Any, ends: Any) -> None:
+    """A file's text buffer and its rows' ends must be UTF-8 cut at characters, ends ascending:
+    else a search would fail building a memory (a damaged snapshot is ignored instead)."""
+    import codecs
+
+    import numpy as np
+
+    if len(ends) and (ends[0] < 0 or ends[-1] != len(text) or np.any(np.diff(ends) < 0)):
+        raise ValueError("text ends out of order")
+    cuts = ends[:-1][ends[:-1] < len(text)]  # where the next memory's text starts
+    if len(cuts) and np.any((text[cuts] & 0xC0) == 0x80):
+        raise ValueError("a text cut inside a character")
+    decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")  # raises on bytes that are not UTF-8
+    for at in range(0, len(text), _CHUNK):
+        decoder.decode(memoryview(text[at : at + _CHUNK]))
+    decoder.decode(b"", final=True)

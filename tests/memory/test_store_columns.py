@@ -101,7 +101,7 @@ def small_snapshots(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def big_seed(d: Path, n: int = 60) -> None:
     d.mkdir(parents=True, exist_ok=True)
-    (d / "MEMORY.md").write_text("## Notes\n" + "".join(f"- session note {i} about topic{i % 7} #t{i % 3}\n" for i in range(n)))
+    (d / "MEMORY.md").write_text("## Notes\n" + "".join(f"- session note {i} about topic{i % 7} at 5€ #t{i % 3}\n" for i in range(n)))
     (d / "work.md").write_text("## Work\n- The team deploys on Fridays #work\n- Staging runs python 3.12 #pinned\n")
 
 
@@ -154,7 +154,8 @@ def test_colliding_ids_survive_the_snapshot(tmp_path: Path, monkeypatch: pytest.
 
 
 @pytest.mark.usefixtures("small_snapshots")
-@pytest.mark.parametrize("damage", ["kind out of range", "ends past the text", "an id twice", "fewer ends"])
+@pytest.mark.parametrize("damage", ["kind out of range", "ends past the text", "an id twice", "fewer ends",
+                                    "ends out of order", "a cut inside a character", "not UTF-8"])
 def test_a_snapshot_whose_columns_do_not_fit_is_ignored(tmp_path: Path, damage: str) -> None:
     """A well-formed archive with columns that cannot be right (a bug, a hand edit): the files are
     read again, never a memory made of the wrong bytes."""
@@ -174,6 +175,15 @@ def test_a_snapshot_whose_columns_do_not_fit_is_ignored(tmp_path: Path, damage: 
         arrays["m_id"] = np.frombuffer("\n".join(ids).encode(), dtype=np.uint8)
     elif damage == "fewer ends":
         arrays["m_end"] = arrays["m_end"][1:]
+    elif damage == "ends out of order":
+        arrays["m_end"] = arrays["m_end"].copy()
+        arrays["m_end"][[2, 3]] = arrays["m_end"][[3, 2]]
+    elif damage == "a cut inside a character":  # every text ends with "€": the next would start mid-character
+        arrays["m_end"] = arrays["m_end"].copy()
+        arrays["m_end"][0] -= 1
+    elif damage == "not UTF-8":
+        arrays["m_text"] = arrays["m_text"].copy()
+        arrays["m_text"][5] = 0xFF
     with snap.open("wb") as fh:
         np.savez(fh, **arrays)
     assert view(MemoryStore(tmp_path, track=False)) == want
