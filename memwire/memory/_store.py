@@ -8,7 +8,8 @@ the same moment is never lost; without reading the file when the cache is curren
 file's permissions kept), and bytes a hand edit appended meanwhile are carried over.
 
 The first load starts from the index snapshot ``.index`` when it matches the files (see
-``_snapshot``): a large store then opens without parsing or indexing anything.
+``_snapshot``): a large store then opens without parsing or indexing anything. In memory, each
+file's memories are kept as columns and a ``Memory`` is built when asked for (see ``_table``).
 
 Locks, always in this order: the directory's file lock (writers only), then the store's thread
 lock, held only for in-memory work and re-reading changed files. A reader never takes the file
