@@ -158,7 +158,8 @@ def cmd_stats(args: argparse.Namespace, cfg: Config) -> int:
 
 def _request_stats(args: argparse.Namespace, cfg: Config) -> int:
     """The cache figures of real traffic, per mode and provider: from a running proxy's /metrics
-    (``--url``) or a request log (``--log``, default: the configured proxy_request_log)."""
+    (``--url``), a request log (``--log``, default: the configured proxy_request_log), or else
+    the store's own log of the requests of the namespace (every worker's and replica's)."""
     from .middleware._figures import from_metrics, from_records
     from .middleware._records import read_records
 
@@ -178,12 +179,19 @@ def _request_stats(args: argparse.Namespace, cfg: Config) -> int:
         rows, source = from_metrics(r.text), url
     else:
         log = Path(args.log) if args.log else cfg.proxy_request_log
-        if log is None:
-            raise MemwireError("stats --requests: give --url URL (a running proxy) or --log FILE "
-                               "(memwire proxy --request-log FILE)")
+        if log is None:  # what the proxies kept in the store (see middleware/_records.SharedRecords)
+            from .middleware._records import stored_records
+
+            store = _scope(args, cfg)
+            rows, source = from_records(stored_records(store)), f"the proxies on {store.location}"
+            return _requests_table(args, rows, source)
         if not log.exists():
             raise MemwireError(f"--log {log}: no such file (memwire proxy --request-log {log} writes it)")
         rows, source = from_records(read_records(log)), str(log)
+    return _requests_table(args, rows, source)
+
+
+def _requests_table(args: argparse.Namespace, rows: list[Any], source: str) -> int:
     head = (f"{'mode':<22}{'provider':<11}{'requests':>9}{'injected':>10}{'prompt tokens':>15}{'cached':>8}"
             f"{'cost units':>12}{'vs no cache':>13}")
     lines = [f"requests seen by {source}", head] + [
@@ -483,7 +491,7 @@ def build_parser() -> argparse.ArgumentParser:
                                             "--requests: the real cache figures of proxied traffic"))
     p.add_argument("--requests", action="store_true",
                    help="per mode and provider: requests, injected, prompt tokens, cached share, cost units "
-                        "(from --url or --log)")
+                        "(from --url, --log, or the requests the proxies kept in the store)")
     p.add_argument("--url", help="a running memwire proxy (its /metrics: every worker's figures)")
     p.add_argument("--log", help="a request log (memwire proxy --request-log FILE; default: proxy_request_log)")
     p.add_argument("--key", help="the proxy key for --url (default: MEMWIRE_PROXY_KEY / proxy_key)")

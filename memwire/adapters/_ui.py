@@ -36,7 +36,7 @@ from ..memory._inbox import approve, inbox_of, reject
 from ..memory._model import Memory
 from ..memory._store import MemoryStore, validate_namespace
 from ..middleware._core import Middleware
-from ..middleware._records import Record
+from ..middleware._records import Record, session_records
 from ..policies._secrets import find_secret
 from ._keys import Access, Caller, Denied
 from ._limits import NamespaceQuota, Refusal, read_body
@@ -208,7 +208,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         return _back(ns)
 
     def sessions(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
-        records = middleware.records.recent(namespace=ns or "")
+        records = session_records(store(ns), middleware.records, ns)
         by: dict[str, list[Record]] = {}
         for r in records:
             if r.session:
@@ -220,12 +220,13 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
             for sid, rs in sorted(by.items(), key=lambda kv: -kv[1][-1].at))
         body = (_nav(ns) + '<table id="sessions"><thead><tr><th>session</th><th>mode</th><th>requests</th>'
                 f'<th>memories injected</th><th>cached</th></tr></thead><tbody>{rows}</tbody></table>'
-                '<p class="note">The requests this proxy process served lately (its last 2,000).</p>')
+                '<p class="note">The requests served lately, by every worker and replica on this store '
+                "(the newest in its request log).</p>")
         return _html("memwire: sessions", body)
 
     def session(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
         sid = request.path_params["sid"]
-        rs = middleware.records.recent(namespace=ns or "", session=sid)
+        rs = session_records(store(ns), middleware.records, ns, sid)
         known = {m.id: m for m in store(ns).known({i for r in rs for i in r.memory_ids})}
         rows = "".join(
             f'<tr><td class="n">{i + 1}</td><td>{escape(r.mode)}</td>'

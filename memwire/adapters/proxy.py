@@ -195,6 +195,8 @@ def create_app(
         middleware.records.path = middleware.config.proxy_request_log
     metrics = Metrics(store_size=lambda: len(middleware.store))
     middleware.records.listeners.append(metrics.observe)
+    if memory:  # every worker's and replica's records, kept in each namespace's store (the page's sessions)
+        middleware.records.listeners.append(middleware.kept_records.offer)
     middleware.capture.listeners.append(metrics.capture)
     routes: list[BaseRoute] = [memory_api(middleware, access=access, quota=proxy.quota)]  # /memwire/v1/...
     if ui:
@@ -519,7 +521,9 @@ def _parse(raw: bytes, api: str) -> dict[str, Any]:
 
 
 def _unchanged(raw: bytes, exc: BaseException) -> tuple[bytes, None]:
-    log.warning("memwire proxy: preparing the request failed (%s: %s); sent unchanged", type(exc).__name__, exc)
+    # a database's outage is logged once, by the database: not once per request
+    (log.debug if isinstance(exc, StoreUnavailableError) else log.warning)(
+        "memwire proxy: preparing the request failed (%s: %s); sent unchanged", type(exc).__name__, exc)
     return raw, None
 
 

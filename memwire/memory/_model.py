@@ -26,9 +26,10 @@ def memory_id(text: str) -> str:
     return hashlib.sha1(normalized(text).encode("utf-8")).hexdigest()[:ID_CHARS]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Memory:
-    """One memory: one bullet line of a markdown memory file."""
+    """One memory: one bullet line of a markdown memory file. Slots: no ``__dict__`` per memory
+    (a store builds them by the thousand)."""
 
     id: str
     text: str
@@ -58,7 +59,7 @@ class Memory:
         return " ".join(parts)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Hit:
     """A search result."""
 

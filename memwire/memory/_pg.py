@@ -319,6 +319,10 @@ class Database:
 
     def _failed(self, exc: BaseException) -> None:
         self._retry_at = time.monotonic() + RETRY_S
+        with self._lock:  # the next call after RETRY_S makes a new pool, which connects at once: the
+            pool, self._pool = self._pool, None  # old one's reconnections back off (minutes after a long outage)
+        if pool is not None:  # closing waits for the pool's workers: not on the caller's time
+            threading.Thread(target=pool.close, name="memwire-pool-close", daemon=True).start()
         why = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
         if self._down is None:
             log.warning("memwire: the memory database %s is unavailable (%s); searches find nothing new and "

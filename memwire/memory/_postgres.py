@@ -208,6 +208,8 @@ class PgStore:
     created or migrated on first use.
     """
 
+    remote = True  # its session ledgers and memos are database round trips: an async caller runs it in a thread
+
     def __init__(self, url: str, namespace: str | None = None, *, min_score: float | None = None,
                  scoring: Scoring | None = None, track: bool = True, kind: str = "memories") -> None:
         if kind not in KINDS:

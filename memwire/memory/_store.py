@@ -51,6 +51,7 @@ from ._lifecycle import Lifecycle, Scoring
 from ._logfile import append_jsonl, read_jsonl
 from ._markdown import MAX_TAG_CHARS, PINNED_TAG, TAG_PATTERN, ParsedFile, format_line, parse, parse_text
 from ._model import Hit, Memory, memory_id, normalized
+from ._table import Merged, Table, longer_id
 
 __all__ = ["MemoryStore", "validate_namespace", "cue_of", "archived", "full_id", "with_prior", "event_log_name", "MAIN_FILE",
            "ARCHIVE_REASONS", "EVENT_LOGS"]
@@ -73,7 +74,7 @@ _NEW_FILE_MODE = 0o644
 _TAG_RE = re.compile(TAG_PATTERN)
 _PRIOR_POOL = 5  # the stability prior reorders the k best and this many more
 #: the event logs a store keeps (``append_event``): capture events, telemetry
-EVENT_LOGS = ("captured", "telemetry")
+EVENT_LOGS = ("captured", "telemetry", "requests")  # requests: the proxy's per-request records
 
 
 def validate_namespace(name: str) -> str:
@@ -123,7 +124,7 @@ class _Dir:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.sigs: dict[str, _Sig | None] = {}
-        self.files: dict[str, dict[str, Memory]] = {}
+        self.files: dict[str, Table] = {}  # each file's memories, as columns (see _table)
         self.problems: dict[str, list[MemoryFileError]] = {}
         # each file's last header line as cached (see _last_header): an add under it appends blind
         self.heads: dict[str, bytes | None] = {}
@@ -209,12 +210,12 @@ class _Dir:
             data = path.read_bytes()
         except OSError as exc:
             self.problems[name] = [MemoryFileError(str(path), None, f"cannot read: {exc}")]
-            self.files[name], self.sigs[name] = {}, sig
+            self.files[name], self.sigs[name] = Table(str(path)), sig
             self.heads[name] = self.hashes[name] = None
             return
         self.heads[name], self.hashes[name] = _last_header(data), _snapshot.digest(data)
         parsed = parse(data, str(path))
-        self.files[name] = _by_id(parsed, str(path))
+        self.files[name] = Table.of(str(path), _by_id(parsed, str(path)).values())
         self.sigs[name] = sig
         self.problems[name] = parsed.problems
         for p in parsed.problems:
@@ -223,14 +224,8 @@ class _Dir:
     def ordered(self) -> list[str]:
         return sorted(self.files, key=lambda n: (n != MAIN_FILE, n))
 
-    def memories(self) -> dict[str, Memory]:
-        out: dict[str, Memory] = {}
-        for name in self.ordered():
-            for mid, mem in self.files[name].items():
-                if mid in out and normalized(out[mid].text) != normalized(mem.text):
-                    mid = _collided(mem, out[mid], None)  # the same id for another text: keep both
-                out.setdefault(mid, mem if mem.id == mid else replace(mem, id=mid))
-        return out
+    def tables(self) -> list[Table]:
+        return [self.files[name] for name in self.ordered()]
 
     def find(self, mid: str) -> str | None:
         for name in self.ordered():
@@ -312,19 +307,10 @@ def _by_id(parsed: Any, path: str) -> dict[str, Memory]:
     for e in parsed.entries:
         mem, mid = e.memory, e.memory.id
         if mid in out and normalized(out[mid].text) != normalized(mem.text):
-            mid = _collided(mem, out[mid], f"{path}:{e.first_line}")
+            mid = longer_id(mem, out[mid], f"{path}:{e.first_line}")
             mem = replace(mem, id=mid)
         out.setdefault(mid, mem)
     return out
-
-
-def _collided(mem: Memory, other: Memory, where: str | None) -> str:
-    import hashlib
-
-    longer = hashlib.sha1(normalized(mem.text).encode("utf-8")).hexdigest()
-    log.warning("memwire: %smemory id %s is shared by two different texts (%r and %r); the second is %s",
-                f"{where}: " if where else "", mem.id, other.text[:60], mem.text[:60], longer)
-    return longer
 
 
 def _last_header(data: bytes) -> bytes | None:
@@ -451,6 +437,8 @@ class MemoryStore:
     only the global scope holds.
     """
 
+    remote = False  # reads are local file work (a PostgreSQL store's are not: see PgStore.remote)
+
     def __init__(
         self,
         dir: str | os.PathLike[str],
@@ -472,7 +460,7 @@ class MemoryStore:
             self._dirs.insert(0, _Dir(Path(global_dir)))  # global first: the project overrides it
         self.min_score = min_score
         self._index = BM25Index()
-        self._merged: dict[str, Memory] = {}
+        self._merged = Merged()  # what readers see, by id (see _table)
         self._lock = threading.RLock()
         self.version = 0  # bumps whenever the memory set changes
         self._snapshot_version = -1  # the version the index snapshot on disk holds
@@ -554,7 +542,7 @@ class MemoryStore:
             first = not self._loaded
             whole = first and _snapshot.restore(self)
             if whole:  # every file as recorded: the index as recorded
-                self._merged = {mid: m for d in self._dirs for mid, m in d.memories().items()}
+                self._merged = Merged.of(d.tables() for d in self._dirs)
                 self.version += 1
                 self._snapshot_version = self.version
             changed = False
@@ -567,6 +555,8 @@ class MemoryStore:
                 _LOADED.add(self)
                 if not whole:
                     self._save_snapshot()
+                if len(self._merged) >= _snapshot.MIN_MEMORIES:
+                    _trim_heap()
 
     def _save_snapshot(self) -> None:
         """Write the snapshot when it would differ from the last one (call with the lock held)."""
@@ -599,35 +589,34 @@ class MemoryStore:
             self._lock.release()
 
     def _rebuild_merged(self) -> None:
-        merged: dict[str, Memory] = {}
-        for d in self._dirs:
-            merged.update(d.memories())
+        merged = Merged.of(d.tables() for d in self._dirs)
         old = self._merged
         gone = [mid for mid in old if mid not in merged]
         for mid in gone:
             self._index.remove(mid)
-        fresh = [(mid, m) for mid, m in merged.items() if old.get(mid) != m]
-        if fresh:
-            self._index.add_many((mid, m.search_text(), m.date) for mid, m in fresh)
+        if not len(old):  # the first load: every memory, built in file order
+            fresh: Collection[str] = merged
+            self._index.add_many((m.id, m.search_text(), m.date) for m in merged.values())
+        else:
+            fresh = [mid for mid in merged if not merged.same(mid, old)]
+            self._index.add_many((mid, m.search_text(), m.date) for mid in fresh for m in (merged.get(mid),) if m)
         self._merged = merged
         if gone or fresh:
             self.version += 1
 
-    def _resolve(self, mid: str) -> None:
-        """Re-derive one id after a write (cheaper than a full merge)."""
-        mem = None
-        for d in self._dirs:
+    def _resolve(self, mid: str, old: Memory | None) -> None:
+        """Show an id a write added to a table of the view (cheaper than a full merge); ``old``:
+        what it showed before (from the global scope, say)."""
+        table = None
+        for d in self._dirs:  # the last directory holding it wins
             name = d.find(mid)
             if name is not None:
-                mem = d.files[name][mid]
-        old = self._merged.get(mid)
-        if mem is None:
-            if old is not None:
-                del self._merged[mid]
-                self._index.remove(mid)
-                self.version += 1
-        elif mem != old:
-            self._merged[mid] = mem
+                table = d.files[name]
+        assert table is not None
+        mem = table.get(mid)
+        assert mem is not None
+        self._merged.put(mid, table)
+        if mem != old:
             self._index.add(mid, mem.search_text(), mem.date)
             self.version += 1
 
@@ -643,7 +632,8 @@ class MemoryStore:
     def memories(self, *, refresh: bool = True, wait: bool = True) -> list[Memory]:
         """Every memory, in file order (the project's files after the global ones)."""
         with self._reading(refresh, wait):
-            return list(self._merged.values())
+            listing = self._merged.listing()
+        return list(listing())  # built outside the lock (see Merged.listing)
 
     def __len__(self) -> int:
         self.refresh()
@@ -663,8 +653,7 @@ class MemoryStore:
     def known(self, ids: Iterable[str]) -> list[Memory]:
         """The memories of these full ids as last read (no re-read; ids no longer there are left out)."""
         with self._reading(False, True):
-            merged = self._merged
-            return [merged[mid] for mid in ids if mid in merged]
+            return [m for m in map(self._merged.get, ids) if m is not None]
 
     def get(self, mid: str) -> Memory:
         """The memory with id ``mid`` (or a unique prefix of it)."""
@@ -690,8 +679,8 @@ class MemoryStore:
         with self._reading(refresh, wait):
             cut = min_score if min_score is not None else self.min_score
             found = self._index.search(Query(query, tuple(context)), k + _PRIOR_POOL, cut, exclude)
-            merged = self._merged
-        hits = [Hit(merged[mid], score) for mid, score in found if mid in merged]
+            get = self._merged.get
+            hits = [Hit(m, score) for mid, score in found if (m := get(mid)) is not None]
         return with_prior(hits, k, self.track, lambda: self.lifecycle)
 
     # ---------------------------------------------------------------- writing
@@ -728,7 +717,8 @@ class MemoryStore:
                     by_topic.setdefault(mem.topic or DEFAULT_TOPIC, []).append(mem)
                     result.append(replace(mem, topic=mem.topic or DEFAULT_TOPIC, source=str(d.path / MAIN_FILE)))
                     continue
-                old = d.files[name][mem.id]  # already stored here: merge tags and pin into its line
+                old = d.files[name].get(mem.id)  # already stored here: merge tags and pin into its line
+                assert old is not None
                 new_tags = tuple(t for t in mem.tags if t not in old.tags)
                 if not new_tags and (old.pinned or not mem.pinned):
                     result.append(old)
@@ -783,15 +773,15 @@ class MemoryStore:
         with self._lock:
             if not clean or cached != before or d.sigs.get(MAIN_FILE) != cached:
                 return  # someone else changed the file too: the next read parses it again
-            files = d.files.setdefault(MAIN_FILE, {})  # our cache was current: patch it, no re-parse
             src = str(d.path / MAIN_FILE)
+            table = d.files[MAIN_FILE]  # our cache was current (so it holds the file): patch it, no re-parse
             added = [replace(m, topic=t, source=src) for t, ms in by_topic.items() for m in ms]
-            for m in added:
-                files.setdefault(m.id, m)
+            shown = {m.id: self._merged.get(m.id) for m in added}  # before the table shows them
+            added = [m for m in added if table.append(m)]
             d.sigs[MAIN_FILE] = sig  # type: ignore[assignment]
             d.heads[MAIN_FILE], d.hashes[MAIN_FILE] = head, None
             for m in added:
-                self._resolve(m.id)
+                self._resolve(m.id, shown[m.id])
 
     def _rewrite(self, d: _Dir, name: str, mid: str, edit: Any) -> tuple[Any, ParsedFile]:
         """Under the file lock: re-read ``name``, apply ``edit(lines, entry)`` to the lines of
@@ -865,7 +855,8 @@ class MemoryStore:
         """Mark a memory pinned (startup mode shows pinned memories first). ``mid`` may be a unique
         prefix of the id."""
         with self._locked(mid) as (d, name, full):
-            mem = d.files[name][full]
+            mem = d.files[name].get(full)
+            assert mem is not None
             if mem.pinned == pinned:
                 return mem
             return self._mark(d, name, mem, pinned=pinned)
@@ -883,7 +874,7 @@ class MemoryStore:
 
         with self._locked(mid) as (d, name, full):
             if reason is not None:
-                self.archive_copy([d.files[name][full]], reason)
+                self.archive_copy([m for m in (d.files[name].get(full),) if m], reason)
             entry, _ = self._rewrite(d, name, full, edit)
         if reason is not None and self.track:
             self.lifecycle.forgotten([full])
@@ -962,6 +953,25 @@ def _save_snapshots() -> None:
     for store in list(_LOADED):
         with store._lock:
             store._save_snapshot()
+
+
+def _trim_heap() -> None:
+    """Give the C heap's free pages back to the system after a large load: its temporaries (the
+    snapshot's arrays, decoded columns, a parse's lines) leave pages that glibc keeps, ~100 bytes
+    a memory of resident memory for nothing. Elsewhere (no glibc) nothing to do."""
+    global _MALLOC_TRIM
+    if _MALLOC_TRIM is None:
+        import ctypes
+
+        try:  # the process's own symbols: libc's where it is glibc
+            _MALLOC_TRIM = ctypes.CDLL(None).malloc_trim
+        except Exception:  # noqa: BLE001 - macOS, musl, Windows: no such function, nothing to give back this way
+            _MALLOC_TRIM = False
+    if _MALLOC_TRIM:
+        _MALLOC_TRIM(0)
+
+
+_MALLOC_TRIM: Any = None  # glibc's malloc_trim, False where there is none
 
 
 def archived(mem: Memory, reason: str) -> Memory:

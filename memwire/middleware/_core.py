@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from .._config import load_config, make_config, normalize_mode
-from .._errors import NamespaceError, RequestFormatError, StoreBusyError
+from .._errors import NamespaceError, RequestFormatError, StoreBusyError, StoreUnavailableError
 from .._worker import Traffic
 from ..memory._store import MemoryStore
 from ..memory._telemetry import Telemetry
@@ -33,7 +33,7 @@ from ._capture import Capture
 from ._distill import Complete, Distiller, litellm_complete
 from ._formats import get_format
 from ._incremental import Views
-from ._records import Records
+from ._records import Records, SharedRecords
 from ._render import Block, failed
 from ._session import LRU, resolve_session, session_hint
 
@@ -134,6 +134,8 @@ class Middleware:
                                traffic=self.traffic)
         self.telemetry = Telemetry(self.traffic)
         self.records = Records()  # per request, what memwire did and what the provider reported (adapters add them)
+        # the proxy also keeps each record in its namespace's store: every worker's and replica's page sees it
+        self.kept_records = SharedRecords(self.store_for, self.traffic)
         self._views = Views()  # each conversation's previous request: a request reads only what is new
 
     @classmethod
@@ -227,6 +229,13 @@ class Middleware:
         namespace: str | None = None, mode: str | None = None, memory_role: str | None = None,
         headers: Mapping[str, str] | None = None, distill_with: Complete | None = None,
     ) -> Prepared:
+        if self.store.remote:  # its ledgers and memos are database round trips: never on the event loop
+            import asyncio
+            from functools import partial
+
+            return await asyncio.get_running_loop().run_in_executor(None, partial(
+                self.prepare_request, body, api, session_id=session_id, namespace=namespace, mode=mode,
+                memory_role=memory_role, headers=headers, distill_with=distill_with))
         flow = self._flow(body, api, session_id, namespace, mode, memory_role, headers, distill_with)
         try:
             job = next(flow)
@@ -277,6 +286,7 @@ class Middleware:
 
         self.capture.flush(timeout)
         self.telemetry.flush(timeout)
+        self.kept_records.flush(timeout)
         flush_ledgers()
         for store in {id(s): s for s in (self.store, *self._stores.values())}.values():
             if store.track:
@@ -405,7 +415,10 @@ def _distiller(config: "Config") -> Distiller | None:
 
 
 def _unchanged(body: Mapping[str, Any], api: str, exc: BaseException, mode: str) -> Prepared:
-    log.warning("memwire: prepare failed (%s: %s); request sent unchanged", type(exc).__name__, exc, exc_info=exc)
+    if isinstance(exc, StoreUnavailableError):  # the database's outage is logged once, by the database
+        log.debug("memwire: prepare failed (%s); request sent unchanged", exc)
+    else:
+        log.warning("memwire: prepare failed (%s: %s); request sent unchanged", type(exc).__name__, exc, exc_info=exc)
     return Prepared(dict(body), Injection(mode, skipped="error", error=f"{type(exc).__name__}: {exc}"), api)
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
+from .._errors import StoreUnavailableError
 from ._replay import MAX_AGE_S, MAX_LINES, PRUNE_EVERY_S, Ledger, LedgerEntry, _line
 
 __all__ = ["PgLedger", "RETRY_S"]
@@ -62,7 +63,7 @@ class PgLedger(Ledger):
         return time.monotonic() >= self._down_until
 
     def _failed(self, what: str, exc: Exception) -> None:
-        if self._usable():
+        if self._usable() and not isinstance(exc, StoreUnavailableError):  # an outage: the database says it once
             log.warning("memwire: could not %s the ledger of a session in PostgreSQL (%s: %s); "
                         "going on in memory", what, type(exc).__name__, exc)
         self._down_until = time.monotonic() + RETRY_S

@@ -6,30 +6,39 @@ A :class:`Record` is made when a reply is over (its usage is in its last bytes) 
 :class:`Records` keeps the latest ``size`` in memory (a ring buffer: an operator's page and the
 metrics need recent traffic, not all of it) and, when given a path, appends each as one JSON line
 (bounded like memwire's other logs). Never message text, never credentials: ids, counts and times.
+
+:class:`SharedRecords` also keeps each record in its namespace's store (the ``requests`` event log:
+``DIR/.requests.jsonl``, or rows in PostgreSQL), on a background thread: the proxy's page then shows
+the sessions every worker and every replica served (:func:`session_records`), not only its own.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._worker import Traffic, Worker
 from ..memory._logfile import append_jsonl, read_jsonl
 
 if TYPE_CHECKING:
     from ._core import Injection
     from ._usage import Usage
 
-__all__ = ["Record", "Records", "record_of", "read_records", "RECORDS_SIZE"]
+__all__ = ["Record", "Records", "SharedRecords", "record_of", "read_records", "session_records", "stored_records",
+           "RECORDS_SIZE", "REQUESTS_LOG"]
 
 log = logging.getLogger("memwire")
 
 RECORDS_SIZE = 2000  # requests kept in memory
+REQUESTS_LOG = "requests"  # the store's event log of records (see SharedRecords)
+MAX_PENDING = 5000  # records waiting for the background writer at most
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,7 @@ class Record:
     cache_write_tokens: int | None = None
     output_tokens: int | None = None
     provider: str = ""            # openai | anthropic (by the API)
+    rid: str = field(default_factory=lambda: secrets.token_hex(8), compare=False)  # one request, wherever read
 
     @property
     def injected(self) -> int:
@@ -129,3 +139,53 @@ def read_records(path: Path) -> list[Record]:
         except TypeError:
             continue
     return out
+
+
+class SharedRecords:
+    """Keeps every record in its namespace's store too (``requests`` event log), off the request's
+    path: a listener of :class:`Records` that hands each record to one background thread."""
+
+    def __init__(self, store_for: Callable[[str | None], Any], traffic: Traffic | None = None) -> None:
+        self._store_for = store_for
+        self._worker = Worker("memwire-records", "the request log", "records", lambda: MAX_PENDING, traffic)
+
+    def offer(self, record: Record) -> None:
+        self._worker.submit(self._write, record)
+
+    def flush(self, timeout: float | None = None) -> None:
+        self._worker.flush(timeout)
+
+    def _write(self, record: Record) -> None:
+        try:
+            self._store_for(record.namespace or None).append_event(REQUESTS_LOG, asdict(record))
+        except Exception as exc:  # noqa: BLE001 - figures never fail anything
+            from .._errors import StoreUnavailableError
+
+            # an outage is logged once, by the database: not once per record
+            (log.debug if isinstance(exc, StoreUnavailableError) else log.warning)(
+                "memwire: a request's record not kept in the store (%s: %s)", type(exc).__name__, exc)
+
+
+def stored_records(store: Any) -> list[Record]:
+    """The records ``store`` keeps (its ``requests`` log), oldest first; damaged ones skipped."""
+    out = []
+    for d in store.read_events(REQUESTS_LOG):
+        try:
+            out.append(Record.from_json(d))
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def session_records(store: Any, records: Records, namespace: str | None, session: str | None = None) -> list[Record]:
+    """The records of a namespace (one session if given), oldest first: those its store keeps (every
+    worker's and replica's) and this process's own not written there yet, each request once."""
+    kept: dict[str, Record] = {}
+    try:
+        kept = {r.rid: r for r in stored_records(store)}
+    except Exception as exc:  # noqa: BLE001 - the page still shows this process's records
+        log.warning("memwire: the store's request log cannot be read (%s: %s)", type(exc).__name__, exc)
+    for r in records.recent(namespace=namespace or ""):
+        kept.setdefault(r.rid, r)
+    found = [r for r in kept.values() if (r.namespace or "") == (namespace or "") and (session is None or r.session == session)]
+    return sorted(found, key=lambda r: r.at)

@@ -119,5 +119,9 @@ def render(memories: Sequence[Memory], max_tokens: int, model: str | None) -> Bl
 
 def failed(exc: BaseException) -> Block:
     """The block of a retrieval that raised: nothing (fail open), the error logged."""
-    log.warning("memwire: memory retrieval failed (%s: %s); request sent unchanged", type(exc).__name__, exc)
+    from .._errors import StoreUnavailableError
+
+    # a database's outage is logged once, by the database; anything else here is news
+    (log.debug if isinstance(exc, StoreUnavailableError) else log.warning)(
+        "memwire: memory retrieval failed (%s: %s); request sent unchanged", type(exc).__name__, exc)
     return Block(skipped="error", error=f"{type(exc).__name__}: {exc}")

@@ -21,7 +21,7 @@ from memwire.adapters._server import build_app
 
 from ..middleware.conftest import MEMORIES
 from ..stores import with_search_path
-from .test_proxy_workers import MODES, Proxy, conversation, first_difference, sent, upstream  # noqa: F401 - upstream: a fixture
+from .test_proxy_workers import MODES, Proxy, conversation, first_difference, page_counts, sent, upstream  # noqa: F401 - upstream: a fixture
 
 
 def seed(url: str) -> None:
@@ -76,9 +76,7 @@ async def reference(url: str, upstream_url: str, mode_env: dict[str, str], bodie
             r = await http.post("/v1/chat/completions", json=body)
             assert r.status_code == 200, r.text
     await app.state.proxy.client.aclose()
-    mw = app.state.proxy.middleware  # its background work is done before the schema goes
-    mw.telemetry.flush(30)
-    mw.capture.flush(30)
+    app.state.proxy.middleware.flush(30)  # its background work is done before the schema goes
     return sent(fake, len(bodies))
 
 
@@ -98,6 +96,7 @@ async def test_a_conversation_alternating_between_two_proxies_on_one_database(
             r = httpx.post(worker.url + "/v1/chat/completions", json=body, timeout=30)
             assert r.status_code == 200, r.text
         served = sent(fake, len(bodies))
+        assert page_counts(b, len(bodies)) == [str(len(bodies))]  # either replica's page: the whole session
     finally:
         a.stop(), b.stop()
     assert not (tmp_path / ".memwire").exists()  # nothing went to a directory
@@ -107,3 +106,64 @@ async def test_a_conversation_alternating_between_two_proxies_on_one_database(
         for i in range(1, len(served)):
             assert served[i][: len(served[i - 1])] == served[i - 1]
     assert sum("<memory" in json.dumps(m) for m in served) >= 2
+
+
+def test_a_session_waiting_on_the_database_holds_up_no_other_request(
+        tmp_path: Path, upstream: tuple[FakeProvider, str], postgres_url: str) -> None:
+    """The ledger's database calls run off the event loop: while one session's commit waits for a
+    lock another replica holds, the same proxy answers other requests."""
+    import threading
+
+    import psycopg
+
+    _, url = upstream
+    seed(postgres_url)
+    proxy = Proxy(tmp_path, postgres_url, url, "--workers", "1")
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "How do I run the test suite?"}]}
+    try:
+        proxy.wait()
+        with psycopg.connect(postgres_url, autocommit=True) as other:
+            other.execute("SELECT pg_advisory_lock(hashtextextended('memwire-ledger:default:held', 0))")
+            done: list[int] = []
+            chat = threading.Thread(target=lambda: done.append(httpx.post(
+                proxy.url + "/v1/chat/completions", json=body, headers={"x-memwire-session": "held"},
+                timeout=60).status_code))
+            chat.start()
+            waiting = 0
+            for _ in range(600):  # until the proxy waits for the lock (a hang guard, not a timing)
+                waiting = other.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                                        "AND NOT granted").fetchone()[0]
+                if waiting:
+                    break
+                chat.join(0.05)
+            assert waiting and not done
+            health = httpx.get(proxy.url + "/memwire/healthz", timeout=20)  # answered while the lock is held
+            assert health.status_code == 200 and not done
+            other.execute("SELECT pg_advisory_unlock_all()")
+            chat.join(60)
+        assert done == [200]
+    finally:
+        proxy.stop()
+
+
+def test_a_database_that_cannot_be_reached_is_said_once_and_calls_go_through(
+        caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    pytest.importorskip("psycopg", reason="the PostgreSQL store needs memwire[postgres]")
+    from memwire import Middleware
+    from memwire._sim.fake_provider import serve_in_thread
+    from memwire.adapters.proxy import create_app
+    from memwire.memory._postgres import PgStore
+
+    mw = Middleware(store=PgStore("postgresql://postgres@127.0.0.1:1/proxy-test"), mode="contextPerTurn")  # closed port
+    fake = FakeProvider()
+    with serve_in_thread(fake) as up, serve_in_thread(create_app(mw, openai_upstream=up.base_url)) as proxy:
+        for i in range(6):
+            body = {"model": "gpt-4o", "messages": [{"role": "user", "content": f"Which database, question {i}?"}]}
+            r = httpx.post(proxy.base_url + "/v1/chat/completions", json=body, timeout=30,
+                           headers={"x-memwire-session": f"s{i % 3}", "x-memwire-namespace": f"team{i % 2}"})
+            assert r.status_code == 200 and r.headers["x-memwire-injected"] == "0"
+    assert len(fake.requests) == 6
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("memwire")]
+    assert len(said) == 1 and "127.0.0.1:1/proxy-test is unavailable" in said[0], said

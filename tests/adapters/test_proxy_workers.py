@@ -144,6 +144,21 @@ def add_mid_turn(memory: Path, i: int) -> None:
         MemoryStore(memory).add(f"Staging database and test suite and migrations and deploys: note {i}")
 
 
+def page_counts(proxy: "Proxy", n: int) -> list[str]:
+    """The request counts of the sessions the page of ``proxy`` lists, once they add up to ``n``
+    (each record is kept in the store in the background; a deadline guards a hang, not a timing)."""
+    import re
+
+    deadline, counts = time.monotonic() + 30, []
+    while time.monotonic() < deadline:
+        page = httpx.get(proxy.url + "/memwire/ui/sessions", timeout=30).text
+        counts = re.findall(r'<td class="n">(\d+)</td><td class="n">\d+</td><td class="n">', page)
+        if sum(map(int, counts)) >= n:
+            break
+        time.sleep(0.1)
+    return counts
+
+
 def first_difference(served: list[Any], expected: list[Any]) -> str:
     """Where two runs' upstream requests first differ, shown whole (pytest cuts long diffs)."""
     for i, (a, b) in enumerate(zip(served, expected)):
@@ -182,6 +197,8 @@ async def test_requests_landing_on_different_workers_get_the_bytes_of_one(
             r = httpx.post(worker.url + "/v1/chat/completions", json=body, timeout=30)
             assert r.status_code == 200, r.text
         served = sent(fake, len(bodies))
+        if mode == "replay":  # either worker's page shows the session whole: the records of both
+            assert page_counts(a, len(bodies)) == [str(len(bodies))]
     finally:
         a.stop(), b.stop()
     expected = await reference(alone, url, MODES[mode], bodies, fake, add_mid_turn)

@@ -40,6 +40,7 @@ def traffic(store, tmp_path: Path) -> Iterator[tuple[FakeProvider, str, Path]]: 
         deadline = time.monotonic() + 5  # a record is written just after its reply is out
         while len(read_records(log)) < 3 and time.monotonic() < deadline:
             time.sleep(0.01)
+        mw.flush(10)  # and kept in the store in the background
         yield fake, proxy.base_url, log
 
 
@@ -49,7 +50,7 @@ def stats(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str
     return code, out, err
 
 
-def test_from_the_log_and_from_the_running_proxy_alike(traffic, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_from_the_log_and_from_the_running_proxy_alike(traffic, store, capsys) -> None:  # type: ignore[no-untyped-def]
     fake, url, log = traffic
     prompt = sum(u.prompt_tokens for u in fake.usages())
     cached = sum(u.cache_read for u in fake.usages())
@@ -62,6 +63,8 @@ def test_from_the_log_and_from_the_running_proxy_alike(traffic, capsys) -> None:
     assert row["injected"] == 2  # "thanks!" got none
     assert row["cost_units"] == pytest.approx(prompt - cached + 0.5 * cached, abs=0.1)
     code, out, _ = stats(capsys, "--url", url, "--key", "k-2", "--json")
+    assert code == 0 and json.loads(out) == [row]
+    code, out, _ = stats(capsys, "--dir", str(store.path), "--json")  # what the proxies kept in the store
     assert code == 0 and json.loads(out) == [row]
     code, out, _ = stats(capsys, "--log", str(log))
     assert "contextPerTurn" in out and f"{prompt:,}" in out and f"{cached / prompt:.1%}" in out

@@ -48,6 +48,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from typing import Any
 
 import httpx
@@ -294,11 +295,34 @@ def _memwire_env(home: Path) -> dict[str, str]:
     return env
 
 
-def memwire_cli(args: Sequence[str], directory: Path, home: Path) -> Any:
-    """``memwire ARGS --dir DIR --json``, as a user would run it; its JSON output."""
-    p = subprocess.run([*_memwire_argv(), *args, "--dir", str(directory), "--json"], check=True,
+def memwire_cli(args: Sequence[str], where: Sequence[str], home: Path) -> Any:
+    """``memwire ARGS --dir DIR --json`` (or ``--store URL``), as a user would run it; its JSON output."""
+    p = subprocess.run([*_memwire_argv(), *args, *where, "--json"], check=True,
                        capture_output=True, text=True, timeout=60, env=_memwire_env(home), cwd=home)
     return json.loads(p.stdout)
+
+
+def _fresh_schema(url: str) -> str:
+    """``url`` with a new, empty schema of its database on its search path (dropped by the stack)."""
+    import secrets
+
+    import psycopg
+
+    from ..stores import with_search_path
+
+    schema = f"memwire_e2e_{secrets.token_hex(4)}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    return with_search_path(url, schema)
+
+
+def _drop_schema(url: str) -> None:
+    import psycopg
+
+    schema = dict(parse_qsl(urlsplit(url).query))["options"].removeprefix("-csearch_path=")
+    base = urlunsplit(urlsplit(url)._replace(query=""))
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 class Stack:
@@ -307,6 +331,10 @@ class Stack:
     def __init__(self, root: Path, reply: Any, proxy_args: Sequence[str] = ()) -> None:
         self.root = root
         self.memory = root / "memory"
+        # E2E_MEMWIRE_STORE (a PostgreSQL URL): the proxy and the memory commands use a fresh schema
+        # of that database instead of a directory (the replicas' store, with the real clients)
+        self.store_url = _fresh_schema(os.environ["E2E_MEMWIRE_STORE"]) if os.environ.get("E2E_MEMWIRE_STORE") else None
+        self.where = ["--store", self.store_url] if self.store_url else ["--dir", str(self.memory)]
         self.fake = FakeProvider(reply)
         self.upstream: ServerThread | None = None
         self.tap: Tap | None = None
@@ -340,7 +368,7 @@ class Stack:
         assert self.upstream is not None
         for _ in range(3):  # a free port may be taken between picking and binding it
             self.port = _free_port()
-            argv = [*_memwire_argv(), "proxy", "--port", str(self.port), "--dir", str(self.memory),
+            argv = [*_memwire_argv(), "proxy", "--port", str(self.port), *self.where,
                     "--openai-upstream", self.upstream.base_url, "--anthropic-upstream", self.upstream.base_url,
                     "--log-level", "info", *self.proxy_args]
             log = self.proxy_log.open("ab")
@@ -370,6 +398,8 @@ class Stack:
         self._stop_proxy()
         if self.upstream is not None:
             self.upstream.stop()
+        if self.store_url is not None:  # what was sent is recorded by now: the schema goes
+            _drop_schema(self.store_url)
 
     def exchanges(self) -> list[Exchange]:
         """Every request the clients sent, each paired with what the fake upstream received."""
@@ -673,10 +703,10 @@ def run_scenario(client_name: str, directory: Path, root: Path | None = None,
 
         with Stack(root, reply, proxy_args) as stack:
             for text in MEMORIES:
-                memwire_cli(["add", text], stack.memory, root)
+                memwire_cli(["add", text], stack.where, root)
             client = holder["client"] = cls(directory, home, work, stack, client_args, shared_session)
             runs = [client.run("A1", client.start(PROMPT_1))]
-            memwire_cli(["add", NEW_MEMORY], stack.memory, root)
+            memwire_cli(["add", NEW_MEMORY], stack.where, root)
             runs.append(client.run("B1", client.start(PROMPT_1)))
             session_a = runs[0].session_id
             if session_a:
