@@ -130,6 +130,7 @@ DEFAULT_MIN_SCORE = 0.2
 SMALL_STORE = 50
 
 _BATCH = 200  # levels of up to this many postings (together) are walked in one pass (see _best)
+_SMALL = 2000  # a query whose terms hold this many postings or fewer has them all walked at once
 # the pool's first estimate scores the best memories touched so far exactly (_probe) once there
 # are this many times the pool's size of postings left to walk or candidates left to look up
 _PROBE_WORTH = 5
@@ -756,14 +757,15 @@ class BM25Index:
         touched: list[Any] = []
         seen = 0
         most = 0.0  # the most a memory can hold of the levels walked so far
-        probed = False
+        batch = _BATCH if self._unwalked(steps) > _SMALL else _SMALL
+        probed = batch == _SMALL  # nothing to gain
         try:
             i = 0
             while i < len(steps) and self._can(0.0, None, 0.0, terms, theta, cuts):
                 # the next level, and those after it while they hold few postings, in one pass
                 pieces: list[tuple[_Term, Any, Any]] = []
                 walked = 0
-                while i < len(steps) and (not pieces or walked + steps[i][1].p.at_least(steps[i][2]).n <= _BATCH):
+                while i < len(steps) and (not pieces or walked + steps[i][1].p.at_least(steps[i][2]).n <= batch):
                     _, x, level, after = steps[i]
                     i += 1
                     run = x.p.at_least(level)
