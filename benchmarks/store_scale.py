@@ -279,6 +279,10 @@ def main() -> None:
                     if row is not None:
                         rows.append(row)
                         print(fmt(row, size), flush=True)
+                ratios = [f"{rows[0]['search'][0] / r['search'][0]:.1f}x {r['system']}" for r in rows[1:]
+                          if r["system"] in ("tantivy", "bm25s") and r["search"][0] > 0]
+                if ratios:
+                    print(f"{'':>9} memwire's search p50 is " + ", ".join(ratios), flush=True)
             if args.verbose:
                 for row in rows:
                     print(json.dumps(row))

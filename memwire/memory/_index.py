@@ -130,6 +130,7 @@ DEFAULT_MIN_SCORE = 0.2
 SMALL_STORE = 50
 
 _BATCH = 200  # levels of up to this many postings (together) are walked in one pass (see _best)
+_SMALL = 2000  # a query whose terms hold this many postings or fewer has them all walked at once
 # the pool's first estimate scores the best memories touched so far exactly (_probe) once there
 # are this many times the pool's size of postings left to walk or candidates left to look up
 _PROBE_WORTH = 5
@@ -625,15 +626,21 @@ class BM25Index:
         order = sorted(idx.tolist(), key=lambda i: (-score[i], ids[cand[i]]))
         return order[:k]
 
-    def _places(self, cand: Any, at: Any) -> tuple[Any, Any]:
-        """Where ``cand`` and their conversation neighbors are in ``at`` (ascending, holding
-        them all), for ``_with_neighbors``."""
+    def _places(self, cand: Any, at: Any, order: Any) -> tuple[Any, Any]:
+        """Where ``cand`` and their conversation neighbors are in ``at`` (which holds them all;
+        ascending, or in that order when ``order`` sorts it), for ``_with_neighbors``."""
         np = _numpy()
-        own = np.searchsorted(at, cand)
+        keys = at if order is None else at[order]
+
+        def where(slots: Any) -> Any:
+            found = np.minimum(np.searchsorted(keys, slots), len(at) - 1)
+            return found if order is None else order[found]
+
+        own = where(cand)
         if not self._links or not len(cand):
             return own, None
         near = np.concatenate((self._prev[cand], self._next[cand]))
-        return own, (near >= 0, np.minimum(np.searchsorted(at, near), len(at) - 1))
+        return own, (near >= 0, where(near))
 
     def _with_neighbors(self, places: tuple[Any, Any], val: Any) -> Any:
         """The scores ``val`` (of the slots of ``_places``) of its memories plus NEIGHBOR_WEIGHT
@@ -750,14 +757,15 @@ class BM25Index:
         touched: list[Any] = []
         seen = 0
         most = 0.0  # the most a memory can hold of the levels walked so far
-        probed = False
+        batch = _BATCH if self._unwalked(steps) > _SMALL else _SMALL
+        probed = batch == _SMALL  # nothing to gain
         try:
             i = 0
             while i < len(steps) and self._can(0.0, None, 0.0, terms, theta, cuts):
                 # the next level, and those after it while they hold few postings, in one pass
                 pieces: list[tuple[_Term, Any, Any]] = []
                 walked = 0
-                while i < len(steps) and (not pieces or walked + steps[i][1].p.at_least(steps[i][2]).n <= _BATCH):
+                while i < len(steps) and (not pieces or walked + steps[i][1].p.at_least(steps[i][2]).n <= batch):
                     _, x, level, after = steps[i]
                     i += 1
                     run = x.p.at_least(level)
@@ -951,29 +959,40 @@ class BM25Index:
     ) -> tuple[Any, Any, dict[str, float]]:
         """Re-rank the pool and those of its neighbors that share a term with the query and pass
         the cut: their scores (feedback terms and neighbors' share included), ascending slots,
-        and the feedback terms. Every memory concerned (the pool, its neighbors and theirs) is
-        scored from its own terms (``_forward``). Call under the lock."""
+        and the feedback terms. Every memory concerned (the pool, its neighbors, and those of the
+        neighbors that join) is scored from its own terms (``_forward``). Call under the lock."""
         np = _numpy()
         near = self._neighbors_of(pool)
         at = pool
         if len(near):
-            at = np.sort(np.concatenate((pool, near, self._neighbors_of(near))))
+            at = np.sort(np.concatenate((pool, near)))
             at = at[np.concatenate(([True], at[1:] != at[:-1]))]
         runs = self._forward(at, avgdl)
         own, common, hits = self._score_runs(runs, len(at), terms, cuts is not None)
+        cand, order = pool, None
         if len(near):  # the neighbors that would pass the cut on their own join the pool
             i = np.searchsorted(at, near)
             ok = hits[i]
             if cuts is not None:
-                ok &= (own[i] >= cuts[0]) & (own[i] - (1 - COMMON_WEIGHT) * common[i] >= cuts[1])
-            cand = np.sort(np.concatenate((pool, near[ok])))
-            cand = cand[np.concatenate(([True], cand[1:] != cand[:-1]))]
-        else:
-            cand = pool
+                ok &= (own[i] - (1 - COMMON_WEIGHT) * common[i] >= cuts[1]) & (own[i] >= cuts[0])
+            joined = near[ok]
+            if len(joined):
+                cand = np.sort(np.concatenate((pool, joined)))
+                cand = cand[np.concatenate(([True], cand[1:] != cand[:-1]))]
+                far = np.sort(self._neighbors_of(joined))  # their neighbors' scores count too
+                far = far[at[np.minimum(np.searchsorted(at, far), len(at) - 1)] != far]
+                if len(far):  # scored apart, appended: ``order`` sorts ``at``
+                    far = far[np.concatenate(([True], far[1:] != far[:-1]))]
+                    more_runs = self._forward(far, avgdl)
+                    runs = (np.concatenate((runs[0], more_runs[0] + len(at))),
+                            *(np.concatenate((r, m)) for r, m in zip(runs[1:], more_runs[1:])))
+                    own = np.concatenate((own, self._score_runs(more_runs, len(far), terms, False)[0]))
+                    at = np.concatenate((at, far))
+                    order = np.argsort(at)
+        places = self._places(cand, at, order)
         more: list[_Term] = []
-        places = self._places(cand, at)
         if feedback and FEEDBACK_TERMS:
-            more = self._feedback(cand, self._with_neighbors(places, own), at, runs, terms)
+            more = self._feedback(cand, self._with_neighbors(places, own), places[0], runs, terms)
         if more:
             for x in more:
                 x.coef = x.w * x.idf * (self.k1 + 1) * self._quantum
@@ -1046,12 +1065,12 @@ class BM25Index:
         """Pseudo-relevance feedback (RM3-like): the terms that best characterize the top
         FEEDBACK_DOCS of ``cand`` (by ``score``), weighted up to FEEDBACK_WEIGHT, but none of the
         query's. They find memories that answer the query in other words than it uses (the top
-        hit often states the topic, the next memory the answer). ``runs``: the ``_forward`` runs
-        of the memories ``at``. Call under the lock."""
+        hit often states the topic, the next memory the answer). ``runs``: the ``_forward`` runs,
+        in which ``cand`` are the memories ``at``. Call under the lock."""
         np = _numpy()
         owner, tids, tfs, _ = runs
         top = self._top(cand, score, FEEDBACK_DOCS)
-        where = np.searchsorted(at, cand[top])
+        where = at[top]
         lo, hi = np.searchsorted(owner, where).tolist(), np.searchsorted(owner, where + 1).tolist()
         lens = self._lens[cand[top]].tolist()
         query = {x.tid for x in terms}

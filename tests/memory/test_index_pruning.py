@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Collection, Iterator
+import contextlib
 from contextlib import contextmanager
 from functools import lru_cache
 
@@ -31,13 +32,30 @@ Docs = dict[str, tuple[str, "str | None"]]
 
 
 @contextmanager
-def pool_size(n: int) -> Iterator[None]:
-    old = index_mod.POOL
-    index_mod.POOL = n
+def knobs(**values: float) -> Iterator[None]:
+    """The index's constants set for a while: the pool's size, and those that choose between
+    equivalent paths (walk every posting of a small query or prune, walk levels one by one or
+    together, look terms up or spread them, estimate the pool's last score by a probe or not)."""
+    old = {name: getattr(index_mod, name) for name in values}
+    for name, value in values.items():
+        setattr(index_mod, name, value)
     try:
         yield
     finally:
-        index_mod.POOL = old
+        for name, value in old.items():
+            setattr(index_mod, name, value)
+
+
+def pool_size(n: int) -> contextlib.AbstractContextManager[None]:
+    return knobs(POOL=n)
+
+
+paths = st.fixed_dictionaries({
+    "_SMALL": st.sampled_from([0, 2000]),  # 0: the pruned path even for these small stores
+    "_BATCH": st.sampled_from([0, 200]),
+    "_SPREAD": st.sampled_from([0, 3, 1000]),
+    "_PROBE_WORTH": st.sampled_from([0, 5]),
+})
 
 
 @lru_cache(maxsize=None)
@@ -165,19 +183,21 @@ def check_all(idx: BM25Index, docs: Docs, queries: list[tuple[str, list[str], fl
     ops=st.lists(st.one_of(add, remove), max_size=25),
     queries=st.lists(query, min_size=1, max_size=5),
     pool=st.integers(1, 8),
+    path=paths,
 )
 def test_pruned_search_is_exhaustive_search(
     docs: list[tuple[str, str | None]],
     ops: list[tuple[str, int, str, str | None]],
     queries: list[tuple[str, list[str], float, int, set[int]]],
     pool: int,
+    path: dict[str, int],
 ) -> None:
     idx = BM25Index()
     model: Docs = {}
     for i, (t, d) in enumerate(docs):
         model[f"d{i}"] = (t, d)
     idx.add_many((d, t, dt) for d, (t, dt) in model.items())
-    with pool_size(pool):
+    with knobs(POOL=pool, **path):
         for step, (op, i, t, d) in enumerate(ops):
             if op == "add":
                 idx.add(f"d{i}", t, d)
@@ -218,6 +238,8 @@ def test_pruned_search_on_a_zipf_corpus_through_adds_and_removes(seed: int) -> N
         for cut in (0.0, 0.2, 0.5):
             want, _ = reference(idx, docs, query, 8, cut, exclude)
             assert idx.search(query, k=8, min_score=cut, exclude=exclude) == want
+            with knobs(_SMALL=0, _PROBE_WORTH=i % 2 * 5):  # pruned, with and without a probe
+                assert idx.search(query, k=8, min_score=cut, exclude=exclude) == want
 
 
 def test_the_pool_is_what_feedback_and_neighbors_rerank() -> None:
@@ -242,3 +264,31 @@ def test_the_pool_is_what_feedback_and_neighbors_rerank() -> None:
         assert {d for d, _ in idx.search("kayak", k=4, min_score=0)} == {"c", "a", "z", "y"}
         for k in (1, 2, 3, 4):
             check(idx, docs, "kayak", k, 0.0)
+
+
+@pytest.mark.parametrize("pool", [3, 20])
+def test_exclusions_and_ties_at_the_pool_edge(pool: int) -> None:
+    """The pool counts memories not excluded, ties at its edge are broken by id, and excluded
+    memories with the best scores still count for feedback and neighbors: with the best memories
+    of each query excluded, and many memories scoring alike, on the pruned path."""
+    rng = random.Random(pool)
+    vocab = [f"v{i}" for i in range(40)]
+    zipf = [1 / (i + 1) for i in range(len(vocab))]
+    docs: Docs = {f"d{i:03d}": (" ".join(rng.choices(vocab, weights=zipf, k=rng.randint(2, 8))), f"s{i // 5}")
+                  for i in range(300)}
+    for i in range(300, 340):  # alike: ties wherever they score
+        docs[f"d{i:03d}"] = ("v1 v2 v3", f"s{i // 5}")
+    for i in range(340, 420):  # one word each: a term's bound is nearly what it adds
+        docs[f"d{i:03d}"] = (f"v{i % 4 + 1}", f"s{i // 5}")
+    idx = BM25Index()
+    idx.add_many((d, t, dt) for d, (t, dt) in docs.items())
+    queries = ["v1 v2 v3", "v2 v7 v11", "v1 v5", "v9 v20 v31 v2", "v1 v2", "v3 v4 v1"] + [
+        " ".join(rng.choices(vocab, weights=zipf, k=rng.randint(2, 6))) for _ in range(8)]
+    with knobs(POOL=pool, _SMALL=0, _BATCH=0, _PROBE_WORTH=0):
+        for q in queries:
+            own = idx.scores(q)
+            best = sorted(own, key=lambda d: (-own[d], d))
+            for exclude in (set(best[:pool]), set(best[: pool // 2]), set(best[1:pool:2])):
+                for cut in (0.0, 0.2):
+                    want, _ = reference(idx, docs, q, 5, cut, exclude)
+                    assert idx.search(q, k=5, min_score=cut, exclude=exclude) == want
