@@ -17,11 +17,10 @@ import httpx
 import pytest
 
 from memwire._sim.fake_provider import FakeProvider
-from memwire.adapters._server import build_app
 
 from ..middleware.conftest import MEMORIES
 from ..stores import with_search_path
-from .test_proxy_workers import MODES, Proxy, conversation, first_difference, page_counts, sent, upstream  # noqa: F401 - upstream: a fixture
+from .test_proxy_workers import MODES, Proxy, conversation, first_difference, page_counts, reference, sent, upstream  # noqa: F401 - upstream: a fixture
 
 
 def seed(url: str) -> None:
@@ -60,26 +59,6 @@ def other_schema(postgres_url: str) -> Iterator[str]:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
-async def reference(url: str, upstream_url: str, mode_env: dict[str, str], bodies: list[dict[str, Any]],
-                    fake: FakeProvider) -> list[Any]:
-    from memwire._config import load_config
-
-    cfg = load_config(None, env=mode_env, project_config=False, store=url, use_global=False, shared_memos=True,
-                      timeout_ms=60000)
-    spec = {"config": cfg.model_dump(mode="json"), "openai_upstream": upstream_url,
-            "anthropic_upstream": upstream_url, "timeout": 60.0, "max_body_bytes": 2**25, "cache_breakpoint": None,
-            "memory": True, "log_level": "warning"}
-    app = build_app(spec)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy") as http:
-        for i, body in enumerate(bodies):
-            add_mid_turn(url, i)
-            r = await http.post("/v1/chat/completions", json=body)
-            assert r.status_code == 200, r.text
-    await app.state.proxy.client.aclose()
-    app.state.proxy.middleware.flush(30)  # its background work is done before the schema goes
-    return sent(fake, len(bodies))
-
-
 @pytest.mark.parametrize("mode", ["replay", "drop"])
 async def test_a_conversation_alternating_between_two_proxies_on_one_database(
         tmp_path: Path, upstream: tuple[FakeProvider, str], postgres_url: str, other_schema: str, mode: str) -> None:
@@ -100,7 +79,7 @@ async def test_a_conversation_alternating_between_two_proxies_on_one_database(
     finally:
         a.stop(), b.stop()
     assert not (tmp_path / ".memwire").exists()  # nothing went to a directory
-    expected = await reference(other_schema, url, MODES[mode], bodies, fake)
+    expected = await reference(other_schema, url, MODES[mode], bodies, fake, add_mid_turn)
     assert served == expected, first_difference(served, expected)
     if mode == "replay":  # an append-only log: the provider's prefix cache keeps matching
         for i in range(1, len(served)):

@@ -118,13 +118,15 @@ def sent(fake: FakeProvider, n: int) -> list[Any]:
     return [json.loads(r.raw)["messages"] for r in fake.requests[-n:]]
 
 
-async def reference(memory: Path, upstream: str, mode_env: dict[str, str], bodies: list[dict[str, Any]],
+async def reference(memory: Path | str, upstream: str, mode_env: dict[str, str], bodies: list[dict[str, Any]],
                     fake: FakeProvider, change: Any) -> list[Any]:
-    """What one process sends upstream for ``bodies``: the same app, in this process."""
+    """What one process sends upstream for ``bodies``: the same app, in this process, on the
+    directory ``memory`` (or the PostgreSQL URL); ``change(memory, i)`` before request ``i``."""
     from memwire._config import load_config
 
-    cfg = load_config(None, env=mode_env, project_config=False, dir=memory, use_global=False, shared_memos=True,
-                      timeout_ms=60000)
+    where = {"store": memory} if isinstance(memory, str) else {"dir": memory}
+    cfg = load_config(None, env=mode_env, project_config=False, use_global=False, shared_memos=True,
+                      timeout_ms=60000, **where)
     spec = {"config": cfg.model_dump(mode="json"), "openai_upstream": upstream, "anthropic_upstream": upstream,
             "timeout": 60.0, "max_body_bytes": 2**25, "cache_breakpoint": None, "memory": True, "log_level": "warning"}
     app = build_app(spec)
@@ -134,6 +136,7 @@ async def reference(memory: Path, upstream: str, mode_env: dict[str, str], bodie
             r = await http.post("/v1/chat/completions", json=body)
             assert r.status_code == 200, r.text
     await app.state.proxy.client.aclose()
+    app.state.proxy.middleware.flush(30)  # its background work is done before the test's store goes
     return sent(fake, len(bodies))
 
 
