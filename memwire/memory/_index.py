@@ -483,7 +483,8 @@ class BM25Index:
             self._lens[:used], self._prev[:used], self._next[:used] = state["lens"], state["prev"], state["next"]
             self._ids, self._dates = list(ids), list(dates)
             self._slot = {doc: slot for slot, doc in enumerate(ids) if doc is not None}
-            self._fwd = np.frombuffer(state["doc_terms"].tobytes(), dtype="<u4").astype(np.uint32)
+            raw = np.ascontiguousarray(state["doc_terms"], dtype=np.uint8)
+            self._fwd = raw.view("<u4").astype(np.uint32, copy=False)
             self._fend, self._fdead = len(self._fwd), 0
             self._foff[:used] = np.asarray(doc_off[:-1]) // 4
             self._free = state["free"].tolist()
@@ -491,11 +492,12 @@ class BM25Index:
             self._links, self._total_len = (int(v) for v in state["scalars"])
             self._term = list(terms)
             self._term_id = {t: i for i, t in enumerate(terms)}
-            slots, tfs, cuts = state["post_slots"].astype(np.int32), state["post_tfs"].astype(np.uint16), off.tolist()
+            slots, tfs = state["post_slots"].astype(np.int32, copy=False), state["post_tfs"].astype(np.uint16, copy=False)
+            cuts = off.tolist()
             tiers = []  # each term's postings of frequency >= 2, >= 3 (see _Postings)
             for least in (2, 3):
-                many = tfs >= least
-                at = np.concatenate(([0], np.cumsum(many, dtype=np.int64)))[off].tolist()
+                many = np.flatnonzero(tfs >= least)
+                at = np.searchsorted(many, off).tolist()  # each term's first posting among them
                 hs, ht = slots[many], tfs[many]
                 tiers.append([_Run(hs[c:d], ht[c:d]) if d > c else None for c, d in zip(at, at[1:])])
             self._postings = [

@@ -231,6 +231,8 @@ def test_pruned_search_on_a_zipf_corpus_through_adds_and_removes(seed: int) -> N
     for i in range(60):
         docs[f"e{i:03d}"] = (sentence(8, 8), f"s{i // 5}")
         idx.add(f"e{i:03d}", *docs[f"e{i:03d}"])
+    restored = BM25Index()  # the levels by frequency rebuilt from a snapshot's arrays
+    restored.restore(idx.export())
     queries = [sentence(2, 12) for _ in range(20)]
     for i, q in enumerate(queries):
         query = Query(q, (queries[i - 1],)) if i % 4 == 0 else q
@@ -240,6 +242,7 @@ def test_pruned_search_on_a_zipf_corpus_through_adds_and_removes(seed: int) -> N
             assert idx.search(query, k=8, min_score=cut, exclude=exclude) == want
             with knobs(_SMALL=0, _PROBE_WORTH=i % 2 * 5):  # pruned, with and without a probe
                 assert idx.search(query, k=8, min_score=cut, exclude=exclude) == want
+                assert restored.search(query, k=8, min_score=cut, exclude=exclude) == want
 
 
 def test_the_pool_is_what_feedback_and_neighbors_rerank() -> None:
