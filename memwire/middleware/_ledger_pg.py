@@ -102,32 +102,22 @@ class PgLedger(Ledger):
     def _commit(self, changes: Callable[[], list[LedgerEntry] | None], persist: bool = True) -> bool:
         with self._lock:
             if not (persist and self._usable()):
-                return self._in_memory(changes)
+                return self._take(changes) is not None
             try:
                 with self._connect() as conn, conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                                  (f"memwire-ledger:{self.namespace}:{self.session}",))
                     self._read_rows(conn)  # under the lock: what every other replica committed
-                    new = changes()
+                    new = self._take(changes)
                     if new is None:
                         return False
-                    for e in new:
-                        self._apply(e)
                     if new:
                         self._write_rows(conn, new)
                     return True
             except Exception as exc:  # noqa: BLE001 - the turn goes on in memory, as with an unwritable file
                 self._failed("save", exc)
                 self._epoch, self._seq = None, 0  # the next read starts over from what was committed
-                return self._in_memory(changes)
-
-    def _in_memory(self, changes: Callable[[], list[LedgerEntry] | None]) -> bool:
-        new = changes()
-        if new is None:
-            return False
-        for e in new:
-            self._apply(e)
-        return True
+                return self._take(changes) is not None
 
     def _write_rows(self, conn: Any, new: list[LedgerEntry]) -> None:
         if self._epoch is None:  # a new session: its row, then everything this view holds

@@ -394,17 +394,23 @@ class Ledger:
             try:
                 if fd is not None:
                     self._read(fd)  # under the lock: what every other process committed
-                new = changes()
+                new = self._take(changes)
                 if new is None:
                     return False
-                for e in new:
-                    self._apply(e)
                 if fd is not None and new:
                     self._write(fd, new)
                 return True
             finally:
                 if fd is not None:
                     os.close(fd)  # releases the lock
+
+    def _take(self, changes: Callable[[], list[LedgerEntry] | None]) -> list[LedgerEntry] | None:
+        """Apply what ``changes()`` gives to this view (call with the lock held); None: nothing to
+        commit (another writer of the turn came first)."""
+        new = changes()
+        for e in new or ():
+            self._apply(e)
+        return new
 
     def _write(self, fd: int, new: list[LedgerEntry]) -> None:
         """Append ``new`` to the locked file ``fd``; a new file gets everything this view holds (a
