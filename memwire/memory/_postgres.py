@@ -49,7 +49,6 @@ from ._index import BM25Index
 from ._lifecycle import Lifecycle, Meta, Scoring, _Delta
 from ._model import Hit, Memory
 from ._store import (
-    _PRIOR_POOL,
     ARCHIVE_REASONS,
     MIN_ID_PREFIX,
     _checked,
@@ -57,6 +56,7 @@ from ._store import (
     cue_of,
     event_log_name,
     full_id,
+    index_hits,
     validate_namespace,
     with_prior,
 )
@@ -478,13 +478,9 @@ class PgStore:
     ) -> list[Hit]:
         """The memories most relevant to ``query``, best first (as ``MemoryStore.search``). Never
         raises for the database: unreachable, it searches the cache."""
-        from ..policies._query import Query
-
         with self._reading(refresh, wait):
             cut = min_score if min_score is not None else self.min_score
-            found = self._index.search(Query(query, tuple(context)), k + _PRIOR_POOL, cut, exclude)
-            mems = self._mems
-        hits = [Hit(mems[mid], score) for mid, score in found if mid in mems]
+            hits = index_hits(self._index, self._mems.get, query, k, cut, context, exclude)
         return with_prior(hits, k, self.track, lambda: self.lifecycle)
 
     # ---------------------------------------------------------------- writing

@@ -54,7 +54,7 @@ from ._markdown import MAX_TAG_CHARS, PINNED_TAG, TAG_PATTERN, ParsedFile, forma
 from ._model import Hit, Memory, memory_id, normalized
 from ._table import Merged, Table, longer_id
 
-__all__ = ["MemoryStore", "validate_namespace", "cue_of", "archived", "full_id", "with_prior", "event_log_name", "MAIN_FILE",
+__all__ = ["MemoryStore", "validate_namespace", "cue_of", "archived", "full_id", "with_prior", "index_hits", "event_log_name", "MAIN_FILE",
            "ARCHIVE_REASONS", "EVENT_LOGS"]
 
 log = logging.getLogger("memwire")
@@ -106,6 +106,16 @@ def full_id(ids: Collection[str], mid: str) -> str:
         raise MemoryNotFoundError(f"id prefix {mid!r} matches {len(found)} memories "
                                   f"({', '.join(sorted(found)[:3])}, ...); give more of the id")
     return found[0] if found else mid
+
+
+def index_hits(index: BM25Index, get: Callable[[str], Memory | None], query: str, k: int, cut: float | None,
+               context: Sequence[str], exclude: Collection[str]) -> list[Hit]:
+    """What the index finds for ``query`` (``k`` and the prior's pool), as hits of the memories
+    ``get`` still holds: the first step of both stores' ``search`` (then ``with_prior``)."""
+    from ..policies._query import Query
+
+    found = index.search(Query(query, tuple(context)), k + _PRIOR_POOL, cut, exclude)
+    return [Hit(m, score) for mid, score in found if (m := get(mid)) is not None]
 
 
 def with_prior(hits: list[Hit], k: int, track: bool, lifecycle: Callable[[], Lifecycle]) -> list[Hit]:
@@ -675,13 +685,9 @@ class MemoryStore:
         are left out of the k (the replay strategy's memories already in front of the model).
         ``refresh=False`` searches the files as last read; ``wait=False`` raises ``StoreBusyError``
         rather than wait for another thread."""
-        from ..policies._query import Query
-
         with self._reading(refresh, wait):
             cut = min_score if min_score is not None else self.min_score
-            found = self._index.search(Query(query, tuple(context)), k + _PRIOR_POOL, cut, exclude)
-            get = self._merged.get
-            hits = [Hit(m, score) for mid, score in found if (m := get(mid)) is not None]
+            hits = index_hits(self._index, self._merged.get, query, k, cut, context, exclude)
         return with_prior(hits, k, self.track, lambda: self.lifecycle)
 
     # ---------------------------------------------------------------- writing
