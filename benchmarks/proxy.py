@@ -93,16 +93,21 @@ _STREAM = ([_chunk({"role": "assistant", "content": ""})]
            + [_chunk({}, "stop"), b"data: [DONE]\n\n"])
 
 
-async def upstream_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Canned OpenAI answers: a JSON completion, or an SSE stream of 8 events."""
-    if scope["type"] != "http":
-        return
+async def request_body(receive: Any) -> bytes:
+    """An ASGI request's whole body."""
     body = b""
     while True:
         message = await receive()
         body += message.get("body", b"")
         if not message.get("more_body"):
-            break
+            return body
+
+
+async def upstream_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Canned OpenAI answers: a JSON completion, or an SSE stream of 8 events."""
+    if scope["type"] != "http":
+        return
+    body = await request_body(receive)
     stream = scope["method"] == "POST" and bool(json.loads(body or b"{}").get("stream"))
     if scope["method"] == "POST" and UPSTREAM_DELAY_S:
         await asyncio.sleep(UPSTREAM_DELAY_S)  # the provider thinking

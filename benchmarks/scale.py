@@ -56,7 +56,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scale_data as data  # noqa: E402
-from proxy import MODEL, SYSTEM, TURNS, _read_response, cpu_seconds, free_port, pct, stop, upstream_app, wait_ready  # noqa: E402
+from proxy import (MODEL, SYSTEM, TURNS, _read_response, cpu_seconds, free_port, pct, request_body, stop,  # noqa: E402
+                   upstream_app, wait_ready)
 
 SEED = 7
 PROBE = b"scale-probe"  # a request asking for the propagation probe's memory
@@ -78,12 +79,7 @@ async def echo_upstream(scope: dict[str, Any], receive: Any, send: Any) -> None:
     probe memories found in the request (what memwire injected)."""
     if scope["type"] != "http":
         return
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
+    body = await request_body(receive)
     if PROBE not in body:
         sent = False
 
