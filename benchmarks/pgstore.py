@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -40,6 +41,18 @@ from memwire import MemoryStore  # noqa: E402
 from memwire.memory import _pg  # noqa: E402
 from memwire.memory._postgres import PgStore  # noqa: E402
 from tests.stores import fresh_schema_name, with_search_path  # noqa: E402
+
+
+def timed_searches(store: Any, queries: list[str]) -> list[float]:
+    """Seconds per ``store.search`` of each query, after 20 to warm up."""
+    for q in queries[:20]:
+        store.search(q, k=6)
+    out = []
+    for q in queries:
+        t = time.perf_counter()
+        store.search(q, k=6)
+        out.append(time.perf_counter() - t)
+    return out
 
 
 def ms(xs: list[float]) -> str:
@@ -86,24 +99,11 @@ def run(base: str, size: int, n_adds: int, n_queries: int, n_changes: int) -> di
         deadline = time.monotonic() + 5
         while not (reader.ready() and reader._db.listening) and time.monotonic() < deadline:
             reader.refresh()
-        for q in queries[:20]:
-            reader.search(q, k=6)
-        searches = []
-        for q in queries:
-            t = time.perf_counter()
-            reader.search(q, k=6)
-            searches.append(time.perf_counter() - t)
+        searches = timed_searches(reader, queries)
         with tempfile.TemporaryDirectory() as tmp:
             md = MemoryStore(Path(tmp) / "mem")
             md.add_many([_memory(t, d) for t, d in docs])
-            md = MemoryStore(Path(tmp) / "mem")
-            for q in queries[:20]:
-                md.search(q, k=6)
-            md_searches = []
-            for q in queries:
-                t = time.perf_counter()
-                md.search(q, k=6)
-                md_searches.append(time.perf_counter() - t)
+            md_searches = timed_searches(MemoryStore(Path(tmp) / "mem"), queries)
         seen = seen_after_add(writer, reader, [gen.sentence(6, 22) + f" change {i}" for i in range(n_changes)])
         third = PgStore(urls[2], "bench")
         third.search("warm up")
