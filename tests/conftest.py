@@ -101,6 +101,11 @@ def _logging_as_it_was():  # type: ignore[no-untyped-def]
 def postgres_url() -> Iterator[str]:
     """A URL of a fresh, empty schema in the ``MEMWIRE_TEST_POSTGRES`` database (its search_path),
     dropped afterwards with this process's pool and listener of it. Skips without the variable."""
+    yield from fresh_schema()
+
+
+def fresh_schema() -> Iterator[str]:
+    """The body of a fixture: a fresh schema's URL, dropped afterwards (see ``postgres_url``)."""
     if not TEST_POSTGRES:
         pytest.skip("set MEMWIRE_TEST_POSTGRES to a PostgreSQL URL (the tests create and drop schemas in it)")
     psycopg = pytest.importorskip("psycopg", reason="the PostgreSQL store needs memwire[postgres]")

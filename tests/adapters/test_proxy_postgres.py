@@ -8,7 +8,6 @@ a third writer. The reference is the same app in this process over another schem
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +17,6 @@ import pytest
 from memwire._sim.fake_provider import FakeProvider
 
 from ..middleware.conftest import MEMORIES
-from ..stores import with_search_path
 from .test_proxy_workers import MODES, Proxy, conversation, first_difference, page_counts, reference, sent, upstream  # noqa: F401 - upstream: a fixture
 
 
@@ -40,22 +38,9 @@ def add_mid_turn(url: str, i: int) -> None:
 @pytest.fixture
 def other_schema(postgres_url: str) -> Iterator[str]:
     """A second fresh schema in the same database (the reference's)."""
-    import psycopg
+    from ..conftest import fresh_schema
 
-    from memwire.memory import _pg
-
-    from ..conftest import TEST_POSTGRES
-
-    schema = f"memwire_ref_{secrets.token_hex(4)}"
-    with psycopg.connect(TEST_POSTGRES, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    url = with_search_path(str(TEST_POSTGRES), schema)
-    try:
-        yield url
-    finally:
-        _pg.close(url)
-        with psycopg.connect(TEST_POSTGRES, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    yield from fresh_schema()
 
 
 @pytest.mark.parametrize("mode", ["replay", "drop"])
