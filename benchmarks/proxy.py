@@ -362,13 +362,15 @@ def request_bytes(host: str, key: str, body: dict[str, Any]) -> bytes:
 
 
 def new_turn_bodies(n: int, big: bool, tag: str) -> list[dict[str, Any]]:
-    """``n`` requests, each the next turn of a conversation (20 turns, then a new one): memwire
-    retrieves on every one, and appends to the session's ledger."""
+    """``n`` requests, each the next turn of a conversation (20 turns, then a new one, its own
+    session as a client's would be): memwire retrieves on every one, and appends to the session's ledger."""
     out: list[dict[str, Any]] = []
     number = 0
     while len(out) < n:
         number += 1
-        messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, *(BIG_HISTORY if big else HISTORY[:2])]
+        opening = [dict(m) for m in (BIG_HISTORY if big else HISTORY[:2])]
+        opening[0]["content"] += f" (conversation {tag}-{number})"  # each conversation its own session
+        messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, *opening]
         for turn in range(TURNS):
             topic = TOPICS[(number + turn) % len(TOPICS)]
             messages.append({"role": "user", "content": f"What did we decide about {topic}? ({tag} {number}/{turn})"})

@@ -53,6 +53,8 @@ from ..middleware._core import Injection, Middleware, Prepared
 from ..middleware._distill import Complete, upstream_complete
 from ..middleware._records import record_of
 from ..middleware._reply import Reply, ReplyTap, tap_reply
+from ._aio import AioTransport
+from ._aio import available as aio_available
 from ._common import dump_json
 from ._keys import KEY_HEADER, Access, Caller, Denied, KeyRing
 from ._limits import NamespaceQuota, Refusal, read_body
@@ -125,12 +127,14 @@ class _ShardedTransport(httpx.AsyncBaseTransport):
     def __init__(self, shards: int, limits: httpx.Limits) -> None:
         self._pools = [httpx.AsyncHTTPTransport(limits=limits) for _ in range(max(1, shards))]
         self._turn = itertools.cycle(self._pools)
+        # each request a new connection: the retry after a pooled one failed (another may be as stale)
+        self.fresh = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         return await next(self._turn).handle_async_request(request)
 
     async def aclose(self) -> None:
-        for pool in self._pools:
+        for pool in [*self._pools, self.fresh]:
             await pool.aclose()
 
 
@@ -165,7 +169,7 @@ def create_app(
     own_client = client is None
     # our own client has no auth, cookies, event hooks or redirects to honour: requests go
     # straight to its transport (httpx's client layers cost ~0.1 ms a request)
-    direct = _sharded() if own_client else None
+    direct = (AioTransport() if aio_available() else _sharded()) if own_client else None
     upstream_client = default_client(timeout, transport=direct) if client is None else client
     if anthropic_cache_breakpoint is None:
         anthropic_cache_breakpoint = middleware.config.anthropic_cache_breakpoint
@@ -232,7 +236,7 @@ class _Proxy:
     def __init__(
         self, middleware: Middleware, upstreams: dict[str, str], client: httpx.AsyncClient, *,
         max_body_bytes: int, access: Access, cache_breakpoint: bool, body_timeout: float,
-        quota: NamespaceQuota, memory: bool = True, direct: httpx.AsyncBaseTransport | None = None,
+        quota: NamespaceQuota, memory: bool = True, direct: "_ShardedTransport | AioTransport | None" = None,
     ) -> None:
         self.middleware = middleware
         self.memory = memory
@@ -370,10 +374,11 @@ class _Proxy:
         merged = [(raw, v) for k, raw, v in self._defaults if k not in names] + headers
         return httpx.Request(method, url, headers=merged, content=content, extensions=self._extensions)
 
-    async def _send_once(self, request: httpx.Request) -> httpx.Response:
+    async def _send_once(self, request: httpx.Request, fresh: bool = False) -> httpx.Response:
         if self.direct is None:
             return await self.client.send(request, stream=True)
-        response = await self.direct.handle_async_request(request)
+        transport = self.direct.fresh if fresh else self.direct
+        response = await transport.handle_async_request(request)
         response.request = request
         return response
 
@@ -388,7 +393,7 @@ class _Proxy:
                 # A pooled connection the upstream closed while idle fails like this before the
                 # request was read: send it once more, on a fresh connection.
                 log.info("upstream closed a pooled connection; retrying once")
-                return await self._send_once(request)
+                return await self._send_once(request, fresh=True)
         except httpx.TimeoutException:
             raise Refusal(504, f"upstream {base} timed out", "upstream_timeout") from None
         except httpx.HTTPError as exc:

@@ -27,7 +27,7 @@ from memwire.adapters.proxy import create_app, upstream_family
 from memwire.adapters._proxy_cli import check_bind
 from memwire.cli import main
 from memwire._errors import ConfigError
-from memwire._sim.fake_provider import FakeProvider
+from memwire._sim.fake_provider import FakeProvider, serve_in_thread
 
 OPENAI_UP = "http://openai.upstream"
 ANTHROPIC_UP = "http://anthropic.upstream"
@@ -624,17 +624,19 @@ def test_remote_bind_needs_allow_remote_and_key(capsys: pytest.CaptureFixture[st
     assert "refusing to bind non-loopback address '0.0.0.0'" in capsys.readouterr().err
 
 
-def test_own_client_closed_by_lifespan_and_respx_upstream(mw: Middleware) -> None:
-    app = create_app(mw)  # default upstreams, its own pooled client
-    with respx.mock(assert_all_called=True) as router:
-        router.get("https://api.openai.com/v1/models").respond(json={"object": "list", "data": []})
-        router.post("https://api.anthropic.com/v1/messages").respond(json={"type": "message"})
+@pytest.mark.parametrize("aio", [True, False], ids=["aiohttp", "httpx"])
+def test_own_client_is_closed_by_the_lifespan(mw: Middleware, aio: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("memwire.adapters.proxy.aio_available", lambda: aio)
+    with serve_in_thread(FakeProvider()) as up:
+        app = create_app(mw, openai_upstream=up.base_url, anthropic_upstream=up.base_url)  # its own pooled client
+        proxy = app.state.proxy
+        assert type(proxy.direct).__name__ == ("AioTransport" if aio else "_ShardedTransport")
         with TestClient(app) as client:
-            assert client.get("/v1/models").json() == {"object": "list", "data": []}
+            assert client.get("/v1/models").json()["object"] == "list"
             r = client.post("/v1/messages", json={"model": "m", "max_tokens": 5, "messages": ANTHROPIC_MESSAGES})
-            assert r.json() == {"type": "message"} and r.headers["x-memwire-injected"] == "1"
-            assert not app.state.proxy.client.is_closed
-    assert app.state.proxy.client.is_closed
+            assert r.json()["type"] == "message" and r.headers["x-memwire-injected"] == "1"
+            assert not proxy.client.is_closed and (not aio or proxy.direct._session is not None)
+    assert proxy.client.is_closed and (not aio or proxy.direct._session is None)
 
 
 async def test_injected_client_is_not_closed(app: Starlette) -> None:
@@ -764,5 +766,8 @@ def test_pooled_upstream_connections_expire_before_a_uvicorn_upstream_closes_the
 
     from memwire.adapters.proxy import default_client
 
+    from memwire.adapters._aio import KEEPALIVE_S
+
     pools = default_client()._transport._pools  # type: ignore[attr-defined]
     assert pools and all(p._pool._keepalive_expiry < uvicorn.Config(app=None).timeout_keep_alive for p in pools)
+    assert KEEPALIVE_S < uvicorn.Config(app=None).timeout_keep_alive  # aiohttp's pool (memwire[fast])

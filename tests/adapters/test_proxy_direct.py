@@ -4,6 +4,8 @@ the answer must come back the same."""
 
 from __future__ import annotations
 
+import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -92,3 +94,61 @@ def test_own_client_sends_what_an_injected_client_sends(upstream: tuple[Recorder
     assert all(b"cookie" not in dict(h) for _, _, h, _ in direct)
     assert dict(through_client[2][2]).get(b"cookie") == b"__cf_bm=abc"  # what httpx's cookie jar does
     assert direct[1][1] == "/v1/models?limit=2"
+
+
+class ClosesIdleConnections:
+    """A raw HTTP/1.1 upstream that answers one request per connection with keep-alive, then
+    closes the connection when the next request arrives on it: a pooled connection the upstream
+    dropped while idle, met at the moment it is reused."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.answered = 0
+        self.dropped = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = int(next(v for k, _, v in (line.partition(b":") for line in head.split(b"\r\n"))
+                              if k.lower() == b"content-length") or 0)
+            while len(body) < length:
+                body += conn.recv(65536)
+            payload = b'{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"}}]}'
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                         % (len(payload), payload))
+            self.answered += 1
+            if conn.recv(65536):  # the next request on this connection: dropped unanswered
+                self.dropped += 1
+
+
+@pytest.mark.parametrize("aio", [True, False], ids=["aiohttp", "httpx"])
+def test_a_pooled_connection_the_upstream_closed_is_retried_once(tmp_path: Any, aio: bool,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("memwire.adapters.proxy.aio_available", lambda: aio)
+    up = ClosesIdleConnections()
+    mw = Middleware(store=MemoryStore(tmp_path / "mem"), mode="contextPerTurn")
+    app = create_app(mw, openai_upstream=up.url)
+    proxy = Served(app)
+    try:
+        with httpx.Client(timeout=10) as client:
+            chat = {"model": "m", "messages": [{"role": "user", "content": "hello there"}]}
+            # 10: httpx's transport has 8 pools used in turn, so the 9th request reuses a connection
+            answers = [client.post(proxy.url + "/v1/chat/completions", json=chat) for _ in range(10)]
+    finally:
+        proxy.stop()
+        up.sock.close()
+    assert [r.status_code for r in answers] == [200] * 10
+    assert up.answered == 10 and up.dropped >= 1  # each reuse of a dropped connection was sent again
