@@ -77,7 +77,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._text import analyze, common_terms, is_bigram
+from ._text import analyze, common_terms, is_bigram, recent_terms
 
 if TYPE_CHECKING:
     from ..policies._query import Query
@@ -531,8 +531,8 @@ class BM25Index:
         repeated query word is scored twice); a context term counts CONTEXT_WEIGHT, once."""
         if isinstance(query, str):
             return Counter(analyze(query)), {}
-        text = Counter(analyze(query.text))
-        ctx = {t: CONTEXT_WEIGHT for c in query.context for t in analyze(c)}
+        text = Counter(recent_terms(query.text))
+        ctx = {t: CONTEXT_WEIGHT for c in query.context for t in recent_terms(c)}
         return text, ctx
 
     def _parts(self, lens: Any, tfs: Any, coef: Any, avgdl: float) -> Any:

@@ -203,3 +203,10 @@ def common_terms() -> frozenset[str]:
 def analyze(text: str) -> list[str]:
     """The index terms of ``text``, in order: folded, stopwords dropped, stemmed."""
     return [_stem(w) for w in _words(text) if _keep(w)]
+
+
+@lru_cache(maxsize=1024)
+def recent_terms(text: str) -> tuple[str, ...]:
+    """``analyze(text)``, remembered for the texts a conversation sends again and again: each
+    message is the query of its turn, then context of the next turns' queries."""
+    return tuple(analyze(text))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..memory._model import Memory
-from ..policies._tokens import Encoder, get_encoder
+from ..policies._tokens import Encoder, EstimateEncoder, get_encoder
 
 if TYPE_CHECKING:
     from ..memory._store import MemoryStore
@@ -78,8 +78,12 @@ def fit_budget(memories: Sequence[Memory], max_tokens: int, model: str | None) -
             kept.append(mem)
             used += cost
     text = render_block(kept)
+    if not isinstance(enc, EstimateEncoder):
+        # tiktoken's encodings split before every line here (each line ends "\n" and the next
+        # starts "- " or "</"), so the pieces' counts add up to the block's exactly
+        return kept, text, used if kept else 0
     tokens = len(enc.encode(text))
-    while kept and tokens > max_tokens:  # BPE merges across lines can add a token or two
+    while kept and tokens > max_tokens:  # the estimate rounds up per piece, not per block
         kept.pop()
         text = render_block(kept)
         tokens = len(enc.encode(text))

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memwire import Middleware, MemoryStore, RequestFormatError
 from memwire.middleware._render import CLOSE, OPEN
@@ -281,3 +283,24 @@ def test_anthropic_tool_results_stay_first_in_the_message_that_gets_the_block(st
     content = p.body["messages"][-1]["content"]
     assert p.injection.injected and p.injection.placement == "merge" and len(p.body["messages"]) == 3
     assert content[0] == result and content[1]["text"].startswith(OPEN) and content[2]["text"] == "How do I run the tests?"
+
+
+_LINE_CHARS = "abcXYZ019 .,;:!?()[]{}<>&-_/'\"\n\t\r é中文😀\u00a0"
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(st.text(_LINE_CHARS, min_size=1, max_size=60), max_size=6),
+       dated=st.booleans(), tagged=st.booleans(), model=st.sampled_from(["gpt-4", "gpt-4o"]))
+def test_a_blocks_token_count_is_what_the_encoding_counts(texts: list[str], dated: bool, tagged: bool,
+                                                          model: str) -> None:
+    # fit_budget adds up the lines' counts instead of encoding the block: exact only while every
+    # line of the block is a piece of its own for the encoding
+    from memwire import Memory
+    from memwire.middleware._render import fit_budget
+    from memwire.policies._tokens import count_tokens
+
+    memories = [Memory.create(t, tags=("ci", "a.b-c") if tagged else (), date="2024-05-06" if dated else None)
+                for t in texts if t.strip()]
+    kept, text, tokens = fit_budget(memories, 10_000, model)
+    assert kept == memories
+    assert tokens == (count_tokens(text, model) if kept else 0)
