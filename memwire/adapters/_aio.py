@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from functools import lru_cache
 from typing import Any
 
 import httpx
@@ -61,9 +62,7 @@ class AioTransport(httpx.AsyncBaseTransport):
 
         if self._session is None:
             self._session = self._open()
-        timeouts = request.extensions.get("timeout", {})
-        timeout = aiohttp.ClientTimeout(total=None, connect=timeouts.get("pool"), sock_connect=timeouts.get("connect"),
-                                        sock_read=timeouts.get("read"))
+        timeout = _timeout(**request.extensions.get("timeout", {}))
         # aiohttp writes Host from the URL, and chunks a body of unknown length itself
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw
                    if k.lower() not in (b"host", b"transfer-encoding")]
@@ -88,6 +87,15 @@ class AioTransport(httpx.AsyncBaseTransport):
             self._session = None
         if self.fresh is not self:
             await self.fresh.aclose()
+
+
+@lru_cache(maxsize=16)
+def _timeout(connect: float | None = None, read: float | None = None, write: float | None = None,
+             pool: float | None = None) -> Any:
+    """httpx's timeouts as aiohttp's (made once: its attrs class costs more than the lookup)."""
+    import aiohttp
+
+    return aiohttp.ClientTimeout(total=None, connect=pool, sock_connect=connect, sock_read=read)
 
 
 def _httpx_error(exc: BaseException, request: httpx.Request) -> httpx.HTTPError:

@@ -15,11 +15,13 @@ the sessions every worker and every replica served (:func:`session_records`), no
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
+import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +41,24 @@ log = logging.getLogger("memwire")
 RECORDS_SIZE = 2000  # requests kept in memory
 REQUESTS_LOG = "requests"  # the store's event log of records (see SharedRecords)
 MAX_PENDING = 5000  # records waiting for the background writer at most
+
+
+_rid_prefix: str
+_rid_counter: Iterator[int]
+
+
+def _new_prefix() -> None:
+    global _rid_prefix, _rid_counter
+    _rid_prefix, _rid_counter = secrets.token_hex(5), itertools.count()
+
+
+_new_prefix()  # this process's (urandom is a syscall: once, not per request)
+os.register_at_fork(after_in_child=_new_prefix)  # a forked worker must not repeat its parent's ids
+
+
+def next_rid() -> str:
+    """A request's id: unique across processes and replicas (a random prefix, then a count)."""
+    return f"{_rid_prefix}{next(_rid_counter):06x}"
 
 
 @dataclass(frozen=True)
@@ -64,7 +84,7 @@ class Record:
     cache_write_tokens: int | None = None
     output_tokens: int | None = None
     provider: str = ""            # openai | anthropic (by the API)
-    rid: str = field(default_factory=lambda: secrets.token_hex(8), compare=False)  # one request, wherever read
+    rid: str = field(default_factory=lambda: next_rid(), compare=False)  # one request, wherever read
 
     @property
     def injected(self) -> int:

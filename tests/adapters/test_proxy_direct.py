@@ -116,21 +116,30 @@ class ClosesIdleConnections:
                 return
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
+    @staticmethod
+    def _read_request(conn: socket.socket) -> bool:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            more = conn.recv(65536)
+            if not more:
+                return False
+            data += more
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = int(next(v for k, _, v in (line.partition(b":") for line in head.split(b"\r\n"))
+                          if k.lower() == b"content-length") or 0)
+        while len(body) < length:
+            body += conn.recv(65536)
+        return True
+
     def _serve(self, conn: socket.socket) -> None:
         with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += conn.recv(65536)
-            head, _, body = data.partition(b"\r\n\r\n")
-            length = int(next(v for k, _, v in (line.partition(b":") for line in head.split(b"\r\n"))
-                              if k.lower() == b"content-length") or 0)
-            while len(body) < length:
-                body += conn.recv(65536)
+            self._read_request(conn)
             payload = b'{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"}}]}'
             conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
                          % (len(payload), payload))
             self.answered += 1
-            if conn.recv(65536):  # the next request on this connection: dropped unanswered
+            # the next request on this connection: read whole (a clean close, not a reset), never answered
+            if self._read_request(conn):
                 self.dropped += 1
 
 

@@ -54,3 +54,21 @@ def test_the_log_file_round_trips_and_a_failing_listener_costs_a_log_line(tmp_pa
     assert seen == [r] and "not counted" in caplog.text
     (tmp_path / "requests.jsonl").open("a").write("not json\n")
     assert read_records(tmp_path / "requests.jsonl") == [r]
+
+
+def test_request_ids_differ_across_processes_even_forked_ones() -> None:
+    import os
+
+    from memwire.middleware._records import Record, next_rid
+
+    mine = [next_rid() for _ in range(3)] + [Record(at=0.0, api="openai.chat", model="m", status=200).rid]
+    assert len(set(mine)) == 4 and len({r[:10] for r in mine}) == 1  # one prefix, then a count
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a worker forked from a process that already made ids
+        os.write(write, next_rid().encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    theirs = os.read(read, 64).decode()
+    os.close(read), os.close(write)
+    assert theirs[:10] != mine[0][:10]
