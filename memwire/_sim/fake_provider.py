@@ -731,8 +731,10 @@ class ServerThread:
         self._sock.bind((host, 0))  # port 0: the OS picks a free port, no race with other tests
         self.port: int = self._sock.getsockname()[1]
         self.base_url = f"http://{host}:{self.port}"
+        # a Starlette app (the proxy) gets its lifespan: what it opens at start is closed at the end
+        lifespan = "on" if hasattr(app, "router") else "off"
         config = uvicorn.Config(
-            app, log_level="warning", lifespan="off", access_log=False, timeout_graceful_shutdown=1
+            app, log_level="warning", lifespan=lifespan, access_log=False, timeout_graceful_shutdown=1
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
