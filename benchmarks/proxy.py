@@ -558,10 +558,14 @@ def run_workers(args: argparse.Namespace) -> int:
             time.sleep(2)  # let every worker finish warming up
             portkey = PortkeyBodies(upstream_url)
             plain = request_bytes
+
+            def passed_through(host: str, key: str, body: dict[str, Any]) -> bytes:
+                return plain(host, key, body).replace(b"POST /v1/chat/completions ", b"POST /v1/embeddings ", 1)
             rps: dict[str, list[float]] = {name: [] for name in targets}
             cpu: dict[str, list[float]] = {name: [] for name in targets}
             lat: dict[str, list[float]] = {name: [] for name in targets}
             loop: dict[str, list[float]] = {name: [] for name in targets}
+            floor: dict[str, list[float]] = {name: [] for name in targets}  # CPU of the same bodies passed through
             for r in range(rounds):
                 order = list(targets) if r % 2 == 0 else list(targets)[::-1]
                 for name in order:
@@ -576,6 +580,13 @@ def run_workers(args: argparse.Namespace) -> int:
                     rps[name].append(done / took)
                     if proc:
                         cpu[name].append((cpu_seconds(proc.pid) - c0) / done * 1000)
+                    if name.startswith("memwire"):  # the HTTP work alone: a route without memory, same bodies
+                        request_bytes = passed_through
+                        c0 = cpu_seconds(proc.pid)
+                        done = throughput(port, "sk-upstream-fake", new_turn_bodies(clients * int(seconds * 200), False,
+                                                                                    f"p{r}{name}"), clients, seconds / 2)
+                        floor[name].append((cpu_seconds(proc.pid) - c0) / done * 1000)
+                        request_bytes = plain
                     lat[name] += latencies(port, "sk-upstream-fake", new_turn_bodies(max(1, args.requests // rounds),
                                                                                      True, f"l{r}{name}"))
                     loop[name] += latencies(port, "sk-upstream-fake", tool_loop_bodies(max(1, args.requests // rounds),
@@ -587,21 +598,24 @@ def run_workers(args: argparse.Namespace) -> int:
     print(f"fake upstream answering in {args.upstream_ms:g} ms; {os.cpu_count()} CPUs shared by the client, the "
           f"upstream and the server; {clients} clients for {seconds:g} s per target and round, {rounds} interleaved "
           f"rounds; latency: 1 client, {args.requests} requests of ~12 KB each a new turn ('new turn'), and as many "
-          f"as an agent's tool loop sends them, 4 requests of a turn after its first ('tool loop')\n")
+          f"as an agent's tool loop sends them, 4 requests of a turn after its first ('loop'); 'own ms/req': CPU per "
+          f"request less that of the same bodies sent to a route without memory (/v1/embeddings): memwire's own work\n")
     d50, d99 = pct(lat["direct"], 0.5), pct(lat["direct"], 0.99)
     t50, t99 = pct(loop["direct"], 0.5), pct(loop["direct"], 0.99)
-    head = (f"{'target':<14} {'req/s':>8} {'x w=1':>6} {'CPU ms/req':>11} {'p50 ms':>8} {'p99 ms':>8} {'added p50':>10} "
-            f"{'added p99':>10} {'loop +p50':>10} {'loop +p99':>10}")
+    head = (f"{'target':<14} {'req/s':>8} {'x w=1':>6} {'CPU ms/req':>11} {'own ms/req':>11} {'p50 ms':>8} {'p99 ms':>8} "
+            f"{'added p50':>10} {'added p99':>10} {'loop +p50':>10} {'loop +p99':>10}")
     print(head)
     print("-" * len(head))
     base = statistics.median(rps[f"memwire w={args.workers[0]}"]) if args.workers else 0.0
     for name in targets:
         v = statistics.median(rps[name])
         c = f"{statistics.median(cpu[name]):>11.2f}" if cpu[name] else f"{'':>11}"
+        own = (f"{statistics.median(cpu[name]) - statistics.median(floor[name]):>11.2f}" if floor[name]
+               else f"{'':>11}")
         p50, p99 = pct(lat[name], 0.5), pct(lat[name], 0.99)
         l50, l99 = pct(loop[name], 0.5), pct(loop[name], 0.99)
         ratio = f"{v / base:>6.2f}" if name.startswith("memwire") else f"{'':>6}"
-        print(f"{name:<14} {v:>8.0f} {ratio} {c} {p50:>8.2f} {p99:>8.2f} {p50 - d50:>+10.2f} {p99 - d99:>+10.2f} "
+        print(f"{name:<14} {v:>8.0f} {ratio} {c} {own} {p50:>8.2f} {p99:>8.2f} {p50 - d50:>+10.2f} {p99 - d99:>+10.2f} "
               f"{l50 - t50:>+10.2f} {l99 - t99:>+10.2f}")
     for note in notes:
         print(note)
