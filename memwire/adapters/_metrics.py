@@ -43,6 +43,7 @@ class Metrics:
         self.multiprocess = bool(os.environ.get(MULTIPROC_ENV))
         self.registry = CollectorRegistry()
         self.store_size = store_size
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         reg = self.registry
         self.requests = Counter("memwire_requests", "Requests on the memory routes",
                                 ["api", "mode", "provider", "status"], registry=reg)
@@ -59,21 +60,30 @@ class Metrics:
         self.captures = Counter("memwire_captures", "Capture events: captured, reinforced, forgotten, ...",
                                 ["event"], registry=reg)
 
+    def _of(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, kept: prometheus_client checks and locks on every call, and
+        a request makes a dozen (a handful of label sets recur)."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
     def observe(self, r: Record) -> None:
-        mode = r.mode or "none"
-        self.requests.labels(r.api, mode, r.provider, _status_class(r.status)).inc()
-        self.injections.labels(mode, r.provider, "injected" if r.injected else (r.skipped or "passthrough")).inc()
+        mode, of = r.mode or "none", self._of
+        of(self.requests, r.api, mode, r.provider, _status_class(r.status)).inc()
+        of(self.injections, mode, r.provider, "injected" if r.injected else (r.skipped or "passthrough")).inc()
         if r.mode:
-            self.latency.labels(mode).observe(r.added_ms / 1000)
+            of(self.latency, mode).observe(r.added_ms / 1000)
         if r.block_tokens:
-            self.block_tokens.labels(mode).inc(r.block_tokens)
+            of(self.block_tokens, mode).inc(r.block_tokens)
         if r.prompt_tokens is not None:
             for kind in _TOKENS:
-                self.tokens[kind].labels(mode, r.provider).inc(getattr(r, f"{kind}_tokens") or 0)
+                of(self.tokens[kind], mode, r.provider).inc(getattr(r, f"{kind}_tokens") or 0)
         if r.skipped in ("error", "timeout"):
-            self.errors.labels("memory").inc()
+            of(self.errors, "memory").inc()
         if r.status >= 500 or r.status == 0:
-            self.errors.labels("upstream").inc()
+            of(self.errors, "upstream").inc()
 
     def capture(self, event: str) -> None:
         self.captures.labels(event).inc()
