@@ -161,3 +161,48 @@ def test_a_pooled_connection_the_upstream_closed_is_retried_once(tmp_path: Any, 
         up.sock.close()
     assert [r.status_code for r in answers] == [200] * 10
     assert up.answered == 10 and up.dropped >= 1  # each reuse of a dropped connection was sent again
+
+
+class Silent:
+    """An upstream that accepts connections, reads, and never answers."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)  # kept open, never answered
+
+    def close(self) -> None:
+        for conn in self.held:
+            conn.close()
+        self.sock.close()
+
+
+@pytest.mark.parametrize("aio", [True, False], ids=["aiohttp", "httpx"])
+def test_an_upstream_that_never_answers_is_a_504_and_one_that_refuses_a_502(
+        tmp_path: Any, aio: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("memwire.adapters.proxy.aio_available", lambda: aio)
+    silent = Silent()
+    refused = socket.create_server(("127.0.0.1", 0))
+    refused_url = f"http://127.0.0.1:{refused.getsockname()[1]}"
+    refused.close()  # nothing listens there any more
+    mw = Middleware(store=MemoryStore(tmp_path / "mem"), mode="contextPerTurn")
+    chat = {"model": "m", "messages": [{"role": "user", "content": "hello there"}]}
+    try:
+        for upstream, status, code in ((silent.url, 504, "upstream_timeout"), (refused_url, 502, "upstream_unreachable")):
+            proxy = Served(create_app(mw, openai_upstream=upstream, timeout=0.5))
+            try:
+                r = httpx.post(proxy.url + "/v1/chat/completions", json=chat, timeout=10)
+            finally:
+                proxy.stop()
+            assert (r.status_code, r.json()["error"]["code"]) == (status, code)
+    finally:
+        silent.close()
