@@ -139,10 +139,11 @@ class IdMap:
         rot = (hashes >> np.uint64(bits)) | (hashes << np.uint64(64 - bits)) if bits else hashes
         order = np.argsort(rot, kind="stable")
         rot = rot[order]
-        if len(rot) > 1 and (same := np.flatnonzero(rot[1:] == rot[:-1])).size:
-            for at in same.tolist():
-                if keys[numbers[order[at]]] == keys[numbers[order[at + 1]]]:
-                    raise ValueError(f"id {keys[numbers[order[at]]]!r} twice")
+        same = np.flatnonzero(rot[1:] == rot[:-1])
+        if len(same):  # an id twice has one hash: among the (few) ids sharing theirs
+            clash = [keys[i] for i in numbers[order[np.union1d(same, same + 1)]].tolist()]
+            if len(set(clash)) < len(clash):
+                raise ValueError(f"id {next(k for k in clash if clash.count(k) > 1)!r} twice")
         home = (rot >> np.uint64(64 - bits)).astype(np.int64) if bits else np.zeros(len(rot), dtype=np.int64)
         steps = np.arange(len(home))
         pos = np.maximum.accumulate(home - steps) + steps if len(home) else home
