@@ -74,6 +74,29 @@ class IdMap:
             raise KeyError(key)
         return v  # type: ignore[no-any-return]
 
+    def numbers(self, keys: Sequence[str | None]) -> Any:
+        """``get`` of each of ``keys`` (None: no id), -1 for none, as a numpy int64 array:
+        all at once, a probe step at a time."""
+        import numpy as np
+
+        tab = np.frombuffer(self._tab, dtype=np.int32)
+        mask = len(tab) - 1
+        hashes = np.fromiter(map(hash, keys), dtype=np.int64, count=len(keys))
+        out = np.full(len(keys), -1, dtype=np.int64)
+        todo = np.flatnonzero(hashes != hash(None))  # the ids (an id with None's hash: looked up alone)
+        for i in np.flatnonzero(hashes == hash(None)).tolist():
+            out[i] = -1 if keys[i] is None else self.get(keys[i], -1)
+        at = hashes.view(np.uint64)[todo] & np.uint64(mask)
+        mine = self._keys
+        while len(todo):
+            v = tab[at]
+            todo, v, at = todo[v >= 0], v[v >= 0], at[v >= 0]
+            same = np.fromiter((mine[a] == keys[b] for a, b in zip(v.tolist(), todo.tolist())), dtype=bool,
+                               count=len(todo))
+            out[todo[same]] = v[same]
+            todo, at = todo[~same], (at[~same] + np.uint64(1)) & np.uint64(mask)
+        return out
+
     def put(self, key: str, number: int) -> None:
         """Map ``key`` (already at ``keys[number]``) to ``number``, replacing its old number."""
         tab, keys, mask = self._tab, self._keys, self._mask

@@ -69,6 +69,16 @@ def test_an_id_map_built_at_once_finds_every_id_and_no_other() -> None:
         m["nope"]
 
 
+def test_numbers_looks_up_many_ids_at_once() -> None:
+    keys: list[str | None] = [Clash("a" * i) for i in range(1, 30)] + [f"{i:x}" for i in range(300)]
+    m = IdMap.of(keys)
+    m.pop(keys[5])  # a hole in a run of collisions
+    keys[5] = None
+    asked = [keys[7], None, "nope", Clash("zz" * 40), *keys[::-1], keys[5]]
+    assert m.numbers(asked).tolist() == [m.get(k, -1) if k is not None else -1 for k in asked]
+    assert m.numbers(asked)[0] == 7 and m.numbers([]).tolist() == []
+
+
 def test_an_id_twice_is_refused() -> None:
     with pytest.raises(ValueError, match="twice"):
         IdMap.of(["a", "b", "c", "b"])
