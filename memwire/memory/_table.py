@@ -4,12 +4,13 @@ Held as ``Memory`` objects in dicts, a memory cost ~700 bytes besides the index 
 ``__dict__``, its own copies of the date, topic and path strings, two dict entries), and a store of
 a million took seconds to build them at start. A ``Table`` keeps, per memory of one file:
 
-- its id: a key of one dict (id -> row); the string is the one the index holds;
+- its id: in a list by row (8 bytes; the string is the one the index holds), found by an
+  ``IdMap`` (id -> row, 8-16 bytes: a dict would take ~60, an ``int`` object per row included);
 - its text: UTF-8 in one buffer, and where it ends there (8 bytes);
 - its tags, pin, topic and date: an index (4 bytes) into the file's distinct (tags, pinned, topic,
   date) tuples (the memories of one session and topic share one);
 
-about 80 bytes besides the text. A table is restored from the snapshot's arrays without an object
+about 30-36 bytes besides the text and the id string. A table is restored from the snapshot's arrays without an object
 per memory, and a ``Memory`` is built when asked for (a search returns a few). A table only grows
 (an add appends to the cache); a file that changed is parsed into a new table.
 
