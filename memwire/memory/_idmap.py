@@ -19,6 +19,7 @@ __all__ = ["IdMap"]
 
 _EMPTY = -1
 _MIN_SIZE = 8
+_NUMPY_FROM = 512  # ids: a table of fewer is built one id at a time
 
 
 class IdMap:
@@ -147,9 +148,17 @@ class IdMap:
         """Fill a table of ``size`` slots (a power of two) with every id of ``keys``: sorted by
         home slot, each goes to the first free slot from its home on (a running maximum); the few
         that run past the end wrap around, one by one."""
+        keys = self._keys
+        if len(keys) < _NUMPY_FROM:  # small: one by one (and no numpy)
+            self._tab, self._mask, self._n = array("i", [_EMPTY]) * size, size - 1, 0
+            for number, key in enumerate(keys):
+                if key is not None:
+                    self.put(key, number)
+            if self._n < len(keys) - keys.count(None):
+                raise ValueError(f"id {next(k for k in keys if k is not None and keys.count(k) > 1)!r} twice")
+            return
         import numpy as np
 
-        keys = self._keys
         hashes = np.fromiter(map(hash, keys), dtype=np.int64, count=len(keys))
         numbers = np.arange(len(keys))
         maybe = np.flatnonzero(hashes == hash(None))  # free numbers (or, once in 2**64, an id)

@@ -10,9 +10,10 @@ a million took seconds to build them at start. A ``Table`` keeps, per memory of 
 - its tags, pin, topic and date: an index (4 bytes) into the file's distinct (tags, pinned, topic,
   date) tuples (the memories of one session and topic share one);
 
-about 30-36 bytes besides the text and the id string. A table is restored from the snapshot's arrays without an object
-per memory, and a ``Memory`` is built when asked for (a search returns a few). A table only grows
-(an add appends to the cache); a file that changed is parsed into a new table.
+about 30-36 bytes besides the text and the id string. A table is restored from the snapshot's
+arrays without an object per memory, and a ``Memory`` is built when asked for (a search returns a
+few). A table only grows (an add appends to the cache); a file that changed is parsed into a new
+table.
 
 ``Merged`` is the store's view by id over its directories' tables (see its docstring): with one
 table (one memory file, the usual large store) it is that table and costs nothing per memory.

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from memwire.memory import _idmap
 from memwire.memory import _index as index_mod
 from memwire.memory._idmap import IdMap
 from memwire.memory._index import BM25Index
@@ -20,6 +21,12 @@ class Clash(str):
         return -(len(self) % 3) - 2  # negative, like half of all str hashes
 
 
+@pytest.fixture(params=["numpy", "one by one"])
+def build(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables built with numpy (as large ones are) or one id at a time (small ones)."""
+    monkeypatch.setattr(_idmap, "_NUMPY_FROM", 0 if request.param == "numpy" else 1 << 30)
+
+
 def check(m: IdMap, want: dict[str, int], probes: list[str]) -> None:
     assert len(m) == len(want)
     assert sorted(m) == sorted(want) and dict(m.items()) == want
@@ -28,6 +35,7 @@ def check(m: IdMap, want: dict[str, int], probes: list[str]) -> None:
         assert (key in m) == (key in want)
 
 
+@pytest.mark.usefixtures("build")
 @pytest.mark.parametrize("kind", [str, Clash])
 def test_an_id_map_is_a_dict_through_puts_pops_reused_numbers_and_rebuilds(kind: type) -> None:
     rng = random.Random(3)
@@ -59,6 +67,7 @@ def test_an_id_map_is_a_dict_through_puts_pops_reused_numbers_and_rebuilds(kind:
             check(m, want, names)
 
 
+@pytest.mark.usefixtures("build")
 def test_an_id_map_built_at_once_finds_every_id_and_no_other() -> None:
     keys: list[str | None] = [f"{i:020x}" for i in range(5000)] + [Clash("x" * i) for i in range(1, 40)]
     keys[17] = keys[4000] = None  # free numbers
@@ -69,6 +78,7 @@ def test_an_id_map_built_at_once_finds_every_id_and_no_other() -> None:
         m["nope"]
 
 
+@pytest.mark.usefixtures("build")
 def test_numbers_looks_up_many_ids_at_once() -> None:
     keys: list[str | None] = [Clash("a" * i) for i in range(1, 30)] + [f"{i:x}" for i in range(300)]
     m = IdMap.of(keys)
@@ -79,6 +89,7 @@ def test_numbers_looks_up_many_ids_at_once() -> None:
     assert m.numbers(asked)[0] == 7 and m.numbers([]).tolist() == []
 
 
+@pytest.mark.usefixtures("build")
 def test_an_id_twice_is_refused() -> None:
     with pytest.raises(ValueError, match="twice"):
         IdMap.of(["a", "b", "c", "b"])
