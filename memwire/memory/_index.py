@@ -279,8 +279,8 @@ class BM25Index:
         self._tails: dict[str, int] = {}  # date -> its last slot: a new memory follows it
         self._links = 0  # how many prev/next links exist (none: searches skip the neighbor pass)
         self._total_len = 0
+        self._term_id: dict[str, int] = {}
         self._term: list[str] = []  # term id -> term
-        self._term_id = IdMap(self._term)
         self._postings: list[_Postings] = []  # term id -> postings
         # per-query scratch, as long as _lens: reset where a query touched it, never reallocated
         self._acc: Any = None  # partial scores (see _best)
@@ -370,9 +370,8 @@ class BM25Index:
         for term, n in tf.items():
             tid = term_id.get(term)
             if tid is None:
-                tid = len(self._term)
-                self._term.append(term)  # first: the map finds a term id by its term there
-                term_id[term] = tid
+                tid = term_id[term] = len(self._term)
+                self._term.append(term)
                 postings.append(_Postings())
             postings[tid].add(slot, n)
             ids += [tid] * n
@@ -496,7 +495,7 @@ class BM25Index:
             self._tails = dict(zip(state["tail_dates"], state["tail_slots"].tolist()))
             self._links, self._total_len = (int(v) for v in state["scalars"])
             self._term = list(terms)
-            self._term_id = IdMap.of(self._term)
+            self._term_id = {t: i for i, t in enumerate(terms)}
             slots, tfs = state["post_slots"].astype(np.int32, copy=False), state["post_tfs"].astype(np.uint16, copy=False)
             cuts = off.tolist()
             tiers = []  # each term's postings of frequency >= 2, >= 3 (see _Postings)
