@@ -6,7 +6,7 @@ the index (id -> slot) already keep the ids in a list by number, so the map only
 number: an open-addressing table of 32-bit numbers (linear probing, at most 2/3 full), its slot
 chosen by the id string's own hash (cached in the string) and a match confirmed by comparing the
 id with ``keys[number]``. That is 4 bytes a slot, 8-16 bytes an id; a lookup is a few Python
-operations (~0.2-0.3 µs against a dict's 0.03-0.13), ~30 per search.
+operations (~0.2-0.3 µs against a dict's 0.03-0.13), a dozen per search.
 """
 
 from __future__ import annotations
