@@ -6,7 +6,7 @@ The corpus and store are benchmarks/store_scale.py's (one ``MEMORY.md``). For ea
 process opens the store without the index snapshot (parsing and indexing, writing the snapshot),
 then another opens it with the snapshot; each answers one search and prints its RSS growth per
 memory and load time, then the bytes per memory of what the store holds: its tables (the id
-strings, the id -> row dicts, the texts, the other columns) and each attribute of the BM25 index.
+strings, the id lists and id -> row maps, the texts, the other columns) and each attribute of the BM25 index.
 Every object is counted once (a string the index shares with a table counts where it is met
 first: the tables); numpy arrays count their buffers (a view, its base's). The gap between the
 objects and the RSS growth is the allocators' (free pages kept) and the interpreter's.
@@ -84,7 +84,7 @@ def child(path: str, query: str) -> None:
     size = Sizer()
     tables = [t for d in store._dirs for t in d.files.values()]
     rows.append(("store: id strings", sum(size(mid) for t in tables for mid in t.ids())))
-    rows.append(("store: id -> row dicts (rows as ints)", sum(size(t._row) for t in tables)))
+    rows.append(("store: id lists, id -> row maps", sum(size(t._ids, t._row) for t in tables)))
     rows.append(("store: texts (UTF-8, one buffer a file)", sum(size(t._text) for t in tables)))
     rows.append(("store: other columns (ends, kinds)", sum(size(t) for t in tables)))
     rows.append(("store: merged view", size(store._merged)))

@@ -77,6 +77,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ._idmap import IdMap
 from ._text import analyze, common_terms, is_bigram, recent_terms
 
 if TYPE_CHECKING:
@@ -261,8 +262,8 @@ class BM25Index:
     def __init__(self, k1: float = K1, b: float = B, delta: float = DELTA) -> None:
         self.k1, self.b, self.delta = k1, b, delta
         self._lock = threading.Lock()
-        self._slot: dict[str, int] = {}  # doc id -> slot (a row in the length array)
         self._ids: list[str | None] = []  # slot -> doc id
+        self._slot = IdMap(self._ids)  # doc id -> slot (a row in the length array)
         # every memory's term ids, one per occurrence (a term's consecutive), in one array: slot s
         # holds _lens[s] of them from _foff[s]; removed memories leave holes, compacted by _fput
         self._fwd: Any = None
@@ -322,11 +323,13 @@ class BM25Index:
         with self._lock:
             self._delete(doc_id)
 
-    def _grow(self, slot: int) -> None:
+    def _grow(self, size: int) -> None:
+        """Room for ``size`` slots in the per-slot arrays. Only what is copied is written: the
+        rest (a new slot's links are set by ``_insert``) stays untouched, so costs no memory
+        until used."""
         np = _numpy()
-        size = max(64, 2 * slot)
         old = 0 if self._lens is None else len(self._lens)
-        lens, prev, nxt = np.zeros(size), np.full(size, -1, dtype=np.int32), np.full(size, -1, dtype=np.int32)
+        lens, prev, nxt = np.zeros(size), np.empty(size, dtype=np.int32), np.empty(size, dtype=np.int32)
         foff = np.zeros(size, dtype=np.int64)
         if old:
             lens[:old], prev[:old], nxt[:old], foff[:old] = self._lens, self._prev, self._next, self._foff
@@ -352,9 +355,10 @@ class BM25Index:
             self._ids.append(None)
             self._dates.append(None)
             if self._lens is None or slot >= len(self._lens):
-                self._grow(slot)
+                self._grow(max(64, 2 * slot))
+            self._prev[slot] = self._next[slot] = -1
+        self._ids[slot] = doc_id  # first: the map finds a slot by its id there
         self._slot[doc_id] = slot
-        self._ids[slot] = doc_id
         self._dates[slot] = date
         if date and not keep:
             tail = self._tails.get(date)
@@ -479,10 +483,10 @@ class BM25Index:
         with self._lock:
             if self._slot:
                 raise ValueError("restore into an empty index only")
-            self._grow(max(used, 1))
+            self._grow(max(used, 1))  # exactly: an add grows it
             self._lens[:used], self._prev[:used], self._next[:used] = state["lens"], state["prev"], state["next"]
             self._ids, self._dates = list(ids), list(dates)
-            self._slot = {doc: slot for slot, doc in enumerate(ids) if doc is not None}
+            self._slot = IdMap.of(self._ids)
             raw = np.ascontiguousarray(state["doc_terms"], dtype=np.uint8)
             self._fwd = raw.view("<u4").astype(np.uint32, copy=False)
             self._fend, self._fdead = len(self._fwd), 0

@@ -197,6 +197,15 @@ def _rows(store: "MemoryStore", index_ids: list[str | None], row_of: dict[int, i
     import numpy as np
 
     more: list[str] = []
+    single = store._merged._single
+    if single is not None and id(single) in row_of:  # one table (a large store's usual case): all at once
+        rows = single._row.numbers(index_ids)
+        out = np.where(rows >= 0, rows + row_of[id(single)], -1)
+        for slot in np.flatnonzero(rows < 0).tolist():
+            if index_ids[slot] is not None:
+                out[slot] = n + len(more)
+                more.append(index_ids[slot])  # type: ignore[arg-type]
+        return out, more
     out = np.empty(len(index_ids), dtype=np.int64)
     for slot, mid in enumerate(index_ids):
         if mid is None:

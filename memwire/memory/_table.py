@@ -4,14 +4,16 @@ Held as ``Memory`` objects in dicts, a memory cost ~700 bytes besides the index 
 ``__dict__``, its own copies of the date, topic and path strings, two dict entries), and a store of
 a million took seconds to build them at start. A ``Table`` keeps, per memory of one file:
 
-- its id: a key of one dict (id -> row); the string is the one the index holds;
+- its id: in a list by row (8 bytes; the string is the one the index holds), found by an
+  ``IdMap`` (id -> row, 8-16 bytes: a dict would take ~60, an ``int`` object per row included);
 - its text: UTF-8 in one buffer, and where it ends there (8 bytes);
 - its tags, pin, topic and date: an index (4 bytes) into the file's distinct (tags, pinned, topic,
   date) tuples (the memories of one session and topic share one);
 
-about 80 bytes besides the text. A table is restored from the snapshot's arrays without an object
-per memory, and a ``Memory`` is built when asked for (a search returns a few). A table only grows
-(an add appends to the cache); a file that changed is parsed into a new table.
+about 30-36 bytes besides the text and the id string. A table is restored from the snapshot's
+arrays without an object per memory, and a ``Memory`` is built when asked for (a search returns a
+few). A table only grows (an add appends to the cache); a file that changed is parsed into a new
+table.
 
 ``Merged`` is the store's view by id over its directories' tables (see its docstring): with one
 table (one memory file, the usual large store) it is that table and costs nothing per memory.
@@ -24,6 +26,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Union
 
+from ._idmap import IdMap
 from ._model import Memory, normalized
 
 __all__ = ["Kind", "Table", "Merged", "longer_id"]
@@ -37,11 +40,12 @@ _UTF8 = ("utf-8", "surrogatepass")  # a text is valid UTF-8 (it was read or writ
 class Table:
     """One memory file's memories, by id, in file order (see the module docstring)."""
 
-    __slots__ = ("source", "_row", "_text", "_ends", "_kind", "_kinds", "_kind_of")
+    __slots__ = ("source", "_ids", "_row", "_text", "_ends", "_kind", "_kinds", "_kind_of")
 
     def __init__(self, source: str) -> None:
         self.source = source  # the file's path: every memory's ``source``
-        self._row: dict[str, int] = {}  # id -> row; rows are 0, 1, ... in insertion order
+        self._ids: list[str] = []  # row -> id; rows are 0, 1, ... in insertion order
+        self._row = IdMap(self._ids)  # id -> row
         self._text = bytearray()
         self._ends = array("q")  # row -> where its text ends in _text
         self._kind = array("I")  # row -> index into _kinds
@@ -66,15 +70,14 @@ class Table:
         if n and (min(ends) < 0 or max(kind) >= len(kinds)):
             raise ValueError("memory columns out of range")
         table = cls(source)
-        table._row = dict(zip(ids, range(n)))
-        if len(table._row) != n:
-            raise ValueError("an id twice in one file's columns")
+        table._ids = list(ids)
+        table._row = IdMap.of(table._ids)  # raises ValueError on an id twice
         table._text, table._ends, table._kind, table._kinds, table._kind_of = text, ends, kind, kinds, None
         return table
 
     def columns(self) -> tuple[list[str], bytearray, array[int], array[int], list[Kind]]:
         """Ids, text buffer, text ends, kind per row, kinds: what ``restore`` takes."""
-        return list(self._row), self._text, self._ends, self._kind, self._kinds
+        return list(self._ids), self._text, self._ends, self._kind, self._kinds
 
     def append(self, mem: Memory) -> bool:
         """Add ``mem`` as the last row under its id; an id already here is left as it is (False)."""
@@ -90,18 +93,19 @@ class Table:
         self._text += mem.text.encode(*_UTF8)
         self._ends.append(len(self._text))
         self._kind.append(at)
-        self._row[mem.id] = len(self._row)  # last: a reader that sees the id sees its columns
+        self._ids.append(mem.id)  # last: a reader that sees the id sees its columns
+        self._row[mem.id] = len(self._ids) - 1
         return True
 
     def __len__(self) -> int:
-        return len(self._row)
+        return len(self._ids)
 
     def __contains__(self, mid: object) -> bool:
         return mid in self._row
 
     def ids(self) -> Iterator[str]:
         """The ids, in file order."""
-        return iter(self._row)
+        return iter(self._ids)
 
     def get(self, mid: str, as_id: str | None = None) -> Memory | None:
         """The memory with id ``mid`` (shown with id ``as_id`` when given), or None."""
@@ -115,7 +119,7 @@ class Table:
 
     def memories(self) -> Iterator[Memory]:
         """Every memory, in file order."""
-        for mid, row in self._row.items():
+        for row, mid in enumerate(self._ids):
             yield self._memory(mid, row)
 
     def same(self, mid: str, other: "Table", other_mid: str) -> bool:
@@ -174,8 +178,8 @@ class Merged:
         for ts in dirs:
             mine: dict[str, _Ref] = {}
             for t in ts:
-                if mine.keys().isdisjoint(t._row):  # the usual case, at C speed
-                    mine.update(dict.fromkeys(t._row, t))
+                if mine.keys().isdisjoint(t._ids):  # the usual case, at C speed
+                    mine.update(dict.fromkeys(t._ids, t))
                     continue
                 for mid in t.ids():
                     have = mine.get(mid)
@@ -226,7 +230,7 @@ class Merged:
         must not wait for it). A table's rows never change, so what is built later is what was
         shown now."""
         if self._single is not None:
-            table, ids = self._single, list(self._single._row)
+            table, ids = self._single, list(self._single._ids)
             return lambda: map(table._memory, ids, range(len(ids)))
         items = list(self._owner.items())
         return lambda: (m for mid, found in items if (m := _resolved(found, mid)) is not None)
@@ -246,7 +250,7 @@ class Merged:
         if self._single is table:
             return
         if self._single is not None:  # a second table: from now on by id
-            self._owner, self._single = dict.fromkeys(self._single._row, self._single), None
+            self._owner, self._single = dict.fromkeys(self._single._ids, self._single), None
         self._owner[mid] = table
 
 

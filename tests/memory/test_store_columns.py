@@ -141,6 +141,26 @@ def test_a_restored_store_then_written_to_is_the_store_from_scratch(tmp_path: Pa
 
 
 @pytest.mark.usefixtures("small_snapshots")
+def test_a_one_file_store_written_to_round_trips_through_the_snapshot(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """One memory file (its rows and the index's slots looked up all at once when saving), with
+    forgotten memories (free slots in the index) and adds: the snapshot restores it as it was."""
+    (tmp_path / "MEMORY.md").write_text("## Notes\n" + "".join(f"- session note {i} about topic{i % 5}\n" for i in range(40)))
+    store = MemoryStore(tmp_path, track=False)
+    for m in store.memories()[3:9]:
+        store.forget(m.id)
+    store.add("a new fact about apple pie")
+    store.add("session note 77 about garden roses", date="2024-05-01")
+    store._save_snapshot()  # what exit does
+    want = view(store)
+    monkeypatch.setattr(_store.BM25Index, "add_many", lambda *a: pytest.fail("the index was rebuilt"))
+    again = MemoryStore(tmp_path, track=False)
+    assert view(again) == want
+    table = again._dirs[0].files["MEMORY.md"]
+    assert all(mid is table._ids[table._row[mid]] for mid in again._index._ids if mid is not None)
+
+
+@pytest.mark.usefixtures("small_snapshots")
 def test_colliding_ids_survive_the_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                             caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(model, "ID_CHARS", 1)  # 16 possible ids: within a file and across files they collide
