@@ -781,7 +781,7 @@ class BM25Index:
                     pieces.append((x, slots, tfs))
                 if len(pieces) == 1:
                     x, slots, tfs = pieces[0]
-                    acc[slots] += self._parts(self._lens[slots], tfs, x.coef, avgdl)
+                    np.add.at(acc, slots, self._parts(self._lens[slots], tfs, x.coef, avgdl))
                     new = slots[state[slots] == 0]
                 else:
                     counts = [len(pc[1]) for pc in pieces]
@@ -789,7 +789,7 @@ class BM25Index:
                     part = self._parts(self._lens[slots], np.concatenate([pc[2] for pc in pieces]),
                                        np.repeat([pc[0].coef for pc in pieces], counts), avgdl)
                     np.add.at(acc, slots, part)  # a memory may be in several
-                    new = np.sort(slots[state[slots] == 0])
+                    new = np.sort(slots[state[slots] == 0], kind="stable")
                     new = new[np.concatenate(([True], new[1:] != new[:-1]))]
                 state[new] = 1
                 touched.append(new)
@@ -809,11 +809,11 @@ class BM25Index:
             left = sorted((x for x in terms if x.rest > 0), key=lambda x: -x.rest)
             # the candidates' scores from here on in arrays of their own, filtered together
             a = acc[cand]
-            if left and not probed and len(cand) > _PROBE_WORTH * size:
+            if left and len(cand) > _PROBE_WORTH * size:
                 theta = max(theta, self._probe(cand, a, size, terms, commons, cuts, xs, avgdl))
             if left:
                 # ascending: binary searches for ascending slots go three times as fast
-                cand = np.sort(cand[self._can(a, None, 0.0, terms, theta, cuts)])
+                cand = np.sort(cand[self._can(a, None, 0.0, terms, theta, cuts)], kind="stable")
                 a = acc[cand]
             # a memory holding a term at a walked level has its part: the term's bound is not for it
             held = [(x, self._holds(x.p.at_least(x.thr), cand)) for x in left if x.thr != _NONE]
@@ -831,6 +831,8 @@ class BM25Index:
                 a[at] += part
                 x.rest = 0.0
                 held = [(y, h) for y, h in held if y is not x]
+                if len(cand) > _PROBE_WORTH * size:
+                    theta = max(theta, self._theta(a, a if commons else None, cand, size, cuts, xs))
             if cuts is not None and len(cand):
                 spec = a
                 if commons:
@@ -939,7 +941,7 @@ class BM25Index:
         free = None if xs is None else ~np.isin(cand, xs)
         mine = own if free is None else own[free]
         if len(mine) <= size:
-            return np.sort(cand)
+            return np.sort(cand, kind="stable")
         last = np.partition(mine, len(mine) - size)[len(mine) - size]
         above = own > last
         need = size - int(np.count_nonzero(above if free is None else above & free))
@@ -951,7 +953,7 @@ class BM25Index:
                 break
             take.append(i)
             need -= free is None or bool(free[i])
-        return np.sort(np.concatenate((cand[above], cand[take])))
+        return np.sort(np.concatenate((cand[above], cand[take])), kind="stable")
 
     # ---- the re-ranking: feedback and neighbors, within the pool and its neighbors
 
@@ -967,7 +969,7 @@ class BM25Index:
         near = self._neighbors_of(pool)
         at = pool
         if len(near):
-            at = np.sort(np.concatenate((pool, near)))
+            at = np.sort(np.concatenate((pool, near)), kind="stable")
             at = at[np.concatenate(([True], at[1:] != at[:-1]))]
         runs = self._forward(at, avgdl)
         own, common, hits = self._score_runs(runs, len(at), terms, cuts is not None)
@@ -979,9 +981,9 @@ class BM25Index:
                 ok &= (own[i] - (1 - COMMON_WEIGHT) * common[i] >= cuts[1]) & (own[i] >= cuts[0])
             joined = near[ok]
             if len(joined):
-                cand = np.sort(np.concatenate((pool, joined)))
+                cand = np.sort(np.concatenate((pool, joined)), kind="stable")
                 cand = cand[np.concatenate(([True], cand[1:] != cand[:-1]))]
-                far = np.sort(self._neighbors_of(joined))  # their neighbors' scores count too
+                far = np.sort(self._neighbors_of(joined), kind="stable")  # their neighbors' scores count too
                 far = far[at[np.minimum(np.searchsorted(at, far), len(at) - 1)] != far]
                 if len(far):  # scored apart, appended: ``order`` sorts ``at``
                     far = far[np.concatenate(([True], far[1:] != far[:-1]))]
