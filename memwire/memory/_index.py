@@ -136,10 +136,10 @@ _SMALL = 2000  # a query whose terms hold this many postings or fewer has them a
 _PROBE_WORTH = 5
 _CHUNK = 1000  # bulk adds release the lock this often
 _FWD_SLACK = 1 << 16  # the forward index is compacted once its holes outnumber this and its ids
-# a term with up to this many postings per memory to look it up in is spread over a scratch array
-# and read there rather than searched (on this 2-core VM the two cost the same at about 6 postings
-# per memory in a 100k store, 3-4 in a 1M store, whose scratch arrays no longer fit in the cache)
-_SPREAD = 3
+# a term with up to this many postings per memory to look it up in is merged with the memories
+# rather than binary-searched (see _find; on this 2-core VM merging two sorted runs is the faster
+# up to 3-5 postings per memory, in a 100k store as in a 1M one)
+_MERGE = 4
 
 _MONTHS = (
     "january february march april may june july august september october november december"
@@ -582,13 +582,21 @@ class BM25Index:
         k1, b = self.k1, self.b
         return x.w * x.idf * (tf * (k1 + 1)) / (k1 * (1 - b + b * tf / avgdl) + tf) + 1.0 / self._quantum
 
-    def _lookup_at(self, p: _Run, slots: Any) -> tuple[Any, Any]:
-        """Where in ``slots`` (any order) the term of ``p`` is held, and its frequencies there."""
+    def _find(self, run: _Run, slots: Any) -> tuple[Any, Any]:
+        """Where in ``slots`` (distinct, ascending) ``run`` has postings, ascending, and their
+        frequencies. Few slots are binary-searched; many (``run`` holding up to ``_MERGE`` times
+        as many postings) are merged with the postings: a stable sort of the two sorted runs,
+        where a slot held follows its posting."""
         np = _numpy()
-        have = p.slots[: p.n]
-        at = np.minimum(np.searchsorted(have, slots), p.n - 1)
-        found = np.flatnonzero(have[at] == slots)
-        return found, p.tfs[at[found]]
+        have, n = run.slots[: run.n], run.n
+        if n > _MERGE * len(slots):
+            at = np.minimum(np.searchsorted(have, slots), n - 1)
+            found = np.flatnonzero(have[at] == slots)
+            return found, run.tfs[at[found]]
+        both = np.concatenate((have, slots))
+        order = np.argsort(both, kind="stable")
+        same = np.flatnonzero(both[order[1:]] == both[order[:-1]])
+        return order[same + 1] - n, run.tfs[order[same]]
 
     def _ideal(self, terms: Mapping[str, float], common_weight: float = 1.0) -> float:
         """The normalizer: the weighted idf of the query's IDEAL_TERMS most specific terms
@@ -902,33 +910,15 @@ class BM25Index:
         return self._theta(own, com if commons else None, best, size, cuts, xs, slack=0.0)
 
     def _holds(self, run: _Run, slots: Any) -> Any:
-        """Whether each of ``slots`` is in ``run``'s postings."""
-        np = _numpy()
-        if run.n <= _SPREAD * len(slots):
-            have, mark = run.slots[: run.n], self._mark
-            mark[have] = 1
-            found = mark[slots] > 0
-            mark[have] = 0
-            return found
-        have = run.slots[: run.n]
-        return have[np.minimum(np.searchsorted(have, slots), run.n - 1)] == slots
+        """Whether each of ``slots`` (distinct, ascending) is in ``run``'s postings."""
+        found = _numpy().zeros(len(slots), dtype=bool)
+        found[self._find(run, slots)[0]] = True
+        return found
 
     def _gather(self, x: "_Term", slots: Any, below: int, avgdl: float) -> tuple[Any, Any]:
         """``x``'s part in ``slots`` (distinct, ascending) where it is held fewer than ``below``
-        times: where in ``slots`` and how much. The frequencies of a term with few postings are
-        spread over a scratch array and read at ``slots``; one with many (more than
-        ``_SPREAD`` times the slots) is looked up."""
-        np = _numpy()
-        p = x.p
-        if p.n <= _SPREAD * len(slots):
-            have, mark = p.slots[: p.n], self._mark
-            mark[have] = p.tfs[: p.n]
-            tfs = mark[slots]
-            mark[have] = 0
-            at = np.flatnonzero(tfs)
-            tfs = tfs[at]
-        else:
-            at, tfs = self._lookup_at(p, slots)
+        times: where in ``slots`` and how much."""
+        at, tfs = self._find(x.p, slots)
         if below != _NONE:
             few = tfs < below
             at, tfs = at[few], tfs[few]

@@ -35,7 +35,7 @@ Docs = dict[str, tuple[str, "str | None"]]
 def knobs(**values: float) -> Iterator[None]:
     """The index's constants set for a while: the pool's size, and those that choose between
     equivalent paths (walk every posting of a small query or prune, walk levels one by one or
-    together, look terms up or spread them, estimate the pool's last score by a probe or not)."""
+    together, binary-search terms or merge them with the memories, estimate the pool's last score by a probe or not)."""
     old = {name: getattr(index_mod, name) for name in values}
     for name, value in values.items():
         setattr(index_mod, name, value)
@@ -53,7 +53,7 @@ def pool_size(n: int) -> contextlib.AbstractContextManager[None]:
 paths = st.fixed_dictionaries({
     "_SMALL": st.sampled_from([0, 2000]),  # 0: the pruned path even for these small stores
     "_BATCH": st.sampled_from([0, 200]),
-    "_SPREAD": st.sampled_from([0, 3, 1000]),
+    "_MERGE": st.sampled_from([0, 4, 1000]),  # binary search, or merge with the postings
     "_PROBE_WORTH": st.sampled_from([0, 5]),
 })
 
