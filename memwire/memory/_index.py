@@ -129,11 +129,15 @@ DEFAULT_MIN_SCORE = 0.2
 # evidence) stays under that of an 80-memory store, with 4-6 points more recall than 20.
 SMALL_STORE = 50
 
-_BATCH = 200  # levels of up to this many postings (together) are walked in one pass (see _best)
+_BATCH = 1000  # levels of up to this many postings (together) are walked in one pass (see _best)
 _SMALL = 2000  # a query whose terms hold this many postings or fewer has them all walked at once
 # the pool's first estimate scores the best memories touched so far exactly (_probe) once there
 # are this many times the pool's size of postings left to walk or candidates left to look up
 _PROBE_WORTH = 5
+# and once the walk is over, the candidates left that many times the pool's size or more are probed
+# (again): their partial scores are closer to their own now (200: at 1M, the slow tail's p99 from
+# 32 to 23 ms; at 100k a second probe costs more than it saves)
+_REPROBE = 200
 _CHUNK = 1000  # bulk adds release the lock this often
 _FWD_SLACK = 1 << 16  # the forward index is compacted once its holes outnumber this and its ids
 # a term with up to this many postings per memory to look it up in is merged with the memories
@@ -817,7 +821,7 @@ class BM25Index:
             left = sorted((x for x in terms if x.rest > 0), key=lambda x: -x.rest)
             # the candidates' scores from here on in arrays of their own, filtered together
             a = acc[cand]
-            if left and len(cand) > _PROBE_WORTH * size:
+            if left and len(cand) > (_REPROBE if probed else _PROBE_WORTH) * size:
                 theta = max(theta, self._probe(cand, a, size, terms, commons, cuts, xs, avgdl))
             if left:
                 # ascending: binary searches for ascending slots go three times as fast
