@@ -405,7 +405,7 @@ class BM25Index:
         """The positions in ``_fwd`` of the term ids of ``slots`` (of lengths ``lens``), in turn."""
         np = _numpy()
         ends = np.cumsum(lens)
-        return np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(self._foff[slots] - (ends - lens), lens)
+        return np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(self._foff.take(slots) - (ends - lens), lens)
 
     def _terms_of(self, slot: int) -> dict[int, int]:
         """A document's term ids and frequencies."""
@@ -653,7 +653,7 @@ class BM25Index:
         own = where(cand)
         if not self._links or not len(cand):
             return own, None
-        near = np.concatenate((self._prev[cand], self._next[cand]))
+        near = np.concatenate((self._prev.take(cand), self._next.take(cand)))
         return own, (near >= 0, where(near))
 
     def _with_neighbors(self, places: tuple[Any, Any], val: Any) -> Any:
@@ -672,7 +672,7 @@ class BM25Index:
         np = _numpy()
         if not self._links or not len(cand):
             return np.zeros(0, dtype=np.int32)
-        near = np.concatenate((self._prev[cand], self._next[cand]))
+        near = np.concatenate((self._prev.take(cand), self._next.take(cand)))
         return near[near >= 0]
 
     def neighbors(self, doc_id: str) -> tuple[str | None, str | None]:
@@ -793,15 +793,15 @@ class BM25Index:
                     pieces.append((x, slots, tfs))
                 if len(pieces) == 1:
                     x, slots, tfs = pieces[0]
-                    np.add.at(acc, slots, self._parts(self._lens[slots], tfs, x.coef, avgdl))
-                    new = slots[state[slots] == 0]
+                    np.add.at(acc, slots, self._parts(self._lens.take(slots), tfs, x.coef, avgdl))
+                    new = slots[state.take(slots) == 0]
                 else:
                     counts = [len(pc[1]) for pc in pieces]
                     slots = np.concatenate([pc[1] for pc in pieces])
-                    part = self._parts(self._lens[slots], np.concatenate([pc[2] for pc in pieces]),
+                    part = self._parts(self._lens.take(slots), np.concatenate([pc[2] for pc in pieces]),
                                        np.repeat([pc[0].coef for pc in pieces], counts), avgdl)
                     np.add.at(acc, slots, part)  # a memory may be in several
-                    new = np.sort(slots[state[slots] == 0], kind="stable")
+                    new = np.sort(slots[state.take(slots) == 0], kind="stable")
                     new = new[np.concatenate(([True], new[1:] != new[:-1]))]
                 state[new] = 1
                 touched.append(new)
@@ -812,23 +812,23 @@ class BM25Index:
                 touched = [np.concatenate(touched)]
                 t = touched[0]
                 if not probed and self._unwalked(steps[i:]) > _PROBE_WORTH * size:
-                    a = acc[t]
+                    a = acc.take(t)
                     if self._promising(a, size, cuts):
                         probed = True
                         theta = max(theta, self._probe(t, a, size, terms, commons, cuts, xs, avgdl))
                 elif rest < most:  # the size-th best partial score can stop the walk
-                    a = acc[t]  # the common words' share is at most all of it
+                    a = acc.take(t)  # the common words' share is at most all of it
                     theta = max(theta, self._theta(a, a if commons else None, t, size, cuts, xs))
             cand = np.concatenate(touched) if touched else np.zeros(0, dtype=np.int32)
             left = sorted((x for x in terms if x.rest > 0), key=lambda x: -x.rest)
             # the candidates' scores from here on in arrays of their own, filtered together
-            a = acc[cand]
+            a = acc.take(cand)
             if left and len(cand) > (_REPROBE if probed else _PROBE_WORTH) * size and self._promising(a, size, cuts):
                 theta = max(theta, self._probe(cand, a, size, terms, commons, cuts, xs, avgdl))
             if left:
                 # ascending: binary searches for ascending slots go three times as fast
                 cand = np.sort(cand[self._can(a, None, 0.0, terms, theta, cuts)], kind="stable")
-                a = acc[cand]
+                a = acc.take(cand)
             # a memory holding a term at a walked level has its part: the term's bound is not for it
             held = [(x, self._holds(x.p.at_least(x.thr), cand)) for x in left if x.thr != _NONE]
             for x in left:
@@ -935,7 +935,7 @@ class BM25Index:
         if below != _NONE:
             few = tfs < below
             at, tfs = at[few], tfs[few]
-        return at, self._parts(self._lens[slots[at]], tfs, x.coef, avgdl)
+        return at, self._parts(self._lens.take(slots[at]), tfs, x.coef, avgdl)
 
     def _pool(self, cand: Any, own: Any, size: int, xs: Any) -> Any:
         """The slots (ascending) of ``cand`` in their order by own score (best first, ties by
@@ -1012,9 +1012,9 @@ class BM25Index:
         ``slots`` (the memory as an index into ``slots``), read from their stored term ids (a
         memory's occurrences of a term are consecutive); the last is ``_parts`` up to ``coef``."""
         np = _numpy()
-        lens = self._lens[slots]
+        lens = self._lens.take(slots)
         counts = lens.astype(np.int64)
-        tids = self._fwd[self._spans(slots, counts)]
+        tids = self._fwd.take(self._spans(slots, counts))
         owner = np.repeat(np.arange(len(slots)), counts)
         if not len(tids):
             return owner, tids, np.zeros(0, dtype=np.int64), np.zeros(0)
@@ -1026,7 +1026,7 @@ class BM25Index:
         owner = owner[first]
         tfs = np.diff(np.append(first, len(tids)))
         k1, b = self.k1, self.b
-        den = lens[owner]  # as in _parts
+        den = lens.take(owner)  # as in _parts
         den *= k1 * b / avgdl
         den += k1 * (1 - b)
         sat = tfs.astype(np.float64)
@@ -1046,7 +1046,7 @@ class BM25Index:
         tco = self._tcoef
         for x in terms:
             tco[x.tid] = x.coef
-        coef = tco[tids]
+        coef = tco.take(tids)
         for x in terms:
             tco[x.tid] = 0.0
         part = sat * coef  # as in _parts
@@ -1058,7 +1058,7 @@ class BM25Index:
         if common and any(x.common for x in terms):
             for x in terms:
                 tco[x.tid] = 1.0 if x.common else 0.0
-            mine = tco[tids]
+            mine = tco.take(tids)
             for x in terms:
                 tco[x.tid] = 0.0
             com = np.bincount(owner, weights=part * mine, minlength=size)
