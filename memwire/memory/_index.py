@@ -138,6 +138,9 @@ _PROBE_WORTH = 5
 # (again): their partial scores are closer to their own now (200: at 1M, the slow tail's p99 from
 # 32 to 23 ms; at 100k a second probe costs more than it saves)
 _REPROBE = 200
+# after each term looked up, the pool's bound is raised to the size-th best partial score when
+# there are this many times the pool's size of candidates left (fewer: not worth its time)
+_RAISE = 10
 _CHUNK = 1000  # bulk adds release the lock this often
 _FWD_SLACK = 1 << 16  # the forward index is compacted once its holes outnumber this and its ids
 # a term with up to this many postings per memory to look it up in is merged with the memories
@@ -845,7 +848,7 @@ class BM25Index:
                 a[at] += part
                 x.rest = 0.0
                 held = [(y, h) for y, h in held if y is not x]
-                if len(cand) > _PROBE_WORTH * size:
+                if len(cand) > _RAISE * size:  # the size-th best partial score may prune the rest
                     theta = max(theta, self._theta(a, a if commons else None, cand, size, cuts, xs))
             if cuts is not None and len(cand):
                 spec = a

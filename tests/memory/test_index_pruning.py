@@ -56,6 +56,7 @@ paths = st.fixed_dictionaries({
     "_MERGE": st.sampled_from([0, 4, 1000]),  # binary search, or merge with the postings
     "_PROBE_WORTH": st.sampled_from([0, 5]),
     "_REPROBE": st.sampled_from([0, 200]),
+    "_RAISE": st.sampled_from([0, 10]),
 })
 
 
