@@ -745,10 +745,12 @@ class BM25Index:
         what it adds at frequency 1. Levels are walked (their parts added to the memories they
         hold) best first by what they take off the bound per posting, until what the rest can
         add together (``_bound``) cannot lift a memory that holds none of them into the top
-        ``size`` nor over the cut. The ``size``-th best score is estimated from below: the
-        memories best so far scored exactly (``_probe``), and the ``size``-th best partial score
-        (``_theta``). The memories touched that can still make it get the other terms' parts by
-        lookups (``_gather``), term by term, dropping those that no longer can."""
+        ``size`` nor over the cut. The ``size``-th best score is estimated from below by scoring
+        exactly the memories best so far (``_probe``: once during the walk, when enough of them
+        are near the cut; again after it for a slow query's many candidates). The memories
+        touched that can still make it get the other terms' parts by lookups (``_gather``), term
+        by term, dropping those that no longer can; with many candidates left, the ``size``-th
+        best partial score (``_theta``) then raises the estimate."""
         np = _numpy()
         acc, state = self._acc, self._state
         # the cut counts common words COMMON_WEIGHT: their share is summed at the end, for the
@@ -773,7 +775,6 @@ class BM25Index:
         theta = -math.inf
         touched: list[Any] = []
         seen = 0
-        most = 0.0  # the most a memory can hold of the levels walked so far
         batch = _BATCH if self._unwalked(steps) > _SMALL else _SMALL
         probed = batch == _SMALL  # nothing to gain
         try:
@@ -791,7 +792,6 @@ class BM25Index:
                     if x.thr != _NONE:  # the levels above were walked
                         below = tfs < x.thr
                         slots, tfs = slots[below], tfs[below]
-                    most += x.rest - after
                     x.rest, x.thr = after, level
                     pieces.append((x, slots, tfs))
                 if len(pieces) == 1:
@@ -809,19 +809,15 @@ class BM25Index:
                 state[new] = 1
                 touched.append(new)
                 seen += len(new)
-                rest = sum(y.rest for y in terms)
-                if i == len(steps) or seen < size or rest < theta:
-                    continue  # done, or no estimate yet, or the walk stops anyway
-                touched = [np.concatenate(touched)]
-                t = touched[0]
-                if not probed and self._unwalked(steps[i:]) > _PROBE_WORTH * size:
+                if probed or i == len(steps) or seen < size or sum(y.rest for y in terms) < theta:
+                    continue  # probed, done, no estimate yet, or the walk stops anyway
+                if self._unwalked(steps[i:]) > _PROBE_WORTH * size:
+                    touched = [np.concatenate(touched)]
+                    t = touched[0]
                     a = acc.take(t)
                     if self._promising(a, size, cuts):
                         probed = True
                         theta = max(theta, self._probe(t, a, size, terms, commons, cuts, xs, avgdl))
-                elif rest < most:  # the size-th best partial score can stop the walk
-                    a = acc.take(t)  # the common words' share is at most all of it
-                    theta = max(theta, self._theta(a, a if commons else None, t, size, cuts, xs))
             cand = np.concatenate(touched) if touched else np.zeros(0, dtype=np.int32)
             left = sorted((x for x in terms if x.rest > 0), key=lambda x: -x.rest)
             # the candidates' scores from here on in arrays of their own, filtered together
