@@ -739,11 +739,12 @@ class BM25Index:
         their own score, not counting ``xs``), with their exact own scores; every memory of that
         top ``size`` is among them. Call under the lock.
 
-        MaxScore over the terms' postings, with no store-sized work (scratch arrays are reset
-        where the query touched them). A term's postings are in levels by frequency (3 or more,
-        2, 1: ``_Postings``), so that what a common word can add to most memories is bounded by
-        what it adds at frequency 1. Levels are walked (their parts added to the memories they
-        hold) best first by what they take off the bound per posting, until what the rest can
+        MaxScore over the terms' postings, with no store-sized work: the memories touched and
+        their partial scores are kept as two sorted arrays, each walk merged into them
+        (``_merge``). A term's postings are in levels by frequency (3 or more, 2, 1:
+        ``_Postings``), so that what a common word can add to most memories is bounded by what
+        it adds at frequency 1. Levels are walked (their parts added to the memories they hold)
+        best first by what they take off the bound per posting, until what the rest can
         add together (``_bound``) cannot lift a memory that holds none of them into the top
         ``size`` nor over the cut. The ``size``-th best score is estimated from below by scoring
         exactly the memories best so far (``_probe``: once during the walk, when enough of them
@@ -752,7 +753,6 @@ class BM25Index:
         by term, dropping those that no longer can; with many candidates left, the ``size``-th
         best partial score (``_theta``) then raises the estimate."""
         np = _numpy()
-        acc, state = self._acc, self._state
         # the cut counts common words COMMON_WEIGHT: their share is summed at the end, for the
         # memories left; until then the cut is judged on bounds (the share is >= 0 and <= all)
         commons = cuts is not None and any(x.common for x in terms)
@@ -773,95 +773,90 @@ class BM25Index:
                 rest = after
         steps.sort(key=lambda st: -st[0])  # stable: a term's levels stay in order
         theta = -math.inf
-        touched: list[Any] = []
-        seen = 0
+        cand, a = np.zeros(0, dtype=np.int32), np.zeros(0)  # the memories touched (ascending), partial scores
         batch = _BATCH if self._unwalked(steps) > _SMALL else _SMALL
         probed = batch == _SMALL  # nothing to gain
-        try:
-            i = 0
-            while i < len(steps) and self._can(0.0, None, 0.0, terms, theta, cuts):
-                # the next level, and those after it while they hold few postings, in one pass
-                pieces: list[tuple[_Term, Any, Any]] = []
-                walked = 0
-                while i < len(steps) and (not pieces or walked + steps[i][1].p.at_least(steps[i][2]).n <= batch):
-                    _, x, level, after = steps[i]
-                    i += 1
-                    run = x.p.at_least(level)
-                    slots, tfs = run.slots[: run.n], run.tfs[: run.n]
-                    walked += run.n
-                    if x.thr != _NONE:  # the levels above were walked
-                        below = tfs < x.thr
-                        slots, tfs = slots[below], tfs[below]
-                    x.rest, x.thr = after, level
-                    pieces.append((x, slots, tfs))
-                if len(pieces) == 1:
-                    x, slots, tfs = pieces[0]
-                    np.add.at(acc, slots, self._parts(self._lens.take(slots), tfs, x.coef, avgdl))
-                    new = slots[state.take(slots) == 0]
-                else:
-                    counts = [len(pc[1]) for pc in pieces]
-                    slots = np.concatenate([pc[1] for pc in pieces])
-                    part = self._parts(self._lens.take(slots), np.concatenate([pc[2] for pc in pieces]),
-                                       np.repeat([pc[0].coef for pc in pieces], counts), avgdl)
-                    np.add.at(acc, slots, part)  # a memory may be in several
-                    new = np.sort(slots[state.take(slots) == 0], kind="stable")
-                    new = new[np.concatenate(([True], new[1:] != new[:-1]))]
-                state[new] = 1
-                touched.append(new)
-                seen += len(new)
-                if probed or i == len(steps) or seen < size or sum(y.rest for y in terms) < theta:
-                    continue  # probed, done, no estimate yet, or the walk stops anyway
-                if self._unwalked(steps[i:]) > _PROBE_WORTH * size:
-                    touched = [np.concatenate(touched)]
-                    t = touched[0]
-                    a = acc.take(t)
-                    if self._promising(a, size, cuts):
-                        probed = True
-                        theta = max(theta, self._probe(t, a, size, terms, commons, cuts, xs, avgdl))
-            cand = np.concatenate(touched) if touched else np.zeros(0, dtype=np.int32)
-            left = sorted((x for x in terms if x.rest > 0), key=lambda x: -x.rest)
-            # the candidates' scores from here on in arrays of their own, filtered together
-            a = acc.take(cand)
-            if left and len(cand) > (_REPROBE if probed else _PROBE_WORTH) * size and self._promising(a, size, cuts):
+        i = 0
+        while i < len(steps) and self._can(0.0, None, 0.0, terms, theta, cuts):
+            # the next level, and those after it while they hold few postings, in one pass
+            pieces: list[tuple[_Term, Any, Any]] = []
+            walked = 0
+            while i < len(steps) and (not pieces or walked + steps[i][1].p.at_least(steps[i][2]).n <= batch):
+                _, x, level, after = steps[i]
+                i += 1
+                run = x.p.at_least(level)
+                slots, tfs = run.slots[: run.n], run.tfs[: run.n]
+                walked += run.n
+                if x.thr != _NONE:  # the levels above were walked
+                    below = tfs < x.thr
+                    slots, tfs = slots[below], tfs[below]
+                x.rest, x.thr = after, level
+                pieces.append((x, slots, tfs))
+            if len(pieces) == 1:
+                x, slots, tfs = pieces[0]
+                part = self._parts(self._lens.take(slots), tfs, x.coef, avgdl)
+            else:
+                counts = [len(pc[1]) for pc in pieces]
+                slots = np.concatenate([pc[1] for pc in pieces])
+                part = self._parts(self._lens.take(slots), np.concatenate([pc[2] for pc in pieces]),
+                                   np.repeat([pc[0].coef for pc in pieces], counts), avgdl)
+            cand, a = self._merge(cand, a, slots, part)
+            if probed or i == len(steps) or len(cand) < size or sum(y.rest for y in terms) < theta:
+                continue  # probed, done, no estimate yet, or the walk stops anyway
+            if self._unwalked(steps[i:]) > _PROBE_WORTH * size and self._promising(a, size, cuts):
+                probed = True
                 theta = max(theta, self._probe(cand, a, size, terms, commons, cuts, xs, avgdl))
-            if left:
-                # ascending: binary searches for ascending slots go three times as fast
-                cand = np.sort(cand[self._can(a, None, 0.0, terms, theta, cuts)], kind="stable")
-                a = acc.take(cand)
-            # a memory holding a term at a walked level has its part: the term's bound is not for it
-            held = [(x, self._holds(x.p.at_least(x.thr), cand)) for x in left if x.thr != _NONE]
-            for x in left:
-                got = 0.0
-                for y, h in held:
-                    got = got + y.rest * h
-                keep = self._can(a, None, got, terms, theta, cuts)
-                if not keep.all():
-                    cand, a = cand[keep], a[keep]
-                    held = [(y, h[keep]) for y, h in held]
-                if not len(cand):
-                    break
-                at, part = self._gather(x, cand, x.thr, avgdl)
-                a[at] += part
-                x.rest = 0.0
-                held = [(y, h) for y, h in held if y is not x]
-                if len(cand) > _RAISE * size:  # the size-th best partial score may prune the rest
-                    theta = max(theta, self._theta(a, a if commons else None, cand, size, cuts, xs))
-            if cuts is not None and len(cand):
-                spec = a
-                if commons:
-                    c = np.zeros(len(cand))
-                    for x in terms:
-                        if x.common:
-                            at, part = self._gather(x, cand, _NONE, avgdl)
-                            c[at] += part
-                    spec = a - (1 - COMMON_WEIGHT) * c
-                ok = (a >= cuts[0]) & (spec >= cuts[1])
-                cand, a = cand[ok], a[ok]
+        left = sorted((x for x in terms if x.rest > 0), key=lambda x: -x.rest)
+        if left and len(cand) > (_REPROBE if probed else _PROBE_WORTH) * size and self._promising(a, size, cuts):
+            theta = max(theta, self._probe(cand, a, size, terms, commons, cuts, xs, avgdl))
+        if left:
+            keep = self._can(a, None, 0.0, terms, theta, cuts)
+            cand, a = cand[keep], a[keep]
+        # a memory holding a term at a walked level has its part: the term's bound is not for it
+        held = [(x, self._holds(x.p.at_least(x.thr), cand)) for x in left if x.thr != _NONE]
+        for x in left:
+            got = 0.0
+            for y, h in held:
+                got = got + y.rest * h
+            keep = self._can(a, None, got, terms, theta, cuts)
+            if not keep.all():
+                cand, a = cand[keep], a[keep]
+                held = [(y, h[keep]) for y, h in held]
+            if not len(cand):
+                break
+            at, part = self._gather(x, cand, x.thr, avgdl)
+            a[at] += part
+            x.rest = 0.0
+            held = [(y, h) for y, h in held if y is not x]
+            if len(cand) > _RAISE * size:  # the size-th best partial score may prune the rest
+                theta = max(theta, self._theta(a, a if commons else None, cand, size, cuts, xs))
+        if cuts is not None and len(cand):
+            spec = a
+            if commons:
+                c = np.zeros(len(cand))
+                for x in terms:
+                    if x.common:
+                        at, part = self._gather(x, cand, _NONE, avgdl)
+                        c[at] += part
+                spec = a - (1 - COMMON_WEIGHT) * c
+            ok = (a >= cuts[0]) & (spec >= cuts[1])
+            cand, a = cand[ok], a[ok]
+        return cand, a
+
+    @staticmethod
+    def _merge(cand: Any, a: Any, slots: Any, part: Any) -> tuple[Any, Any]:
+        """The memories of ``cand`` (ascending, distinct) and of ``slots`` (any order, repeats
+        allowed), ascending and distinct, with their scores: ``a`` plus their ``part``s (sums
+        of parts are exact in any order, see ``_quantum_for``). A stable sort of sorted runs
+        merges them: no scattered writes into a store-sized array."""
+        np = _numpy()
+        both = np.concatenate((cand, slots))
+        if not len(both):
             return cand, a
-        finally:
-            for slots in touched:
-                acc[slots] = 0.0
-                state[slots] = 0
+        order = np.argsort(both, kind="stable")
+        both = both[order]
+        first = np.flatnonzero(np.concatenate(([True], both[1:] != both[:-1])))
+        return both[first], np.add.reduceat(np.concatenate((a, part))[order], first)
 
     @staticmethod
     def _unwalked(steps: list[tuple[float, "_Term", int, float]]) -> int:
