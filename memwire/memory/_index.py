@@ -800,6 +800,7 @@ class BM25Index:
                 slots = np.concatenate([pc[1] for pc in pieces])
                 part = self._parts(self._lens.take(slots), np.concatenate([pc[2] for pc in pieces]),
                                    np.repeat([pc[0].coef for pc in pieces], counts), avgdl)
+                slots, part = self._by_slot(slots, part)  # a memory may be in several
             cand, a = self._merge(cand, a, slots, part)
             if probed or i == len(steps) or len(cand) < size or sum(y.rest for y in terms) < theta:
                 continue  # probed, done, no estimate yet, or the walk stops anyway
@@ -845,18 +846,31 @@ class BM25Index:
 
     @staticmethod
     def _merge(cand: Any, a: Any, slots: Any, part: Any) -> tuple[Any, Any]:
-        """The memories of ``cand`` (ascending, distinct) and of ``slots`` (any order, repeats
-        allowed), ascending and distinct, with their scores: ``a`` plus their ``part``s (sums
-        of parts are exact in any order, see ``_quantum_for``). A stable sort of sorted runs
-        merges them: no scattered writes into a store-sized array."""
+        """The memories of ``cand`` and of ``slots`` (each ascending and distinct), ascending
+        and distinct, with their scores: ``a`` plus their ``part`` (sums of parts are exact in
+        any order, see ``_quantum_for``). A stable sort of the two sorted runs merges them: no
+        scattered writes into a store-sized array."""
         np = _numpy()
         both = np.concatenate((cand, slots))
         if not len(both):
             return cand, a
         order = np.argsort(both, kind="stable")
-        both = both[order]
-        first = np.flatnonzero(np.concatenate(([True], both[1:] != both[:-1])))
-        return both[first], np.add.reduceat(np.concatenate((a, part))[order], first)
+        both, val = both.take(order), np.concatenate((a, part)).take(order)
+        first = np.empty(len(both), dtype=bool)
+        first[0] = True
+        np.not_equal(both[1:], both[:-1], out=first[1:])
+        again = np.flatnonzero(~first)  # a memory of both: its part follows its score
+        val[again - 1] += val[again]
+        return both[first], val[first]
+
+    @staticmethod
+    def _by_slot(slots: Any, part: Any) -> tuple[Any, Any]:
+        """``slots`` (any order, repeats allowed) ascending and distinct, their parts summed."""
+        np = _numpy()
+        order = np.argsort(slots, kind="stable")
+        slots, part = slots.take(order), part.take(order)
+        first = np.flatnonzero(np.concatenate(([True], slots[1:] != slots[:-1])))
+        return slots.take(first), np.add.reduceat(part, first)
 
     @staticmethod
     def _unwalked(steps: list[tuple[float, "_Term", int, float]]) -> int:
