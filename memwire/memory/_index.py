@@ -851,9 +851,9 @@ class BM25Index:
         any order, see ``_quantum_for``). A stable sort of the two sorted runs merges them: no
         scattered writes into a store-sized array."""
         np = _numpy()
+        if not len(cand):
+            return slots, part
         both = np.concatenate((cand, slots))
-        if not len(both):
-            return cand, a
         order = np.argsort(both, kind="stable")
         both, val = both.take(order), np.concatenate((a, part)).take(order)
         first = np.empty(len(both), dtype=bool)
@@ -983,7 +983,7 @@ class BM25Index:
             at = np.sort(np.concatenate((pool, near)), kind="stable")
             at = at[np.concatenate(([True], at[1:] != at[:-1]))]
         runs = self._forward(at, avgdl)
-        own, common, hits = self._score_runs(runs, len(at), terms, cuts is not None)
+        own, common, hits = self._score_runs(runs, len(at), terms, cuts is not None, held=True)
         cand, order = pool, None
         if len(near):  # the neighbors that would pass the cut on their own join the pool
             i = np.searchsorted(at, near)
@@ -1043,10 +1043,11 @@ class BM25Index:
         return owner, tids[first], tfs, sat
 
     def _score_runs(
-        self, runs: tuple[Any, Any, Any, Any], size: int, terms: list["_Term"], common: bool
+        self, runs: tuple[Any, Any, Any, Any], size: int, terms: list["_Term"], common: bool, held: bool = False
     ) -> tuple[Any, Any, Any]:
         """Own scores on ``terms`` of the ``size`` memories of the ``_forward`` runs: the score,
-        its share on common words (when ``common``), whether each holds one of the terms."""
+        its share on common words (when ``common``), whether each holds one of the terms (when
+        ``held``, else None)."""
         np = _numpy()
         owner, tids, _, sat = runs
         if self._tcoef is None or len(self._tcoef) < len(self._term):
@@ -1061,7 +1062,7 @@ class BM25Index:
         np.rint(part, out=part)
         part *= 1.0 / self._quantum
         own = np.bincount(owner, weights=part, minlength=size)
-        hits = np.bincount(owner, weights=coef, minlength=size) > 0  # every coef is > 0
+        hits = np.bincount(owner, weights=coef, minlength=size) > 0 if held else None  # every coef is > 0
         com = own
         if common and any(x.common for x in terms):
             for x in terms:
