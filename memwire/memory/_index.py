@@ -141,6 +141,9 @@ _REPROBE = 200
 # after each term looked up, the pool's bound is raised to the size-th best partial score when
 # there are this many times the pool's size of candidates left (fewer: not worth its time)
 _RAISE = 10
+# candidates are dropped before each lookup only when there are more than this many: a lookup
+# for a few costs less than judging them
+_FEW = 300
 _CHUNK = 1000  # bulk adds release the lock this often
 _FWD_SLACK = 1 << 16  # the forward index is compacted once its holes outnumber this and its ids
 # a term with up to this many postings per memory to look it up in is merged with the memories
@@ -814,15 +817,16 @@ class BM25Index:
             keep = self._can(a, None, 0.0, terms, theta, cuts)
             cand, a = cand[keep], a[keep]
         # a memory holding a term at a walked level has its part: the term's bound is not for it
-        held = [(x, self._holds(x.p.at_least(x.thr), cand)) for x in left if x.thr != _NONE]
+        held = [(x, self._holds(x.p.at_least(x.thr), cand)) for x in left if x.thr != _NONE and len(cand) > _FEW]
         for x in left:
-            got = 0.0
-            for y, h in held:
-                got = got + y.rest * h
-            keep = self._can(a, None, got, terms, theta, cuts)
-            if not keep.all():
-                cand, a = cand[keep], a[keep]
-                held = [(y, h[keep]) for y, h in held]
+            if len(cand) > _FEW:  # drop those that can no longer make it (for a few: not worth it)
+                got = 0.0
+                for y, h in held:
+                    got = got + y.rest * h
+                keep = self._can(a, None, got, terms, theta, cuts)
+                if not keep.all():
+                    cand, a = cand[keep], a[keep]
+                    held = [(y, h[keep]) for y, h in held]
             if not len(cand):
                 break
             at, part = self._gather(x, cand, x.thr, avgdl)
