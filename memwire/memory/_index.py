@@ -818,6 +818,8 @@ class BM25Index:
             cand, a = cand[keep], a[keep]
         # a memory holding a term at a walked level has its part: the term's bound is not for it
         held = [(x, self._holds(x.p.at_least(x.thr), cand)) for x in left if x.thr != _NONE and len(cand) > _FEW]
+        c = np.zeros(len(cand)) if commons else None  # the common words' share, of those in ``summed``
+        summed: list[_Term] = []
         for x in left:
             if len(cand) > _FEW:  # drop those that can no longer make it (for a few: not worth it)
                 got = 0.0
@@ -826,21 +828,24 @@ class BM25Index:
                 keep = self._can(a, None, got, terms, theta, cuts)
                 if not keep.all():
                     cand, a = cand[keep], a[keep]
+                    c = None if c is None else c[keep]
                     held = [(y, h[keep]) for y, h in held]
             if not len(cand):
                 break
             at, part = self._gather(x, cand, x.thr, avgdl)
             a[at] += part
+            if c is not None and x.common and x.thr == _NONE:  # its whole part
+                c[at] += part
+                summed.append(x)
             x.rest = 0.0
             held = [(y, h) for y, h in held if y is not x]
             if len(cand) > _RAISE * size:  # the size-th best partial score may prune the rest
                 theta = max(theta, self._theta(a, a if commons else None, cand, size, cuts, xs))
         if cuts is not None and len(cand):
             spec = a
-            if commons:
-                c = np.zeros(len(cand))
+            if c is not None:
                 for x in terms:
-                    if x.common:
+                    if x.common and x not in summed:
                         at, part = self._gather(x, cand, _NONE, avgdl)
                         c[at] += part
                 spec = a - (1 - COMMON_WEIGHT) * c
