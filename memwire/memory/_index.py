@@ -895,11 +895,13 @@ class BM25Index:
         rounding)."""
         up = sum(x.rest for x in terms)
         slack = 1e-9 * (1.0 + up + abs(theta if theta > -math.inf else 0.0))
-        ok = a + ((up + slack) - got) >= theta
-        if cuts is not None:
-            spec = sum(x.rest * COMMON_WEIGHT if x.common else x.rest for x in terms)
-            ok &= a + (up + slack) >= cuts[0]
-            ok &= (a if c is None else a - (1 - COMMON_WEIGHT) * c) + (spec + slack) >= cuts[1]
+        if cuts is None:
+            return a + ((up + slack) - got) >= theta
+        ok = a + (up + slack) >= cuts[0]
+        if theta > -math.inf:  # (no bound yet: only the cut)
+            ok &= a + ((up + slack) - got) >= theta
+        spec = sum(x.rest * COMMON_WEIGHT if x.common else x.rest for x in terms)
+        ok &= (a if c is None else a - (1 - COMMON_WEIGHT) * c) + (spec + slack) >= cuts[1]
         return ok
 
     def _theta(self, a: Any, c: Any, slots: Any, size: int, cuts: tuple[float, float] | None, xs: Any,
