@@ -818,19 +818,21 @@ class BM25Index:
             keep = self._can(a, None, 0.0, terms, theta, cuts)
             cand, a = cand[keep], a[keep]
         # a memory holding a term at a walked level has its part: the term's bound is not for it
-        held = [(x, self._holds(x.p.at_least(x.thr), cand)) for x in left if x.thr != _NONE and len(cand) > _FEW]
+        # (``got``: the bounds not for it; ``held`` over the candidates as they were, ``idx`` of
+        # those left)
+        held = {x.tid: self._holds(x.p.at_least(x.thr), cand) for x in left if x.thr != _NONE and len(cand) > _FEW}
+        got: Any = sum((x.rest * held[x.tid] for x in left if x.tid in held), 0.0)
+        idx = None
         c = np.zeros(len(cand)) if commons else None  # the common words' share, of those in ``summed``
         summed: list[_Term] = []
         for x in left:
             if len(cand) > _FEW:  # drop those that can no longer make it (for a few: not worth it)
-                got = 0.0
-                for y, h in held:
-                    got = got + y.rest * h
                 keep = self._can(a, None, got, terms, theta, cuts)
                 if not keep.all():
                     cand, a = cand[keep], a[keep]
                     c = None if c is None else c[keep]
-                    held = [(y, h[keep]) for y, h in held]
+                    if not isinstance(got, float):
+                        got, idx = got[keep], (np.flatnonzero(keep) if idx is None else idx[keep])
             if not len(cand):
                 break
             at, part = self._gather(x, cand, x.thr, avgdl)
@@ -838,8 +840,10 @@ class BM25Index:
             if c is not None and x.common and x.thr == _NONE:  # its whole part
                 c[at] += part
                 summed.append(x)
+            h = held.pop(x.tid, None)
+            if h is not None:  # its bound is gone for every candidate
+                got = got - x.rest * (h if idx is None else h[idx])
             x.rest = 0.0
-            held = [(y, h) for y, h in held if y is not x]
             if len(cand) > _RAISE * size:  # the size-th best partial score may prune the rest
                 theta = max(theta, self._theta(a, a if commons else None, cand, size, cuts, xs))
         if cuts is not None and len(cand):
