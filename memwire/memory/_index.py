@@ -647,21 +647,15 @@ class BM25Index:
         order = sorted(idx.tolist(), key=lambda i: (-score[i], ids[cand[i]]))
         return order[:k]
 
-    def _places(self, cand: Any, at: Any, order: Any) -> tuple[Any, Any]:
-        """Where ``cand`` and their conversation neighbors are in ``at`` (which holds them all;
-        ascending, or in that order when ``order`` sorts it), for ``_with_neighbors``."""
+    def _places(self, cand: Any, at: Any) -> tuple[Any, Any]:
+        """Where ``cand`` and their conversation neighbors are in ``at`` (ascending, holding them
+        all), for ``_with_neighbors``."""
         np = _numpy()
-        keys = at if order is None else at[order]
-
-        def where(slots: Any) -> Any:
-            found = np.minimum(np.searchsorted(keys, slots), len(at) - 1)
-            return found if order is None else order[found]
-
-        own = where(cand)
+        own = np.minimum(np.searchsorted(at, cand), len(at) - 1)
         if not self._links or not len(cand):
             return own, None
         near = np.concatenate((self._prev.take(cand), self._next.take(cand)))
-        return own, (near >= 0, where(near))
+        return own, (near >= 0, np.minimum(np.searchsorted(at, near), len(at) - 1))
 
     def _with_neighbors(self, places: tuple[Any, Any], val: Any) -> Any:
         """The scores ``val`` (of the slots of ``_places``) of its memories plus NEIGHBOR_WEIGHT
@@ -991,16 +985,17 @@ class BM25Index:
         """Re-rank the pool and those of its neighbors that share a term with the query and pass
         the cut: their scores (feedback terms and neighbors' share included), ascending slots,
         and the feedback terms. Every memory concerned (the pool, its neighbors, and those of the
-        neighbors that join) is scored from its own terms (``_forward``). Call under the lock."""
+        neighbors that join) is scored from its own terms (``_forward``, in one read with the
+        neighbors' neighbors whether they join or not). Call under the lock."""
         np = _numpy()
         near = self._neighbors_of(pool)
         at = pool
-        if len(near):
-            at = np.sort(np.concatenate((pool, near)), kind="stable")
+        if len(near):  # and their neighbors, read now in case they join
+            at = np.sort(np.concatenate((pool, near, self._neighbors_of(near))), kind="stable")
             at = at[np.concatenate(([True], at[1:] != at[:-1]))]
         runs = self._forward(at, avgdl)
         own, common, hits = self._score_runs(runs, len(at), terms, cuts is not None, held=True)
-        cand, order = pool, None
+        cand = pool
         if len(near):  # the neighbors that would pass the cut on their own join the pool
             i = np.searchsorted(at, near)
             ok = hits[i]
@@ -1010,17 +1005,7 @@ class BM25Index:
             if len(joined):
                 cand = np.sort(np.concatenate((pool, joined)), kind="stable")
                 cand = cand[np.concatenate(([True], cand[1:] != cand[:-1]))]
-                far = np.sort(self._neighbors_of(joined), kind="stable")  # their neighbors' scores count too
-                far = far[at[np.minimum(np.searchsorted(at, far), len(at) - 1)] != far]
-                if len(far):  # scored apart, appended: ``order`` sorts ``at``
-                    far = far[np.concatenate(([True], far[1:] != far[:-1]))]
-                    more_runs = self._forward(far, avgdl)
-                    runs = (np.concatenate((runs[0], more_runs[0] + len(at))),
-                            *(np.concatenate((r, m)) for r, m in zip(runs[1:], more_runs[1:])))
-                    own = np.concatenate((own, self._score_runs(more_runs, len(far), terms, False)[0]))
-                    at = np.concatenate((at, far))
-                    order = np.argsort(at)
-        places = self._places(cand, at, order)
+        places = self._places(cand, at)
         more: list[_Term] = []
         if feedback and FEEDBACK_TERMS:
             more = self._feedback(cand, self._with_neighbors(places, own), places[0], runs, terms)
