@@ -775,7 +775,7 @@ class BM25Index:
         batch = _BATCH if self._unwalked(steps) > _SMALL else _SMALL
         probed = batch == _SMALL  # nothing to gain
         i = 0
-        while i < len(steps) and self._can(0.0, None, 0.0, terms, theta, cuts):
+        while i < len(steps) and self._can(0.0, terms, theta, cuts):
             # the next level, and those after it while they hold few postings, in one pass
             pieces: list[tuple[_Term, Any, Any]] = []
             walked = 0
@@ -809,24 +809,11 @@ class BM25Index:
         if left and len(cand) > (_REPROBE if probed else _PROBE_WORTH) * size and self._promising(a, size, cuts):
             theta = max(theta, self._probe(cand, a, size, terms, commons, cuts, xs, avgdl))
         if left:
-            keep = self._can(a, None, 0.0, terms, theta, cuts)
+            keep = self._can(a, terms, theta, cuts)
             cand, a = cand[keep], a[keep]
-        # a memory holding a term at a walked level has its part: the term's bound is not for it
-        # (``got``: the bounds not for it; ``held`` over the candidates as they were, ``idx`` of
-        # those left)
-        held = {x.tid: self._holds(x.p.at_least(x.thr), cand) for x in left if x.thr != _NONE and len(cand) > _FEW}
-        got: Any = sum((x.rest * held[x.tid] for x in left if x.tid in held), 0.0)
-        idx = None
         c = np.zeros(len(cand)) if commons else None  # the common words' share, of those in ``summed``
         summed: list[_Term] = []
         for x in left:
-            if len(cand) > _FEW:  # drop those that can no longer make it (for a few: not worth it)
-                keep = self._can(a, None, got, terms, theta, cuts)
-                if not keep.all():
-                    cand, a = cand[keep], a[keep]
-                    c = None if c is None else c[keep]
-                    if not isinstance(got, float):
-                        got, idx = got[keep], (np.flatnonzero(keep) if idx is None else idx[keep])
             if not len(cand):
                 break
             at, part = self._gather(x, cand, x.thr, avgdl)
@@ -834,12 +821,17 @@ class BM25Index:
             if c is not None and x.common and x.thr == _NONE:  # its whole part
                 c[at] += part
                 summed.append(x)
-            h = held.pop(x.tid, None)
-            if h is not None:  # its bound is gone for every candidate
-                got = got - x.rest * (h if idx is None else h[idx])
             x.rest = 0.0
             if len(cand) > _RAISE * size:  # the size-th best partial score may prune the rest
                 theta = max(theta, self._theta(a, a if commons else None, cand, size, cuts, xs))
+            # drop those that can no longer make it (for a few, a lookup costs less); one holding a
+            # term at a walked level keeps that term's bound: a lookup to lift it cost more than
+            # it saved
+            if len(cand) > _FEW and x is not left[-1]:
+                keep = self._can(a, terms, theta, cuts)
+                if not keep.all():
+                    cand, a = cand[keep], a[keep]
+                    c = None if c is None else c[keep]
         if cuts is not None and len(cand):
             spec = a
             if c is not None:
@@ -885,21 +877,17 @@ class BM25Index:
         """How many postings the levels of ``steps`` hold."""
         return sum(st[1].p.at_least(st[2]).n for st in steps)
 
-    def _can(self, a: Any, c: Any, got: Any, terms: list["_Term"], theta: float,
-             cuts: tuple[float, float] | None) -> Any:
-        """Whether memories of partial score ``a`` (``c`` of it on common words, None for none)
-        may still reach ``theta`` and pass the cut with what the terms can add to them yet
-        (``_Term.rest``, less ``got``: floating-point sums, given a margin far above their
-        rounding)."""
+    def _can(self, a: Any, terms: list["_Term"], theta: float, cuts: tuple[float, float] | None) -> Any:
+        """Whether memories of partial score ``a`` may still reach ``theta`` and pass the cut with
+        what the terms can add to them yet (``_Term.rest``: floating-point sums, given a margin
+        far above their rounding)."""
         up = sum(x.rest for x in terms)
         slack = 1e-9 * (1.0 + up + abs(theta if theta > -math.inf else 0.0))
         if cuts is None:
-            return a + ((up + slack) - got) >= theta
-        ok = a + (up + slack) >= cuts[0]
-        if theta > -math.inf:  # (no bound yet: only the cut)
-            ok &= a + ((up + slack) - got) >= theta
+            return a + (up + slack) >= theta
+        ok = a + (up + slack) >= max(cuts[0], theta)
         spec = sum(x.rest * COMMON_WEIGHT if x.common else x.rest for x in terms)
-        ok &= (a if c is None else a - (1 - COMMON_WEIGHT) * c) + (spec + slack) >= cuts[1]
+        ok &= a + (spec + slack) >= cuts[1]
         return ok
 
     def _theta(self, a: Any, c: Any, slots: Any, size: int, cuts: tuple[float, float] | None, xs: Any,
@@ -939,12 +927,6 @@ class BM25Index:
         best = np.sort(slots[np.argpartition(a, len(a) - many)[len(a) - many:]])
         own, com, _ = self._score_runs(self._forward(best, avgdl), len(best), terms, commons)
         return self._theta(own, com if commons else None, best, size, cuts, xs, slack=0.0)
-
-    def _holds(self, run: _Run, slots: Any) -> Any:
-        """Whether each of ``slots`` (distinct, ascending) is in ``run``'s postings."""
-        found = _numpy().zeros(len(slots), dtype=bool)
-        found[self._find(run, slots)[0]] = True
-        return found
 
     def _gather(self, x: "_Term", slots: Any, below: int, avgdl: float) -> tuple[Any, Any]:
         """``x``'s part in ``slots`` (distinct, ascending) where it is held fewer than ``below``
