@@ -139,9 +139,6 @@ _PROBE_WORTH = 20
 # (again): their partial scores are closer to their own now (200: at 1M, the slow tail's p99 from
 # 32 to 23 ms; at 100k a second probe costs more than it saves)
 _REPROBE = 200
-# after each term looked up, the pool's bound is raised to the size-th best partial score when
-# there are this many times the pool's size of candidates left (fewer: not worth its time)
-_RAISE = 10
 # candidates are dropped before each lookup only when there are more than this many: a lookup
 # for a few costs less than judging them
 _FEW = 300
@@ -748,8 +745,7 @@ class BM25Index:
         exactly the memories best so far (``_probe``: once during the walk, when enough of them
         are near the cut; again after it for a slow query's many candidates). The memories
         touched that can still make it get the other terms' parts by lookups (``_gather``), term
-        by term, dropping those that no longer can; with many candidates left, the ``size``-th
-        best partial score (``_theta``) then raises the estimate."""
+        by term, dropping those that no longer can."""
         np = _numpy()
         # the cut counts common words COMMON_WEIGHT: their share is summed at the end, for the
         # memories left; until then the cut is judged on bounds (the share is >= 0 and <= all)
@@ -822,8 +818,6 @@ class BM25Index:
                 c[at] += part
                 summed.append(x)
             x.rest = 0.0
-            if len(cand) > _RAISE * size:  # the size-th best partial score may prune the rest
-                theta = max(theta, self._theta(a, a if commons else None, cand, size, cuts, xs))
             # drop those that can no longer make it (for a few, a lookup costs less); one holding a
             # term at a walked level keeps that term's bound: a lookup to lift it cost more than
             # it saved

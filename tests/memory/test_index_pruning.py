@@ -56,7 +56,6 @@ paths = st.fixed_dictionaries({
     "_MERGE": st.sampled_from([0, 4, 1000]),  # binary search, or merge with the postings
     "_PROBE_WORTH": st.sampled_from([0, 20]),
     "_REPROBE": st.sampled_from([0, 200]),
-    "_RAISE": st.sampled_from([0, 10]),
     "_FEW": st.sampled_from([0, 300]),
 })
 
@@ -243,8 +242,8 @@ def test_pruned_search_on_a_zipf_corpus_through_adds_and_removes(seed: int) -> N
         for cut in (0.0, 0.2, 0.5):
             want, _ = reference(idx, docs, query, 8, cut, exclude)
             assert idx.search(query, k=8, min_score=cut, exclude=exclude) == want
-            # pruned, with and without a probe, a second probe, a raised bound, dropping candidates
-            with knobs(_SMALL=0, _PROBE_WORTH=i % 2 * 5, _REPROBE=i % 4 // 2 * 200, _RAISE=i % 3 * 5, _FEW=i % 5 * 75):
+            # pruned, with and without a probe, a second probe, dropping candidates
+            with knobs(_SMALL=0, _PROBE_WORTH=i % 2 * 5, _REPROBE=i % 4 // 2 * 200, _FEW=i % 5 * 75):
                 assert idx.search(query, k=8, min_score=cut, exclude=exclude) == want
                 assert restored.search(query, k=8, min_score=cut, exclude=exclude) == want
 
