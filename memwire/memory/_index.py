@@ -129,19 +129,15 @@ DEFAULT_MIN_SCORE = 0.2
 # evidence) stays under that of an 80-memory store, with 4-6 points more recall than 20.
 SMALL_STORE = 50
 
-_BATCH = 1000  # levels of up to this many postings (together) are walked in one pass (see _best)
+_BATCH = 200  # levels of up to this many postings (together) are walked in one pass (see _best)
 _SMALL = 2000  # a query whose terms hold this many postings or fewer has them all walked at once
 # the pool's first estimate scores the best memories touched so far exactly (_probe) once there
-# are this many times the pool's size of postings left to walk or candidates left to look up (20:
-# a probe costs about what walking 2,000 postings does; 5 was 3% slower at 100k)
-_PROBE_WORTH = 20
+# are this many times the pool's size of postings left to walk or candidates left to look up
+_PROBE_WORTH = 5
 # and once the walk is over, the candidates left that many times the pool's size or more are probed
 # (again): their partial scores are closer to their own now (200: at 1M, the slow tail's p99 from
 # 32 to 23 ms; at 100k a second probe costs more than it saves)
 _REPROBE = 200
-# candidates are dropped before each lookup only when there are more than this many: a lookup
-# for a few costs less than judging them
-_FEW = 300
 _CHUNK = 1000  # bulk adds release the lock this often
 _FWD_SLACK = 1 << 16  # the forward index is compacted once its holes outnumber this and its ids
 # a term with up to this many postings per memory to look it up in is merged with the memories
@@ -818,10 +814,9 @@ class BM25Index:
                 c[at] += part
                 summed.append(x)
             x.rest = 0.0
-            # drop those that can no longer make it (for a few, a lookup costs less); one holding a
-            # term at a walked level keeps that term's bound: a lookup to lift it cost more than
-            # it saved
-            if len(cand) > _FEW and x is not left[-1]:
+            # drop those that can no longer make it; one holding a term at a walked level keeps
+            # that term's bound: a lookup to lift it cost more than it saved
+            if x is not left[-1]:
                 keep = self._can(a, terms, theta, cuts)
                 if not keep.all():
                     cand, a = cand[keep], a[keep]
