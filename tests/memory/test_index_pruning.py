@@ -53,7 +53,7 @@ def pool_size(n: int) -> contextlib.AbstractContextManager[None]:
 paths = st.fixed_dictionaries({
     "_SMALL": st.sampled_from([0, 2000]),  # 0: the pruned path even for these small stores
     "_BATCH": st.sampled_from([0, 200]),
-    "_MERGE": st.sampled_from([0, 4, 1000]),  # binary search, or merge with the postings
+    "_MERGE": st.sampled_from([0, 2, 1000]),  # binary search, or merge with the postings
     "_PROBE_WORTH": st.sampled_from([0, 5]),
     "_REPROBE": st.sampled_from([0, 200]),
 })
