@@ -135,12 +135,16 @@ _SMALL = 2000  # a query whose terms hold this many postings or fewer has them a
 # the pool's first estimate scores the best memories touched so far exactly (_probe) once there
 # are this many times the pool's size of postings left to walk or candidates left to look up
 _PROBE_WORTH = 5
+# and once the walk is over, the candidates left that many times the pool's size or more are probed
+# (again): their partial scores are closer to their own now (200: at 1M, the slow tail's p99 from
+# 32 to 23 ms; at 100k a second probe costs more than it saves)
+_REPROBE = 200
 _CHUNK = 1000  # bulk adds release the lock this often
 _FWD_SLACK = 1 << 16  # the forward index is compacted once its holes outnumber this and its ids
-# a term with up to this many postings per memory to look it up in is spread over a scratch array
-# and read there rather than searched (on this 2-core VM the two cost the same at about 6 postings
-# per memory in a 100k store, 3-4 in a 1M store, whose scratch arrays no longer fit in the cache)
-_SPREAD = 3
+# a term with up to this many postings per memory to look it up in is merged with the memories
+# rather than binary-searched (see _find; on this 2-core VM merging two sorted runs is the faster
+# up to 2-3 postings per memory, in a 100k store as in a 1M one; 2 was 1% faster than 4 in searches)
+_MERGE = 2
 
 _MONTHS = (
     "january february march april may june july august september october november december"
@@ -405,7 +409,7 @@ class BM25Index:
         """The positions in ``_fwd`` of the term ids of ``slots`` (of lengths ``lens``), in turn."""
         np = _numpy()
         ends = np.cumsum(lens)
-        return np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(self._foff[slots] - (ends - lens), lens)
+        return np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(self._foff.take(slots) - (ends - lens), lens)
 
     def _terms_of(self, slot: int) -> dict[int, int]:
         """A document's term ids and frequencies."""
@@ -586,13 +590,21 @@ class BM25Index:
         k1, b = self.k1, self.b
         return x.w * x.idf * (tf * (k1 + 1)) / (k1 * (1 - b + b * tf / avgdl) + tf) + 1.0 / self._quantum
 
-    def _lookup_at(self, p: _Run, slots: Any) -> tuple[Any, Any]:
-        """Where in ``slots`` (any order) the term of ``p`` is held, and its frequencies there."""
+    def _find(self, run: _Run, slots: Any) -> tuple[Any, Any]:
+        """Where in ``slots`` (distinct, ascending) ``run`` has postings, ascending, and their
+        frequencies. Few slots are binary-searched; many (``run`` holding up to ``_MERGE`` times
+        as many postings) are merged with the postings: a stable sort of the two sorted runs,
+        where a slot held follows its posting."""
         np = _numpy()
-        have = p.slots[: p.n]
-        at = np.minimum(np.searchsorted(have, slots), p.n - 1)
-        found = np.flatnonzero(have[at] == slots)
-        return found, p.tfs[at[found]]
+        have, n = run.slots[: run.n], run.n
+        if n > _MERGE * len(slots):
+            at = np.minimum(np.searchsorted(have, slots), n - 1)
+            found = np.flatnonzero(have[at] == slots)
+            return found, run.tfs[at[found]]
+        both = np.concatenate((have, slots))
+        order = np.argsort(both, kind="stable")
+        same = np.flatnonzero(both[order[1:]] == both[order[:-1]])
+        return order[same + 1] - n, run.tfs[order[same]]
 
     def _ideal(self, terms: Mapping[str, float], common_weight: float = 1.0) -> float:
         """The normalizer: the weighted idf of the query's IDEAL_TERMS most specific terms
@@ -632,21 +644,15 @@ class BM25Index:
         order = sorted(idx.tolist(), key=lambda i: (-score[i], ids[cand[i]]))
         return order[:k]
 
-    def _places(self, cand: Any, at: Any, order: Any) -> tuple[Any, Any]:
-        """Where ``cand`` and their conversation neighbors are in ``at`` (which holds them all;
-        ascending, or in that order when ``order`` sorts it), for ``_with_neighbors``."""
+    def _places(self, cand: Any, at: Any) -> tuple[Any, Any]:
+        """Where ``cand`` and their conversation neighbors are in ``at`` (ascending, holding them
+        all), for ``_with_neighbors``."""
         np = _numpy()
-        keys = at if order is None else at[order]
-
-        def where(slots: Any) -> Any:
-            found = np.minimum(np.searchsorted(keys, slots), len(at) - 1)
-            return found if order is None else order[found]
-
-        own = where(cand)
+        own = np.minimum(np.searchsorted(at, cand), len(at) - 1)
         if not self._links or not len(cand):
             return own, None
-        near = np.concatenate((self._prev[cand], self._next[cand]))
-        return own, (near >= 0, where(near))
+        near = np.concatenate((self._prev.take(cand), self._next.take(cand)))
+        return own, (near >= 0, np.minimum(np.searchsorted(at, near), len(at) - 1))
 
     def _with_neighbors(self, places: tuple[Any, Any], val: Any) -> Any:
         """The scores ``val`` (of the slots of ``_places``) of its memories plus NEIGHBOR_WEIGHT
@@ -664,7 +670,7 @@ class BM25Index:
         np = _numpy()
         if not self._links or not len(cand):
             return np.zeros(0, dtype=np.int32)
-        near = np.concatenate((self._prev[cand], self._next[cand]))
+        near = np.concatenate((self._prev.take(cand), self._next.take(cand)))
         return near[near >= 0]
 
     def neighbors(self, doc_id: str) -> tuple[str | None, str | None]:
@@ -728,18 +734,19 @@ class BM25Index:
         their own score, not counting ``xs``), with their exact own scores; every memory of that
         top ``size`` is among them. Call under the lock.
 
-        MaxScore over the terms' postings, with no store-sized work (scratch arrays are reset
-        where the query touched them). A term's postings are in levels by frequency (3 or more,
-        2, 1: ``_Postings``), so that what a common word can add to most memories is bounded by
-        what it adds at frequency 1. Levels are walked (their parts added to the memories they
-        hold) best first by what they take off the bound per posting, until what the rest can
+        MaxScore over the terms' postings, with no store-sized work: the memories touched and
+        their partial scores are kept as two sorted arrays, each walk merged into them
+        (``_merge``). A term's postings are in levels by frequency (3 or more, 2, 1:
+        ``_Postings``), so that what a common word can add to most memories is bounded by what
+        it adds at frequency 1. Levels are walked (their parts added to the memories they hold)
+        best first by what they take off the bound per posting, until what the rest can
         add together (``_bound``) cannot lift a memory that holds none of them into the top
-        ``size`` nor over the cut. The ``size``-th best score is estimated from below: the
-        memories best so far scored exactly (``_probe``), and the ``size``-th best partial score
-        (``_theta``). The memories touched that can still make it get the other terms' parts by
-        lookups (``_gather``), term by term, dropping those that no longer can."""
+        ``size`` nor over the cut. The ``size``-th best score is estimated from below by scoring
+        exactly the memories best so far (``_probe``: once during the walk, when enough of them
+        are near the cut; again after it for a slow query's many candidates). The memories
+        touched that can still make it get the other terms' parts by lookups (``_gather``), term
+        by term, dropping those that no longer can."""
         np = _numpy()
-        acc, state = self._acc, self._state
         # the cut counts common words COMMON_WEIGHT: their share is summed at the end, for the
         # memories left; until then the cut is judged on bounds (the share is >= 0 and <= all)
         commons = cuts is not None and any(x.common for x in terms)
@@ -760,116 +767,120 @@ class BM25Index:
                 rest = after
         steps.sort(key=lambda st: -st[0])  # stable: a term's levels stay in order
         theta = -math.inf
-        touched: list[Any] = []
-        seen = 0
-        most = 0.0  # the most a memory can hold of the levels walked so far
+        cand, a = np.zeros(0, dtype=np.int32), np.zeros(0)  # the memories touched (ascending), partial scores
         batch = _BATCH if self._unwalked(steps) > _SMALL else _SMALL
         probed = batch == _SMALL  # nothing to gain
-        try:
-            i = 0
-            while i < len(steps) and self._can(0.0, None, 0.0, terms, theta, cuts):
-                # the next level, and those after it while they hold few postings, in one pass
-                pieces: list[tuple[_Term, Any, Any]] = []
-                walked = 0
-                while i < len(steps) and (not pieces or walked + steps[i][1].p.at_least(steps[i][2]).n <= batch):
-                    _, x, level, after = steps[i]
-                    i += 1
-                    run = x.p.at_least(level)
-                    slots, tfs = run.slots[: run.n], run.tfs[: run.n]
-                    walked += run.n
-                    if x.thr != _NONE:  # the levels above were walked
-                        below = tfs < x.thr
-                        slots, tfs = slots[below], tfs[below]
-                    most += x.rest - after
-                    x.rest, x.thr = after, level
-                    pieces.append((x, slots, tfs))
-                if len(pieces) == 1:
-                    x, slots, tfs = pieces[0]
-                    acc[slots] += self._parts(self._lens[slots], tfs, x.coef, avgdl)
-                    new = slots[state[slots] == 0]
-                else:
-                    counts = [len(pc[1]) for pc in pieces]
-                    slots = np.concatenate([pc[1] for pc in pieces])
-                    part = self._parts(self._lens[slots], np.concatenate([pc[2] for pc in pieces]),
-                                       np.repeat([pc[0].coef for pc in pieces], counts), avgdl)
-                    np.add.at(acc, slots, part)  # a memory may be in several
-                    new = np.sort(slots[state[slots] == 0])
-                    new = new[np.concatenate(([True], new[1:] != new[:-1]))]
-                state[new] = 1
-                touched.append(new)
-                seen += len(new)
-                rest = sum(y.rest for y in terms)
-                if i == len(steps) or seen < size or rest < theta:
-                    continue  # done, or no estimate yet, or the walk stops anyway
-                touched = [np.concatenate(touched)]
-                t = touched[0]
-                if not probed and self._unwalked(steps[i:]) > _PROBE_WORTH * size:
-                    probed = True
-                    theta = max(theta, self._probe(t, acc[t], size, terms, commons, cuts, xs, avgdl))
-                elif rest < most:  # the size-th best partial score can stop the walk
-                    a = acc[t]  # the common words' share is at most all of it
-                    theta = max(theta, self._theta(a, a if commons else None, t, size, cuts, xs))
-            cand = np.concatenate(touched) if touched else np.zeros(0, dtype=np.int32)
-            left = sorted((x for x in terms if x.rest > 0), key=lambda x: -x.rest)
-            # the candidates' scores from here on in arrays of their own, filtered together
-            a = acc[cand]
-            if left and not probed and len(cand) > _PROBE_WORTH * size:
+        i = 0
+        while i < len(steps) and self._can(0.0, terms, theta, cuts):
+            # the next level, and those after it while they hold few postings, in one pass
+            pieces: list[tuple[_Term, Any, Any]] = []
+            walked = 0
+            while i < len(steps) and (not pieces or walked + steps[i][1].p.at_least(steps[i][2]).n <= batch):
+                _, x, level, after = steps[i]
+                i += 1
+                run = x.p.at_least(level)
+                slots, tfs = run.slots[: run.n], run.tfs[: run.n]
+                walked += run.n
+                if x.thr != _NONE:  # the levels above were walked
+                    below = tfs < x.thr
+                    slots, tfs = slots[below], tfs[below]
+                x.rest, x.thr = after, level
+                pieces.append((x, slots, tfs))
+            if len(pieces) == 1:
+                x, slots, tfs = pieces[0]
+                part = self._parts(self._lens.take(slots), tfs, x.coef, avgdl)
+            else:
+                counts = [len(pc[1]) for pc in pieces]
+                slots = np.concatenate([pc[1] for pc in pieces])
+                part = self._parts(self._lens.take(slots), np.concatenate([pc[2] for pc in pieces]),
+                                   np.repeat([pc[0].coef for pc in pieces], counts), avgdl)
+                slots, part = self._by_slot(slots, part)  # a memory may be in several
+            cand, a = self._merge(cand, a, slots, part)
+            if probed or i == len(steps) or len(cand) < size or sum(y.rest for y in terms) < theta:
+                continue  # probed, done, no estimate yet, or the walk stops anyway
+            if self._unwalked(steps[i:]) > _PROBE_WORTH * size and self._promising(a, size, cuts):
+                probed = True
                 theta = max(theta, self._probe(cand, a, size, terms, commons, cuts, xs, avgdl))
-            if left:
-                # ascending: binary searches for ascending slots go three times as fast
-                cand = np.sort(cand[self._can(a, None, 0.0, terms, theta, cuts)])
-                a = acc[cand]
-            # a memory holding a term at a walked level has its part: the term's bound is not for it
-            held = [(x, self._holds(x.p.at_least(x.thr), cand)) for x in left if x.thr != _NONE]
-            for x in left:
-                got = 0.0
-                for y, h in held:
-                    got = got + y.rest * h
-                keep = self._can(a, None, got, terms, theta, cuts)
+        left = sorted((x for x in terms if x.rest > 0), key=lambda x: -x.rest)
+        if left and len(cand) > (_REPROBE if probed else _PROBE_WORTH) * size and self._promising(a, size, cuts):
+            theta = max(theta, self._probe(cand, a, size, terms, commons, cuts, xs, avgdl))
+        if left:
+            keep = self._can(a, terms, theta, cuts)
+            cand, a = cand[keep], a[keep]
+        c = np.zeros(len(cand)) if commons else None  # the common words' share, of those in ``summed``
+        summed: list[_Term] = []
+        for x in left:
+            if not len(cand):
+                break
+            at, part = self._gather(x, cand, x.thr, avgdl)
+            a[at] += part
+            if c is not None and x.common and x.thr == _NONE:  # its whole part
+                c[at] += part
+                summed.append(x)
+            x.rest = 0.0
+            # drop those that can no longer make it; one holding a term at a walked level keeps
+            # that term's bound: a lookup to lift it cost more than it saved
+            if x is not left[-1]:
+                keep = self._can(a, terms, theta, cuts)
                 if not keep.all():
                     cand, a = cand[keep], a[keep]
-                    held = [(y, h[keep]) for y, h in held]
-                if not len(cand):
-                    break
-                at, part = self._gather(x, cand, x.thr, avgdl)
-                a[at] += part
-                x.rest = 0.0
-                held = [(y, h) for y, h in held if y is not x]
-            if cuts is not None and len(cand):
-                spec = a
-                if commons:
-                    c = np.zeros(len(cand))
-                    for x in terms:
-                        if x.common:
-                            at, part = self._gather(x, cand, _NONE, avgdl)
-                            c[at] += part
-                    spec = a - (1 - COMMON_WEIGHT) * c
-                ok = (a >= cuts[0]) & (spec >= cuts[1])
-                cand, a = cand[ok], a[ok]
-            return cand, a
-        finally:
-            for slots in touched:
-                acc[slots] = 0.0
-                state[slots] = 0
+                    c = None if c is None else c[keep]
+        if cuts is not None and len(cand):
+            spec = a
+            if c is not None:
+                for x in terms:
+                    if x.common and x not in summed:
+                        at, part = self._gather(x, cand, _NONE, avgdl)
+                        c[at] += part
+                spec = a - (1 - COMMON_WEIGHT) * c
+            ok = (a >= cuts[0]) & (spec >= cuts[1])
+            cand, a = cand[ok], a[ok]
+        return cand, a
+
+    @staticmethod
+    def _merge(cand: Any, a: Any, slots: Any, part: Any) -> tuple[Any, Any]:
+        """The memories of ``cand`` and of ``slots`` (each ascending and distinct), ascending
+        and distinct, with their scores: ``a`` plus their ``part`` (sums of parts are exact in
+        any order, see ``_quantum_for``). A stable sort of the two sorted runs merges them: no
+        scattered writes into a store-sized array."""
+        np = _numpy()
+        if not len(cand):
+            return slots, part
+        both = np.concatenate((cand, slots))
+        order = np.argsort(both, kind="stable")
+        both, val = both.take(order), np.concatenate((a, part)).take(order)
+        first = np.empty(len(both), dtype=bool)
+        first[0] = True
+        np.not_equal(both[1:], both[:-1], out=first[1:])
+        again = np.flatnonzero(~first)  # a memory of both: its part follows its score
+        val[again - 1] += val[again]
+        return both[first], val[first]
+
+    @staticmethod
+    def _by_slot(slots: Any, part: Any) -> tuple[Any, Any]:
+        """``slots`` (any order, repeats allowed) ascending and distinct, their parts summed."""
+        np = _numpy()
+        order = np.argsort(slots, kind="stable")
+        slots, part = slots.take(order), part.take(order)
+        first = np.flatnonzero(np.concatenate(([True], slots[1:] != slots[:-1])))
+        return slots.take(first), np.add.reduceat(part, first)
 
     @staticmethod
     def _unwalked(steps: list[tuple[float, "_Term", int, float]]) -> int:
         """How many postings the levels of ``steps`` hold."""
         return sum(st[1].p.at_least(st[2]).n for st in steps)
 
-    def _can(self, a: Any, c: Any, got: Any, terms: list["_Term"], theta: float,
-             cuts: tuple[float, float] | None) -> Any:
-        """Whether memories of partial score ``a`` (``c`` of it on common words, None for none)
-        may still reach ``theta`` and pass the cut with what the terms can add to them yet
-        (``_Term.rest``, less ``got``: floating-point sums, given a margin far above their
-        rounding)."""
+    def _can(self, a: Any, terms: list["_Term"], theta: float, cuts: tuple[float, float] | None) -> Any:
+        """Whether memories of partial score ``a`` may still reach ``theta`` and pass the cut with
+        what the terms can add to them yet (``_Term.rest``: floating-point sums, given a margin
+        far above their rounding)."""
         up = sum(x.rest for x in terms)
         slack = 1e-9 * (1.0 + up + abs(theta if theta > -math.inf else 0.0))
-        ok = a + ((up + slack) - got) >= theta
-        if cuts is not None:
-            spec = sum(x.rest * COMMON_WEIGHT if x.common else x.rest for x in terms)
-            ok &= a + (up + slack) >= cuts[0]
-            ok &= (a if c is None else a - (1 - COMMON_WEIGHT) * c) + (spec + slack) >= cuts[1]
+        if cuts is None:
+            return a + (up + slack) >= theta
+        ok = a + (up + slack) >= max(cuts[0], theta)
+        spec = sum(x.rest * COMMON_WEIGHT if x.common else x.rest for x in terms)
+        ok &= a + (spec + slack) >= cuts[1]
         return ok
 
     def _theta(self, a: Any, c: Any, slots: Any, size: int, cuts: tuple[float, float] | None, xs: Any,
@@ -892,6 +903,13 @@ class BM25Index:
             return -math.inf
         return float(np.partition(a, len(a) - size)[len(a) - size])
 
+    @staticmethod
+    def _promising(a: Any, size: int, cuts: tuple[float, float] | None) -> bool:
+        """Whether a probe of the memories of partial scores ``a`` may find ``size`` of them over
+        the cut: at least half as many hold 90% of it already. (A probe finding fewer bounds
+        nothing; at 100k, half the probes of a query with many mid-frequency words did.)"""
+        return cuts is None or int(_numpy().count_nonzero(a >= 0.9 * cuts[0])) >= size // 2
+
     def _probe(self, slots: Any, a: Any, size: int, terms: list["_Term"], commons: bool,
                cuts: tuple[float, float] | None, xs: Any, avgdl: float) -> float:
         """A close lower bound of the ``size``-th best own score: that of the memories of
@@ -903,38 +921,14 @@ class BM25Index:
         own, com, _ = self._score_runs(self._forward(best, avgdl), len(best), terms, commons)
         return self._theta(own, com if commons else None, best, size, cuts, xs, slack=0.0)
 
-    def _holds(self, run: _Run, slots: Any) -> Any:
-        """Whether each of ``slots`` is in ``run``'s postings."""
-        np = _numpy()
-        if run.n <= _SPREAD * len(slots):
-            have, mark = run.slots[: run.n], self._mark
-            mark[have] = 1
-            found = mark[slots] > 0
-            mark[have] = 0
-            return found
-        have = run.slots[: run.n]
-        return have[np.minimum(np.searchsorted(have, slots), run.n - 1)] == slots
-
     def _gather(self, x: "_Term", slots: Any, below: int, avgdl: float) -> tuple[Any, Any]:
         """``x``'s part in ``slots`` (distinct, ascending) where it is held fewer than ``below``
-        times: where in ``slots`` and how much. The frequencies of a term with few postings are
-        spread over a scratch array and read at ``slots``; one with many (more than
-        ``_SPREAD`` times the slots) is looked up."""
-        np = _numpy()
-        p = x.p
-        if p.n <= _SPREAD * len(slots):
-            have, mark = p.slots[: p.n], self._mark
-            mark[have] = p.tfs[: p.n]
-            tfs = mark[slots]
-            mark[have] = 0
-            at = np.flatnonzero(tfs)
-            tfs = tfs[at]
-        else:
-            at, tfs = self._lookup_at(p, slots)
+        times: where in ``slots`` and how much."""
+        at, tfs = self._find(x.p, slots)
         if below != _NONE:
             few = tfs < below
             at, tfs = at[few], tfs[few]
-        return at, self._parts(self._lens[slots[at]], tfs, x.coef, avgdl)
+        return at, self._parts(self._lens.take(slots[at]), tfs, x.coef, avgdl)
 
     def _pool(self, cand: Any, own: Any, size: int, xs: Any) -> Any:
         """The slots (ascending) of ``cand`` in their order by own score (best first, ties by
@@ -943,7 +937,7 @@ class BM25Index:
         free = None if xs is None else ~np.isin(cand, xs)
         mine = own if free is None else own[free]
         if len(mine) <= size:
-            return np.sort(cand)
+            return np.sort(cand, kind="stable")
         last = np.partition(mine, len(mine) - size)[len(mine) - size]
         above = own > last
         need = size - int(np.count_nonzero(above if free is None else above & free))
@@ -955,7 +949,7 @@ class BM25Index:
                 break
             take.append(i)
             need -= free is None or bool(free[i])
-        return np.sort(np.concatenate((cand[above], cand[take])))
+        return np.sort(np.concatenate((cand[above], cand[take])), kind="stable")
 
     # ---- the re-ranking: feedback and neighbors, within the pool and its neighbors
 
@@ -966,16 +960,17 @@ class BM25Index:
         """Re-rank the pool and those of its neighbors that share a term with the query and pass
         the cut: their scores (feedback terms and neighbors' share included), ascending slots,
         and the feedback terms. Every memory concerned (the pool, its neighbors, and those of the
-        neighbors that join) is scored from its own terms (``_forward``). Call under the lock."""
+        neighbors that join) is scored from its own terms (``_forward``, in one read with the
+        neighbors' neighbors whether they join or not). Call under the lock."""
         np = _numpy()
         near = self._neighbors_of(pool)
         at = pool
-        if len(near):
-            at = np.sort(np.concatenate((pool, near)))
+        if len(near):  # and their neighbors, read now in case they join
+            at = np.sort(np.concatenate((pool, near, self._neighbors_of(near))), kind="stable")
             at = at[np.concatenate(([True], at[1:] != at[:-1]))]
         runs = self._forward(at, avgdl)
-        own, common, hits = self._score_runs(runs, len(at), terms, cuts is not None)
-        cand, order = pool, None
+        own, common, hits = self._score_runs(runs, len(at), terms, cuts is not None, held=True)
+        cand = pool
         if len(near):  # the neighbors that would pass the cut on their own join the pool
             i = np.searchsorted(at, near)
             ok = hits[i]
@@ -983,19 +978,9 @@ class BM25Index:
                 ok &= (own[i] - (1 - COMMON_WEIGHT) * common[i] >= cuts[1]) & (own[i] >= cuts[0])
             joined = near[ok]
             if len(joined):
-                cand = np.sort(np.concatenate((pool, joined)))
+                cand = np.sort(np.concatenate((pool, joined)), kind="stable")
                 cand = cand[np.concatenate(([True], cand[1:] != cand[:-1]))]
-                far = np.sort(self._neighbors_of(joined))  # their neighbors' scores count too
-                far = far[at[np.minimum(np.searchsorted(at, far), len(at) - 1)] != far]
-                if len(far):  # scored apart, appended: ``order`` sorts ``at``
-                    far = far[np.concatenate(([True], far[1:] != far[:-1]))]
-                    more_runs = self._forward(far, avgdl)
-                    runs = (np.concatenate((runs[0], more_runs[0] + len(at))),
-                            *(np.concatenate((r, m)) for r, m in zip(runs[1:], more_runs[1:])))
-                    own = np.concatenate((own, self._score_runs(more_runs, len(far), terms, False)[0]))
-                    at = np.concatenate((at, far))
-                    order = np.argsort(at)
-        places = self._places(cand, at, order)
+        places = self._places(cand, at)
         more: list[_Term] = []
         if feedback and FEEDBACK_TERMS:
             more = self._feedback(cand, self._with_neighbors(places, own), places[0], runs, terms)
@@ -1011,9 +996,9 @@ class BM25Index:
         ``slots`` (the memory as an index into ``slots``), read from their stored term ids (a
         memory's occurrences of a term are consecutive); the last is ``_parts`` up to ``coef``."""
         np = _numpy()
-        lens = self._lens[slots]
+        lens = self._lens.take(slots)
         counts = lens.astype(np.int64)
-        tids = self._fwd[self._spans(slots, counts)]
+        tids = self._fwd.take(self._spans(slots, counts))
         owner = np.repeat(np.arange(len(slots)), counts)
         if not len(tids):
             return owner, tids, np.zeros(0, dtype=np.int64), np.zeros(0)
@@ -1025,7 +1010,7 @@ class BM25Index:
         owner = owner[first]
         tfs = np.diff(np.append(first, len(tids)))
         k1, b = self.k1, self.b
-        den = lens[owner]  # as in _parts
+        den = lens.take(owner)  # as in _parts
         den *= k1 * b / avgdl
         den += k1 * (1 - b)
         sat = tfs.astype(np.float64)
@@ -1034,10 +1019,11 @@ class BM25Index:
         return owner, tids[first], tfs, sat
 
     def _score_runs(
-        self, runs: tuple[Any, Any, Any, Any], size: int, terms: list["_Term"], common: bool
+        self, runs: tuple[Any, Any, Any, Any], size: int, terms: list["_Term"], common: bool, held: bool = False
     ) -> tuple[Any, Any, Any]:
         """Own scores on ``terms`` of the ``size`` memories of the ``_forward`` runs: the score,
-        its share on common words (when ``common``), whether each holds one of the terms."""
+        its share on common words (when ``common``), whether each holds one of the terms (when
+        ``held``, else None)."""
         np = _numpy()
         owner, tids, _, sat = runs
         if self._tcoef is None or len(self._tcoef) < len(self._term):
@@ -1045,19 +1031,19 @@ class BM25Index:
         tco = self._tcoef
         for x in terms:
             tco[x.tid] = x.coef
-        coef = tco[tids]
+        coef = tco.take(tids)
         for x in terms:
             tco[x.tid] = 0.0
         part = sat * coef  # as in _parts
         np.rint(part, out=part)
         part *= 1.0 / self._quantum
         own = np.bincount(owner, weights=part, minlength=size)
-        hits = np.bincount(owner, weights=coef, minlength=size) > 0  # every coef is > 0
+        hits = np.bincount(owner, weights=coef, minlength=size) > 0 if held else None  # every coef is > 0
         com = own
         if common and any(x.common for x in terms):
             for x in terms:
                 tco[x.tid] = 1.0 if x.common else 0.0
-            mine = tco[tids]
+            mine = tco.take(tids)
             for x in terms:
                 tco[x.tid] = 0.0
             com = np.bincount(owner, weights=part * mine, minlength=size)

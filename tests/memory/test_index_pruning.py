@@ -35,7 +35,7 @@ Docs = dict[str, tuple[str, "str | None"]]
 def knobs(**values: float) -> Iterator[None]:
     """The index's constants set for a while: the pool's size, and those that choose between
     equivalent paths (walk every posting of a small query or prune, walk levels one by one or
-    together, look terms up or spread them, estimate the pool's last score by a probe or not)."""
+    together, binary-search terms or merge them with the memories, estimate the pool's last score by a probe or not)."""
     old = {name: getattr(index_mod, name) for name in values}
     for name, value in values.items():
         setattr(index_mod, name, value)
@@ -53,8 +53,9 @@ def pool_size(n: int) -> contextlib.AbstractContextManager[None]:
 paths = st.fixed_dictionaries({
     "_SMALL": st.sampled_from([0, 2000]),  # 0: the pruned path even for these small stores
     "_BATCH": st.sampled_from([0, 200]),
-    "_SPREAD": st.sampled_from([0, 3, 1000]),
+    "_MERGE": st.sampled_from([0, 2, 1000]),  # binary search, or merge with the postings
     "_PROBE_WORTH": st.sampled_from([0, 5]),
+    "_REPROBE": st.sampled_from([0, 200]),
 })
 
 
@@ -216,7 +217,7 @@ def test_pruned_search_on_a_zipf_corpus_through_adds_and_removes(seed: int) -> N
     """Larger than the property test's corpora, with the default pool: terms in a third of the
     memories, others in a few, memories holding a word several times; every cut prunes."""
     rng = random.Random(seed)
-    vocab = [f"w{i}" for i in range(300)] + ["make", "work"]
+    vocab = [f"w{i}" for i in range(3)] + ["make", "work"] + [f"w{i}" for i in range(3, 300)]  # common words held often
     zipf = [1 / (i + 1) ** 1.1 for i in range(len(vocab))]
 
     def sentence(lo: int, hi: int) -> str:
@@ -240,7 +241,8 @@ def test_pruned_search_on_a_zipf_corpus_through_adds_and_removes(seed: int) -> N
         for cut in (0.0, 0.2, 0.5):
             want, _ = reference(idx, docs, query, 8, cut, exclude)
             assert idx.search(query, k=8, min_score=cut, exclude=exclude) == want
-            with knobs(_SMALL=0, _PROBE_WORTH=i % 2 * 5):  # pruned, with and without a probe
+            # pruned, with and without a probe, with and without a second probe
+            with knobs(_SMALL=0, _PROBE_WORTH=i % 2 * 5, _REPROBE=i % 4 // 2 * 200):
                 assert idx.search(query, k=8, min_score=cut, exclude=exclude) == want
                 assert restored.search(query, k=8, min_score=cut, exclude=exclude) == want
 
