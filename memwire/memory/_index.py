@@ -145,6 +145,10 @@ _FWD_SLACK = 1 << 16  # the forward index is compacted once its holes outnumber 
 # rather than binary-searched (see _find; on this 2-core VM merging two sorted runs is the faster
 # up to 2-3 postings per memory, in a 100k store as in a 1M one; 2 was 1% faster than 4 in searches)
 _MERGE = 2
+# a store of up to this many slots is scored whole, every memory from its own terms (the forward
+# index) in a few array operations, rather than pruned: there the pruning's few hundred numpy calls
+# on small arrays cost more than it saves (see ``_score_all``; results are identical)
+_DENSE = 2000
 
 _MONTHS = (
     "january february march april may june july august september october november december"
@@ -223,6 +227,26 @@ class _Run:
             self.n = n - 1
 
 
+_EMPTY: list[_Run] = []
+
+
+def _empty_run() -> _Run:
+    """One shared empty run, never written to (a new one allocates two arrays: ~2 us a lookup)."""
+    if not _EMPTY:
+        _EMPTY.append(_Run())
+    return _EMPTY[0]
+
+
+def _member(values: Any, xs: Any) -> Any:
+    """Whether each of ``values`` is in ``xs`` (sorted, distinct): ``np.isin`` for the few slots
+    a search excludes, without its ~30 us of choosing a method."""
+    np = _numpy()
+    if not len(xs):
+        return np.zeros(len(values), dtype=bool)
+    at = np.minimum(np.searchsorted(xs, values), len(xs) - 1)
+    return xs.take(at) == values
+
+
 class _Postings(_Run):
     """One term's postings, and apart those of the memories holding it at least twice (``hi2``)
     and at least three times (``hi3``): the top-N search bounds what a common word adds to most
@@ -255,9 +279,13 @@ class _Postings(_Run):
                 run.remove(slot)
 
     def at_least(self, tf: int) -> _Run:
-        """The postings of frequency ``tf`` (1, 2 or 3) or more."""
+        """The postings of frequency ``tf`` (1, 2 or 3) or more (read only)."""
         run = self if tf <= 1 else self.hi2 if tf == 2 else self.hi3
-        return run if run is not None else _Run()
+        return run if run is not None else _empty_run()
+
+
+# ``_score_all``: the live slots (ascending), their ``_forward`` runs, and ``_score_runs`` of them
+_Scored = tuple[Any, tuple[Any, Any, Any, Any], Any, Any, Any]
 
 
 class BM25Index:
@@ -715,14 +743,20 @@ class BM25Index:
         xs = self._slots_of(exclude) if exclude else None
         if xs is not None and not len(xs):
             xs = None
-        cand, own = self._best(terms, max(POOL, k), cuts, xs, avgdl)
+        scored = self._score_all(terms, cuts, avgdl) if len(self._ids) <= _DENSE else None
+        if scored is not None:
+            at, _, own, common, hits = scored
+            ok = self._passes(own, common, hits, cuts)
+            cand, own = at[ok], own[ok]
+        else:
+            cand, own = self._best(terms, max(POOL, k), cuts, xs, avgdl)
         if not len(cand):
             return empty, np.zeros(0), norm, weights
         pool = self._pool(cand, own, max(POOL, k), xs)
-        cand, score, extra = self._rerank(pool, terms, weights, cuts, avgdl, feedback)
+        cand, score, extra = self._rerank(pool, terms, weights, cuts, avgdl, feedback, scored)
         weights.update(extra)
         if xs is not None:
-            keep = ~np.isin(cand, xs)
+            keep = ~_member(cand, xs)
             cand, score = cand[keep], score[keep]
         return cand, score, norm, weights
 
@@ -895,7 +929,7 @@ class BM25Index:
             margin = slack * (1.0 + abs(cuts[0]) + abs(cuts[1]))
             ok = (a >= cuts[0] + margin) & ((a if c is None else a - (1 - COMMON_WEIGHT) * c) >= cuts[1] + margin)
         if xs is not None:
-            free = ~np.isin(slots, xs)
+            free = ~_member(slots, xs)
             ok = free if ok is None else ok & free
         if ok is not None:
             a = a[ok]
@@ -934,7 +968,7 @@ class BM25Index:
         """The slots (ascending) of ``cand`` in their order by own score (best first, ties by
         id) down to the ``size``-th not in ``xs``."""
         np = _numpy()
-        free = None if xs is None else ~np.isin(cand, xs)
+        free = None if xs is None else ~_member(cand, xs)
         mine = own if free is None else own[free]
         if len(mine) <= size:
             return np.sort(cand, kind="stable")
@@ -953,30 +987,48 @@ class BM25Index:
 
     # ---- the re-ranking: feedback and neighbors, within the pool and its neighbors
 
+    def _score_all(self, terms: list["_Term"], cuts: tuple[float, float] | None, avgdl: float) -> _Scored:
+        """Every memory of a small store scored on ``terms`` from its own terms (``_forward``):
+        ``_best``'s exact own scores without its pruning, and, handed to ``_rerank``, what it
+        would read again. Call under the lock."""
+        np = _numpy()
+        at = np.flatnonzero(self._lens[: len(self._ids)])  # the live slots (a removed one has length 0)
+        runs = self._forward(at, avgdl)
+        return (at, runs, *self._score_runs(runs, len(at), terms, cuts is not None, held=True))
+
+    @staticmethod
+    def _passes(own: Any, common: Any, hits: Any, cuts: tuple[float, float] | None) -> Any:
+        """Which memories of own scores ``own`` (``common`` of it on common words) holding a query
+        term (``hits``) pass the cut."""
+        if cuts is None:
+            return hits
+        return hits & (own >= cuts[0]) & (own - (1 - COMMON_WEIGHT) * common >= cuts[1])
+
     def _rerank(
         self, pool: Any, terms: list["_Term"], weights: Mapping[str, float],
-        cuts: tuple[float, float] | None, avgdl: float, feedback: bool,
+        cuts: tuple[float, float] | None, avgdl: float, feedback: bool, scored: _Scored | None = None,
     ) -> tuple[Any, Any, dict[str, float]]:
         """Re-rank the pool and those of its neighbors that share a term with the query and pass
         the cut: their scores (feedback terms and neighbors' share included), ascending slots,
         and the feedback terms. Every memory concerned (the pool, its neighbors, and those of the
         neighbors that join) is scored from its own terms (``_forward``, in one read with the
-        neighbors' neighbors whether they join or not). Call under the lock."""
+        neighbors' neighbors whether they join or not), unless ``scored`` holds every memory's
+        (``_score_all``). Call under the lock."""
         np = _numpy()
         near = self._neighbors_of(pool)
-        at = pool
-        if len(near):  # and their neighbors, read now in case they join
-            at = np.sort(np.concatenate((pool, near, self._neighbors_of(near))), kind="stable")
-            at = at[np.concatenate(([True], at[1:] != at[:-1]))]
-        runs = self._forward(at, avgdl)
-        own, common, hits = self._score_runs(runs, len(at), terms, cuts is not None, held=True)
+        if scored is not None:
+            at, runs, own, common, hits = scored
+        else:
+            at = pool
+            if len(near):  # and their neighbors, read now in case they join
+                at = np.sort(np.concatenate((pool, near, self._neighbors_of(near))), kind="stable")
+                at = at[np.concatenate(([True], at[1:] != at[:-1]))]
+            runs = self._forward(at, avgdl)
+            own, common, hits = self._score_runs(runs, len(at), terms, cuts is not None, held=True)
         cand = pool
         if len(near):  # the neighbors that would pass the cut on their own join the pool
             i = np.searchsorted(at, near)
-            ok = hits[i]
-            if cuts is not None:
-                ok &= (own[i] - (1 - COMMON_WEIGHT) * common[i] >= cuts[1]) & (own[i] >= cuts[0])
-            joined = near[ok]
+            joined = near[self._passes(own[i], common[i], hits[i], cuts)]
             if len(joined):
                 cand = np.sort(np.concatenate((pool, joined)), kind="stable")
                 cand = cand[np.concatenate(([True], cand[1:] != cand[:-1]))]
@@ -1008,7 +1060,9 @@ class BM25Index:
         start[1:] |= owner[1:] != owner[:-1]
         first = np.flatnonzero(start)
         owner = owner[first]
-        tfs = np.diff(np.append(first, len(tids)))
+        tfs = np.empty(len(first), dtype=np.int64)  # each run's length (np.diff of np.append: 3x slower)
+        tfs[-1] = len(tids) - first[-1]
+        np.subtract(first[1:], first[:-1], out=tfs[:-1])
         k1, b = self.k1, self.b
         den = lens.take(owner)  # as in _parts
         den *= k1 * b / avgdl
@@ -1085,8 +1139,9 @@ class BM25Index:
                 for v, _, tid in ranked if v >= 0.1 * best]
 
     def _slots_of(self, ids: Collection[str]) -> Any:
+        """The slots of ``ids`` that are indexed, sorted and distinct (``_member`` reads them)."""
         np = _numpy()
-        return np.fromiter((s for s in map(self._slot.get, ids) if s is not None), dtype=np.int64)
+        return np.unique(np.fromiter((s for s in map(self._slot.get, ids) if s is not None), dtype=np.int64))
 
     def expand(self, query: "Query | str", min_score: float | None = None, k: int = 5) -> dict[str, float]:
         """The weighted terms a search of the ``k`` best scores with: the query's, its context's
@@ -1148,6 +1203,7 @@ class BM25Index:
 
 
 _NONE = 1 << 30  # _Term.thr before any of its postings are walked
+
 
 
 class _Term:

@@ -51,6 +51,7 @@ def pool_size(n: int) -> contextlib.AbstractContextManager[None]:
 
 
 paths = st.fixed_dictionaries({
+    "_DENSE": st.sampled_from([0, 2000]),  # 2000: every memory scored at once (these small stores)
     "_SMALL": st.sampled_from([0, 2000]),  # 0: the pruned path even for these small stores
     "_BATCH": st.sampled_from([0, 200]),
     "_MERGE": st.sampled_from([0, 2, 1000]),  # binary search, or merge with the postings
@@ -242,7 +243,7 @@ def test_pruned_search_on_a_zipf_corpus_through_adds_and_removes(seed: int) -> N
             want, _ = reference(idx, docs, query, 8, cut, exclude)
             assert idx.search(query, k=8, min_score=cut, exclude=exclude) == want
             # pruned, with and without a probe, with and without a second probe
-            with knobs(_SMALL=0, _PROBE_WORTH=i % 2 * 5, _REPROBE=i % 4 // 2 * 200):
+            with knobs(_DENSE=0, _SMALL=0, _PROBE_WORTH=i % 2 * 5, _REPROBE=i % 4 // 2 * 200):
                 assert idx.search(query, k=8, min_score=cut, exclude=exclude) == want
                 assert restored.search(query, k=8, min_score=cut, exclude=exclude) == want
 
@@ -271,11 +272,13 @@ def test_the_pool_is_what_feedback_and_neighbors_rerank() -> None:
             check(idx, docs, "kayak", k, 0.0)
 
 
+@pytest.mark.parametrize("dense", [0, 2000])  # pruned, or every memory scored at once
 @pytest.mark.parametrize("pool", [3, 20])
-def test_exclusions_and_ties_at_the_pool_edge(pool: int) -> None:
+def test_exclusions_and_ties_at_the_pool_edge(pool: int, dense: int) -> None:
     """The pool counts memories not excluded, ties at its edge are broken by id, and excluded
     memories with the best scores still count for feedback and neighbors: with the best memories
-    of each query excluded, and many memories scoring alike, on the pruned path."""
+    of each query excluded, and many memories scoring alike, on the pruned path and with every
+    memory scored at once."""
     rng = random.Random(pool)
     vocab = [f"v{i}" for i in range(40)]
     zipf = [1 / (i + 1) for i in range(len(vocab))]
@@ -289,7 +292,7 @@ def test_exclusions_and_ties_at_the_pool_edge(pool: int) -> None:
     idx.add_many((d, t, dt) for d, (t, dt) in docs.items())
     queries = ["v1 v2 v3", "v2 v7 v11", "v1 v5", "v9 v20 v31 v2", "v1 v2", "v3 v4 v1"] + [
         " ".join(rng.choices(vocab, weights=zipf, k=rng.randint(2, 6))) for _ in range(8)]
-    with knobs(POOL=pool, _SMALL=0, _BATCH=0, _PROBE_WORTH=0):
+    with knobs(POOL=pool, _DENSE=dense, _SMALL=0, _BATCH=0, _PROBE_WORTH=0):
         for q in queries:
             own = idx.scores(q)
             best = sorted(own, key=lambda d: (-own[d], d))
