@@ -39,7 +39,7 @@ from ..middleware._core import Middleware
 from ..middleware._records import Record, session_records
 from ..policies._secrets import find_secret
 from ._keys import Access, Caller, Denied
-from ._limits import NamespaceQuota, Refusal, read_body
+from ._limits import NamespaceQuota, Refusal, read_all, read_body
 
 __all__ = ["ui_routes", "UI_PREFIX"]
 
@@ -257,7 +257,7 @@ async def _form(request: Request, timeout: float) -> dict[str, str]:
     """A form post's fields (``application/x-www-form-urlencoded``, what the page's forms send),
     read under the proxy's body time limit and at most ``MAX_FORM_BYTES``."""
     try:
-        raw = b"".join([chunk async for chunk in read_body(request, timeout, MAX_FORM_BYTES)])
+        raw = await read_all(request, timeout, MAX_FORM_BYTES)
     except Refusal as exc:
         raise _Refused(exc.status_code, exc.detail) from None
     return {k: v[-1] for k, v in parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True).items()}

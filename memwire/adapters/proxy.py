@@ -58,7 +58,7 @@ from ._aio import AioTransport
 from ._aio import available as aio_available
 from ._common import dump_json
 from ._keys import KEY_HEADER, Access, Caller, Denied, KeyRing
-from ._limits import NamespaceQuota, Refusal, read_body
+from ._limits import NamespaceQuota, Refusal, read_all, read_body
 from ._metrics import Metrics
 from ._ui import ui_routes
 from ._memory_api import memory_api
@@ -264,7 +264,7 @@ class _Proxy:
     async def with_memory(self, request: Request, api: str) -> Response:
         caller = self._check(request)
         namespace = _allowed(self.access.namespace, caller, request.headers.get("x-memwire-namespace"))
-        raw = b"".join([chunk async for chunk in read_body(request, self.body_timeout, self.max_body_bytes)])
+        raw = await read_all(request, self.body_timeout, self.max_body_bytes)
         body, injection, model = (await self._prepare(request, raw, api, caller, namespace) if self.memory
                                   else (raw, None, ""))
         injected = len(injection.memory_ids) if injection is not None and injection.injected else 0
