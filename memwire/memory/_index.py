@@ -320,6 +320,7 @@ class BM25Index:
         self._tcoef: Any = None  # term id -> the query's coef (_score_runs), zero but there
         self._state: Any = None  # 1 where _best touched
         self._quantum = 2.0**32  # the current query's (see _quantum_for)
+        self._whole: tuple[Any, tuple[Any, Any, Any, Any]] | None = None  # _score_all's slots and runs, until a change
 
     # ------------------------------------------------------------------ updates
 
@@ -411,6 +412,7 @@ class BM25Index:
         length = sum(tf.values())
         self._lens[slot] = length
         self._total_len += length
+        self._whole = None
 
     def _fput(self, slot: int, ids: Any) -> None:
         """Store a memory's term ids at the end of ``_fwd`` (compacting it first when it is
@@ -473,6 +475,7 @@ class BM25Index:
         self._ids[slot] = None
         self._dates[slot] = None
         self._free.append(slot)
+        self._whole = None
 
     # ------------------------------------------------------------------ snapshot
 
@@ -516,6 +519,7 @@ class BM25Index:
             if self._slot:
                 raise ValueError("restore into an empty index only")
             self._grow(max(used, 1))  # exactly: an add grows it
+            self._whole = None
             self._lens[:used], self._prev[:used], self._next[:used] = state["lens"], state["prev"], state["next"]
             self._ids, self._dates = list(ids), list(dates)
             self._slot = IdMap.of(self._ids)
@@ -988,12 +992,13 @@ class BM25Index:
     # ---- the re-ranking: feedback and neighbors, within the pool and its neighbors
 
     def _score_all(self, terms: list["_Term"], cuts: tuple[float, float] | None, avgdl: float) -> _Scored:
-        """Every memory of a small store scored on ``terms`` from its own terms (``_forward``):
+        """Every memory of a small store scored on ``terms`` from its own terms (``_forward``, kept):
         ``_best``'s exact own scores without its pruning, and, handed to ``_rerank``, what it
         would read again. Call under the lock."""
-        np = _numpy()
-        at = np.flatnonzero(self._lens[: len(self._ids)])  # the live slots (a removed one has length 0)
-        runs = self._forward(at, avgdl)
+        if self._whole is None:  # read once until the index changes (which also moves avgdl)
+            at = _numpy().flatnonzero(self._lens[: len(self._ids)])  # the live slots (a removed one has length 0)
+            self._whole = (at, self._forward(at, avgdl))
+        at, runs = self._whole
         return (at, runs, *self._score_runs(runs, len(at), terms, cuts is not None, held=True))
 
     @staticmethod

@@ -300,3 +300,25 @@ def test_exclusions_and_ties_at_the_pool_edge(pool: int, dense: int) -> None:
                 for cut in (0.0, 0.2):
                     want, _ = reference(idx, docs, q, 5, cut, exclude)
                     assert idx.search(q, k=5, min_score=cut, exclude=exclude) == want
+
+
+def test_a_store_scored_whole_sees_each_change_at_once() -> None:
+    """A small store's memories are read whole once and kept (``_score_all``) until the index
+    changes: a search right after a removal alone, an add alone or a replacement sees it."""
+    docs: Docs = {f"d{i}": (t, "2024-05-01") for i, t in enumerate(
+        ["kayak paddle lake", "kayak trip notes", "mountain bike", "lake swim kayak kayak", "bike lake"])}
+    idx = BM25Index()
+    idx.add_many((d, t, dt) for d, (t, dt) in docs.items())
+    changes = [("remove", "d0", ""), ("add", "d9", "kayak lake lake"), ("add", "d1", "bike trip"),
+               ("remove", "d3", ""), ("remove", "d9", "")]
+    with knobs(_DENSE=2000):
+        for op, doc, text in changes:
+            check(idx, docs, "kayak lake", 5, 0.0)  # the whole read is made and kept here
+            if op == "add":
+                idx.add(doc, text, "2024-05-01")
+                docs.pop(doc, None)
+                docs[doc] = (text, "2024-05-01")
+            else:
+                idx.remove(doc)
+                del docs[doc]
+            check(idx, docs, "kayak lake", 5, 0.0)
