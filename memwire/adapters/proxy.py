@@ -45,7 +45,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware as AsgiMiddleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import BaseRoute, Route, request_response
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._errors import ConfigError, NamespaceError, RequestFormatError, StoreUnavailableError
@@ -208,12 +208,26 @@ def create_app(
         routes += ui_routes(middleware, access=access, quota=proxy.quota)  # /memwire/ui
     routes += [Route("/metrics", partial(_metrics, metrics, access)),
                Route("/memwire/healthz", partial(_healthz, middleware, memory))]
-    routes += [Route(path, partial(proxy.with_memory, api=api), methods=["POST"]) for path, (api, _) in _ROUTES.items()]
+    routes += [Route(path, _Endpoint(partial(proxy.with_memory, api=api)), methods=["POST"])
+               for path, (api, _) in _ROUTES.items()]
     routes.append(Route("/{path:path}", proxy))  # any other method or path: the provider's
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[AsgiMiddleware(_AccessLog)],
                     exception_handlers={HTTPException: _error_response})
     app.state.proxy = proxy
     return app
+
+
+class _Endpoint:
+    """A request handler as a plain ASGI app (what Starlette's ``request_response`` makes of it, less
+    its own exception layer: a refusal goes to the app's ``ExceptionMiddleware``, which answers it
+    alike; one wrapper fewer for each message sent)."""
+
+    def __init__(self, handle: Callable[[Request], Awaitable[Response]]) -> None:
+        self.handle = handle
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self.handle(Request(scope, receive, send))
+        await response(scope, receive, send)
 
 
 def _base_url(url: str) -> str:
@@ -254,7 +268,7 @@ class _Proxy:
         self.access = access
         self.proxy_key = access.proxy_key
         self.cache_breakpoint = cache_breakpoint
-        self._pass_through = request_response(self.pass_through)
+        self._pass_through = _Endpoint(self.pass_through)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The catch-all route as an ASGI app: Starlette routes every method to one (a function
