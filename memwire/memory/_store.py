@@ -70,6 +70,9 @@ ARCHIVE_DIR = "archive"
 INBOX_DIR = "inbox"
 #: why a memory is in the archive (its latest reason is its tag there)
 ARCHIVE_REASONS = ("forgotten", "superseded", "rejected", "decayed", "capped")
+# a read that must not wait (a search on the event loop) still waits this long for the lock: a
+# background thread's read holds it for tens of microseconds, a hop to a worker thread costs more
+BUSY_WAIT_S = 0.002
 MIN_ID_PREFIX = 4  # forget/pin/get accept a unique prefix of an id this long or longer
 _NEW_FILE_MODE = 0o644
 _TAG_RE = re.compile(TAG_PATTERN)
@@ -589,8 +592,10 @@ class MemoryStore:
     @contextlib.contextmanager
     def _reading(self, refresh: bool, wait: bool) -> Iterator[None]:
         """The store's lock for a read; ``wait=False`` raises ``StoreBusyError`` instead of waiting
-        (a caller on a time budget then reads elsewhere, under its budget)."""
-        if not self._lock.acquire(blocking=wait):
+        more than ``BUSY_WAIT_S`` (a caller on a time budget then reads elsewhere, under its
+        budget): a background thread's short read (telemetry's ``known``) is waited out, a
+        re-read or a write is not."""
+        if not (self._lock.acquire() if wait else self._lock.acquire(timeout=BUSY_WAIT_S)):
             raise StoreBusyError(f"{self.path}: being re-read or written by another thread")
         try:
             if refresh or not self._loaded:
@@ -662,9 +667,12 @@ class MemoryStore:
             return {mid for mid in ids if mid not in merged}
 
     def known(self, ids: Iterable[str]) -> list[Memory]:
-        """The memories of these full ids as last read (no re-read; ids no longer there are left out)."""
+        """The memories of these full ids as last read (no re-read; ids no longer there are left out).
+        Only found under the lock; built after it (a table's rows never change), so a search
+        waits the less for a background thread's read."""
         with self._reading(False, True):
-            return [m for m in map(self._merged.get, ids) if m is not None]
+            found = self._merged.rows(ids)
+        return [table.memory_at(row, mid) for table, mid, row in found]
 
     def get(self, mid: str) -> Memory:
         """The memory with id ``mid`` (or a unique prefix of it)."""

@@ -112,6 +112,10 @@ class Table:
         row = self._row.get(mid)
         return None if row is None else self._memory(as_id or mid, row)
 
+    def memory_at(self, row: int, mid: str) -> Memory:
+        """The memory of ``row``, shown with id ``mid``."""
+        return self._memory(mid, row)
+
     def _memory(self, mid: str, row: int) -> Memory:
         tags, pinned, topic, date = self._kinds[self._kind[row]]
         start = self._ends[row - 1] if row else 0
@@ -205,6 +209,17 @@ class Merged:
         if found is None:
             return None
         return found if isinstance(found, tuple) else (found, mid)
+
+    def rows(self, ids: Iterable[str]) -> list[tuple[Table, str, int]]:
+        """Where the memories of ``ids`` are, as (table, id shown, row), those not shown left out:
+        cheap under the store's lock, then ``Table.memory_at`` builds them (a row never changes)."""
+        out = []
+        for mid in ids:
+            ref = self.ref(mid)
+            row = None if ref is None else ref[0]._row.get(ref[1])
+            if row is not None:
+                out.append((ref[0], mid, row))  # type: ignore[index]
+        return out
 
     def get(self, mid: str) -> Memory | None:
         if self._single is not None:
