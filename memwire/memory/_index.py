@@ -638,31 +638,37 @@ class BM25Index:
         same = np.flatnonzero(both[order[1:]] == both[order[:-1]])
         return order[same + 1] - n, run.tfs[order[same]]
 
-    def _ideal(self, terms: Mapping[str, float], common_weight: float = 1.0) -> float:
+    def _ideal(self, terms: Mapping[str, float]) -> tuple[float, float]:
         """The normalizer: the weighted idf of the query's IDEAL_TERMS most specific terms
-        (an unseen term counting as df=0.5), so a long prompt is judged by its specific words.
-        ``common_weight`` scales the common words (text.COMMON_WORDS)."""
+        (an unseen term counting as df=0.5), so a long prompt is judged by its specific words;
+        and the same with the common words (text.COMMON_WORDS) counting COMMON_WEIGHT (the cut's
+        second check), from one look at each term."""
         n = len(self._slot)
         unseen = self._idf(0.5, n)  # more specific than any word the store has
         common = common_terms()
         halves: list[float] = []
+        halves_common: list[float] = []  # with the common words at COMMON_WEIGHT
         for term, w in terms.items():
             df = self._df(term)
-            scale = common_weight if term in common else 1.0
-            if not df and term in common:
-                # A common word is unseen only because the store is small (in LoCoMo's, the
-                # common words of a question are in ~3% of memories, half an unseen word's idf);
-                # at full unseen weight, "want", "learn", "start" outweighed "rust" in "I want to
-                # learn more Rust, where should I start?" and no Rust memory was returned.
-                scale = min(scale, COMMON_WEIGHT)
-            part = (self._idf(df, n) if df else unseen) * w * scale
+            part = (self._idf(df, n) if df else unseen) * w
             # A CJK bigram is half a word: a run of n characters makes n - 1 bigrams but holds
             # about n / 2 words, and a memory sharing one word shares about one bigram. At full
             # weight, "部署" was 1/5 of "什么时候部署？" ("when do we deploy?") and the memory
             # "部署在每周二进行" was cut. So a bigram counts half, also toward IDEAL_TERMS.
-            halves += [part / 2] if is_bigram(term) else [part / 2, part / 2]
+            n_halves = 1 if is_bigram(term) else 2
+            if term in common:
+                # A common word is unseen only because the store is small (in LoCoMo's, the
+                # common words of a question are in ~3% of memories, half an unseen word's idf);
+                # at full unseen weight, "want", "learn", "start" outweighed "rust" in "I want to
+                # learn more Rust, where should I start?" and no Rust memory was returned.
+                halves += [(part if df else part * COMMON_WEIGHT) / 2] * n_halves
+                halves_common += [part * COMMON_WEIGHT / 2] * n_halves
+            else:
+                halves += [part / 2] * n_halves
+                halves_common += [part / 2] * n_halves
         halves.sort(reverse=True)
-        return sum(halves[: 2 * IDEAL_TERMS])
+        halves_common.sort(reverse=True)
+        return sum(halves[: 2 * IDEAL_TERMS]), sum(halves_common[: 2 * IDEAL_TERMS])
 
     def _top(self, cand: Any, score: Any, k: int) -> Any:
         """Indexes into ``cand`` of the k best scores, best first, ties by doc id."""
@@ -736,8 +742,8 @@ class BM25Index:
             return empty, np.zeros(0), 0.0, weights
         # normalize by the text's ideal score; by the context's when the text has no terms
         base = text if text else ctx
-        norm = self._ideal(base)
-        cuts = (cut * norm, cut * self._ideal(base, COMMON_WEIGHT)) if cut > 0 else None
+        norm, norm_common = self._ideal(base)
+        cuts = (cut * norm, cut * norm_common) if cut > 0 else None
         n = len(self._slot)
         avgdl = self._total_len / n
         terms = self._terms(weights, n)

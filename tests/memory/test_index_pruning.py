@@ -83,8 +83,7 @@ def reference(
     avgdl = sum(length.values()) / n
     df = Counter(t for c in tf.values() for t in c)
     base = text if text else ctx
-    norm = idx._ideal(base)
-    spec_norm = idx._ideal(base, COMMON_WEIGHT)
+    norm, spec_norm = idx._ideal(base)
     quantum = idx._quantum_for((w * idx._idf(df[t], n) for t, w in weights.items() if df[t]), n)
     common = common_terms()
 
