@@ -259,6 +259,18 @@ class _Postings(_Run):
         self.maxtf = int(self.tfs[: self.n].max()) if self.n else 0  # only grows: a bound
         self.hi2, self.hi3 = hi2, hi3
 
+    @classmethod
+    def of(cls, slots: Any, tfs: Any) -> "_Postings":
+        """Postings of these slots (ascending) and frequencies (arrays it keeps), with their
+        tiers."""
+        np = _numpy()
+        p = cls(slots, tfs)
+        for least in (2, 3) if p.maxtf >= 2 else ():  # most terms are held once by each memory
+            many = np.flatnonzero(tfs >= least)
+            if len(many):
+                setattr(p, f"hi{least}", _Run(slots.take(many), tfs.take(many)))
+        return p
+
     def add(self, slot: int, tf: int) -> None:
         tf = min(tf, 65535)  # a memory is at most 4,000 characters: never reached
         super().add(slot, tf)
@@ -313,7 +325,10 @@ class BM25Index:
         self._total_len = 0
         self._term_id: dict[str, int] = {}
         self._term: list[str] = []  # term id -> term
-        self._postings: list[_Postings] = []  # term id -> postings
+        # term id -> postings; after a restore None until first used (most terms are rare and never
+        # asked for: a _Postings with its arrays is ~300 B, the snapshot's flat arrays 6 B a posting)
+        self._postings: list[_Postings | None] = []
+        self._flat: tuple[Any, Any, Any] | None = None  # the restored postings: offsets by term id, slots, tfs
         # per-query scratch, as long as _lens: reset where a query touched it, never reallocated
         self._acc: Any = None  # partial scores (see _best)
         self._mark: Any = None  # one term's frequencies, spread then read (see _gather)
@@ -406,7 +421,7 @@ class BM25Index:
                 tid = term_id[term] = len(self._term)
                 self._term.append(term)
                 postings.append(_Postings())
-            postings[tid].add(slot, n)
+            (postings[tid] or self._post(tid)).add(slot, n)
             ids += [tid] * n
         self._fput(slot, np.array(ids, dtype=np.uint32))
         length = sum(tf.values())
@@ -468,7 +483,7 @@ class BM25Index:
                 else:
                     del self._tails[date]
         for tid in self._terms_of(slot):
-            self._postings[tid].remove(slot)
+            self._post(tid).remove(slot)
         self._total_len -= int(self._lens[slot])
         self._fdead += int(self._lens[slot])
         self._lens[slot] = 0.0
@@ -484,7 +499,8 @@ class BM25Index:
         np = _numpy()
         with self._lock:
             used = len(self._ids)
-            counts = [p.n for p in self._postings]
+            runs = [self._arrays(tid) for tid in range(len(self._postings))]
+            counts = [len(slots) for slots, _ in runs]
             lens = self._lens[:used].astype(np.int64)
             terms = self._fwd[self._spans(np.arange(used), lens)] if used else np.zeros(0, dtype=np.uint32)
             return {
@@ -496,8 +512,8 @@ class BM25Index:
                 "free": np.array(self._free, dtype=np.int64),
                 "scalars": np.array([self._links, self._total_len], dtype=np.int64),
                 "post_off": np.concatenate(([0], np.cumsum(counts, dtype=np.int64))),
-                "post_slots": np.concatenate([p.slots[: p.n] for p in self._postings] or [np.zeros(0, np.int32)]),
-                "post_tfs": np.concatenate([p.tfs[: p.n] for p in self._postings] or [np.zeros(0, np.uint16)]),
+                "post_slots": np.concatenate([r[0] for r in runs] or [np.zeros(0, np.int32)]),
+                "post_tfs": np.concatenate([r[1] for r in runs] or [np.zeros(0, np.uint16)]),
                 "doc_off": np.concatenate(([0], np.cumsum(4 * lens))),
                 "doc_terms": terms.astype("<u4").view(np.uint8),
             }
@@ -533,16 +549,36 @@ class BM25Index:
             self._term = list(terms)
             self._term_id = {t: i for i, t in enumerate(terms)}
             slots, tfs = state["post_slots"].astype(np.int32, copy=False), state["post_tfs"].astype(np.uint16, copy=False)
-            cuts = off.tolist()
-            tiers = []  # each term's postings of frequency >= 2, >= 3 (see _Postings)
-            for least in (2, 3):
-                many = np.flatnonzero(tfs >= least)
-                at = np.searchsorted(many, off).tolist()  # each term's first posting among them
-                hs, ht = slots[many], tfs[many]
-                tiers.append([_Run(hs[c:d], ht[c:d]) if d > c else None for c, d in zip(at, at[1:])])
-            self._postings = [
-                _Postings(slots[a:b], tfs[a:b], h2, h3) for a, b, h2, h3 in zip(cuts, cuts[1:], *tiers)
-            ]
+            self._flat = (np.asarray(off, dtype=np.int64), slots, tfs)
+            self._postings = [None] * len(terms)  # each made when first used (``_post``)
+
+    def _post(self, tid: int) -> _Postings:
+        """The postings of term ``tid``, made from the restored arrays on first use. Call under
+        the lock."""
+        p = self._postings[tid]
+        if p is None:
+            assert self._flat is not None
+            slots, tfs = self._flat_run(tid)
+            p = self._postings[tid] = _Postings.of(slots, tfs)
+        return p
+
+    def _flat_run(self, tid: int) -> tuple[Any, Any]:
+        off, slots, tfs = self._flat  # type: ignore[misc]
+        a, b = int(off[tid]), int(off[tid + 1])
+        return slots[a:b], tfs[a:b]
+
+    def _count(self, tid: int) -> int:
+        """How many memories hold term ``tid`` (without making its postings)."""
+        p = self._postings[tid]
+        if p is not None:
+            return p.n
+        off = self._flat[0]  # type: ignore[index]
+        return int(off[tid + 1] - off[tid])
+
+    def _arrays(self, tid: int) -> tuple[Any, Any]:
+        """Term ``tid``'s posting slots and frequencies (views; without making its postings)."""
+        p = self._postings[tid]
+        return (p.slots[: p.n], p.tfs[: p.n]) if p is not None else self._flat_run(tid)
 
     # ------------------------------------------------------------------ reading
 
@@ -564,7 +600,7 @@ class BM25Index:
 
     def _df(self, term: str) -> int:
         tid = self._term_id.get(term)
-        return 0 if tid is None else self._postings[tid].n
+        return 0 if tid is None else self._count(tid)
 
     def _weights(self, query: "Query | str") -> tuple[Counter[str], dict[str, float]]:
         """Query term weights: each occurrence in the text counts 1 (as in rank-bm25, where a
@@ -611,8 +647,8 @@ class BM25Index:
         out = []
         for t, w in weights.items():
             tid = self._term_id.get(t)
-            if tid is not None and self._postings[tid].n:
-                p = self._postings[tid]
+            if tid is not None and self._count(tid):
+                p = self._post(tid)
                 out.append(_Term(tid, w, p, self._idf(p.n, n), t in common))
         return out
 
@@ -1138,15 +1174,15 @@ class BM25Index:
                 if tid not in query:
                     mass[tid] = mass.get(tid, 0.0) + share * c
         n = len(self._slot)
-        words, postings, log, most = self._term, self._postings, math.log, max(n, SMALL_STORE) + 1
-        idf = {tid: log(most / postings[tid].n) for tid in mass}  # self._idf, inline
+        words, count, log, most = self._term, self._count, math.log, max(n, SMALL_STORE) + 1
+        idf = {tid: log(most / count(tid)) for tid in mass}  # self._idf, inline
         ranked = sorted(((m * idf[tid], words[tid], tid) for tid, m in mass.items()),
                         key=lambda x: (-x[0], x[1]))[:FEEDBACK_TERMS]
         if not ranked or ranked[0][0] <= 0:
             return []
         best = ranked[0][0]
         # a term under a tenth of the strongest barely moves a score
-        return [_Term(tid, FEEDBACK_WEIGHT * v / best, postings[tid], idf[tid], False)
+        return [_Term(tid, FEEDBACK_WEIGHT * v / best, self._post(tid), idf[tid], False)
                 for v, _, tid in ranked if v >= 0.1 * best]
 
     def _slots_of(self, ids: Collection[str]) -> Any:

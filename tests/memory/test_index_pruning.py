@@ -321,3 +321,37 @@ def test_a_store_scored_whole_sees_each_change_at_once() -> None:
                 idx.remove(doc)
                 del docs[doc]
             check(idx, docs, "kayak lake", 5, 0.0)
+
+
+def test_a_restored_index_changes_and_searches_as_the_index_it_came_from() -> None:
+    """After a restore a term's postings are made on first use (a search, an add, a removal):
+    terms used and never used give, through adds, removals and replacements, what the index it
+    was exported from gives, and export the same arrays."""
+    rng = random.Random(7)
+    vocab = [f"t{i}" for i in range(400)]
+    zipf = [1 / (i + 1) for i in range(len(vocab))]
+
+    def sentence() -> str:
+        return " ".join(rng.choices(vocab, weights=zipf, k=rng.randint(2, 12)))
+
+    idx = BM25Index()
+    idx.add_many((f"d{i}", sentence(), None) for i in range(2100))  # over _DENSE: the pruned path too
+    restored = BM25Index()
+    restored.restore(idx.export())
+    for step in range(300):
+        doc = f"d{rng.randrange(2200)}"
+        if rng.random() < 0.4:
+            for index in (idx, restored):
+                index.remove(doc)
+        else:
+            text = sentence()
+            for index in (idx, restored):
+                index.add(doc, text)
+        if step % 20 == 0:
+            for _ in range(5):
+                q = sentence()
+                assert restored.search(q, k=8, min_score=0) == idx.search(q, k=8, min_score=0)
+    a, b = idx.export(), restored.export()
+    assert a.keys() == b.keys()
+    for key in a:
+        assert (list(a[key]) == list(b[key])) if isinstance(a[key], list) else bool((a[key] == b[key]).all()), key
