@@ -96,16 +96,13 @@ def test_own_client_sends_what_an_injected_client_sends(upstream: tuple[Recorder
     assert direct[1][1] == "/v1/models?limit=2"
 
 
-class ClosesIdleConnections:
-    """A raw HTTP/1.1 upstream that answers one request per connection with keep-alive, then
-    closes the connection when the next request arrives on it: a pooled connection the upstream
-    dropped while idle, met at the moment it is reused."""
+class RawUpstream:
+    """A raw TCP server on 127.0.0.1 handing each connection to ``_take`` (until its socket is
+    closed)."""
 
     def __init__(self) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.answered = 0
-        self.dropped = 0
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -114,7 +111,24 @@ class ClosesIdleConnections:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            self._take(conn)
+
+    def _take(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+
+class ClosesIdleConnections(RawUpstream):
+    """A raw HTTP/1.1 upstream that answers one request per connection with keep-alive, then
+    closes the connection when the next request arrives on it: a pooled connection the upstream
+    dropped while idle, met at the moment it is reused."""
+
+    def __init__(self) -> None:
+        self.answered = 0
+        self.dropped = 0
+        super().__init__()
+
+    def _take(self, conn: socket.socket) -> None:
+        threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     @staticmethod
     def _read_request(conn: socket.socket) -> bool:
@@ -163,22 +177,15 @@ def test_a_pooled_connection_the_upstream_closed_is_retried_once(tmp_path: Any, 
     assert up.answered == 10 and up.dropped >= 1  # each reuse of a dropped connection was sent again
 
 
-class Silent:
+class Silent(RawUpstream):
     """An upstream that accepts connections, reads, and never answers."""
 
     def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.held: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.held.append(conn)  # kept open, never answered
+    def _take(self, conn: socket.socket) -> None:
+        self.held.append(conn)  # kept open, never answered
 
     def close(self) -> None:
         for conn in self.held:
