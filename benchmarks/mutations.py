@@ -159,7 +159,7 @@ def run(mutation: Mutation, tree: Path, pytest_args: list[str]) -> tuple[str, fl
     env = {**os.environ, "PYTHONPATH": str(tree), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     start = time.perf_counter()
     try:
-        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-n", "0", "-p", "no:cacheprovider", *pytest_args],
+        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *pytest_args],
                              cwd=tree, env=env, capture_output=True, text=True, timeout=600)
     finally:
         path.write_text(original, encoding="utf-8")
