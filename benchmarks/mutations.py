@@ -4,7 +4,7 @@ A test is worth what it catches. Each mutation below replaces one line of memwir
 copy of the committed tree: the working tree is never touched), runs the test suite with ``-x``,
 and reports the first failing test, or SURVIVED when the whole suite still passes.
 
-    python benchmarks/mutations.py            # all mutations (about 30 s each on 2 cores)
+    python benchmarks/mutations.py            # all mutations (about 90 s each on 2 cores)
     python benchmarks/mutations.py --only 3 7 # some of them
 """
 
