@@ -216,9 +216,12 @@ class Merged:
         out = []
         for mid in ids:
             ref = self.ref(mid)
-            row = None if ref is None else ref[0]._row.get(ref[1])
+            if ref is None:
+                continue
+            table, tid = ref
+            row = table._row.get(tid)
             if row is not None:
-                out.append((ref[0], mid, row))  # type: ignore[index]
+                out.append((table, mid, row))
         return out
 
     def get(self, mid: str) -> Memory | None:
