@@ -237,6 +237,16 @@ def _empty_run() -> _Run:
     return _EMPTY[0]
 
 
+_NO_POSTINGS: list[_Postings] = []
+
+
+def _no_postings() -> "_Postings":
+    """Empty postings for a term whose postings are never read (a feedback term), never written to."""
+    if not _NO_POSTINGS:
+        _NO_POSTINGS.append(_Postings())
+    return _NO_POSTINGS[0]
+
+
 def _member(values: Any, xs: Any) -> Any:
     """Whether each of ``values`` is in ``xs`` (sorted, distinct): ``np.isin`` for the few slots
     a search excludes, without its ~30 us of choosing a method."""
@@ -574,6 +584,18 @@ class BM25Index:
             return p.n
         off = self._flat[0]  # type: ignore[index]
         return int(off[tid + 1] - off[tid])
+
+    def _counts(self, tids: list[int]) -> list[int]:
+        """``_count`` of each of ``tids``, the restored ones' read at once."""
+        ps = self._postings
+        if self._flat is None or len(self._flat[0]) < 2:
+            return [ps[t].n for t in tids]  # type: ignore[union-attr]
+        np = _numpy()
+        off = self._flat[0]
+        # a term added since the restore has its postings made (its count is theirs): clipped here
+        at = np.minimum(np.asarray(tids, dtype=np.int64), len(off) - 2)
+        restored = (off.take(at + 1) - off.take(at)).tolist()
+        return [c if (p := ps[t]) is None else p.n for t, c in zip(tids, restored)]
 
     def _arrays(self, tid: int) -> tuple[Any, Any]:
         """Term ``tid``'s posting slots and frequencies (views; without making its postings)."""
@@ -1174,15 +1196,17 @@ class BM25Index:
                 if tid not in query:
                     mass[tid] = mass.get(tid, 0.0) + share * c
         n = len(self._slot)
-        words, count, log, most = self._term, self._count, math.log, max(n, SMALL_STORE) + 1
-        idf = {tid: log(most / count(tid)) for tid in mass}  # self._idf, inline
+        words, log, most = self._term, math.log, max(n, SMALL_STORE) + 1
+        idf = {tid: log(most / df) for tid, df in zip(mass, self._counts(list(mass)))}  # self._idf, inline
         ranked = sorted(((m * idf[tid], words[tid], tid) for tid, m in mass.items()),
                         key=lambda x: (-x[0], x[1]))[:FEEDBACK_TERMS]
         if not ranked or ranked[0][0] <= 0:
             return []
         best = ranked[0][0]
         # a term under a tenth of the strongest barely moves a score
-        return [_Term(tid, FEEDBACK_WEIGHT * v / best, self._post(tid), idf[tid], False)
+        # scored from the forward index only (``_score_runs``): their postings are not made
+        none = _no_postings()
+        return [_Term(tid, FEEDBACK_WEIGHT * v / best, none, idf[tid], False)
                 for v, _, tid in ranked if v >= 0.1 * best]
 
     def _slots_of(self, ids: Collection[str]) -> Any:
