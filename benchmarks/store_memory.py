@@ -66,13 +66,15 @@ class Sizer:
         return total
 
 
-def child(path: str, query: str) -> None:
+def child(path: str, queries_file: str) -> None:
     import numpy  # noqa: F401 - imports are not the store's
     import Stemmer  # noqa: F401
 
     import memwire  # noqa: F401
     from memwire.memory._store import MemoryStore
 
+    queries = json.loads(Path(queries_file).read_text(encoding="utf-8"))
+    query = queries[0]
     gc.collect()
     rss0, t0 = _rss(), time.perf_counter()
     store = MemoryStore(path)
@@ -81,6 +83,13 @@ def child(path: str, query: str) -> None:
     gc.collect()
     n = len(store)
     rows: list[tuple[str, int]] = [("RSS growth", int((_rss() - rss0) * 2**20))]
+    # then the rest of the queries (--searches): what the searches' own state adds (before the
+    # objects are sized below: sizing them allocates, and the allocator keeps its pages)
+    if len(queries) > 1:
+        for q in queries[1:]:
+            store.search(q, k=6)
+        gc.collect()
+        rows.append((f"RSS growth after {len(queries)} searches", int((_rss() - rss0) * 2**20)))
     size = Sizer()
     tables = [t for d in store._dirs for t in d.files.values()]
     rows.append(("store: id strings", sum(size(mid) for t in tables for mid in t.ids())))
@@ -92,14 +101,14 @@ def child(path: str, query: str) -> None:
     names = list(getattr(index, "__slots__", ())) or list(vars(index))
     for name in names:
         rows.append((f"index: {name}", size(getattr(index, name))))
-    objects = sum(v for k, v in rows[1:])
+    objects = sum(v for k, v in rows if not k.startswith("RSS"))
     rows.append(("objects, all", objects))
     print(json.dumps({"n": n, "load_s": load, "rows": rows}))
 
 
-def run(path: Path, query: str) -> dict[str, Any]:
+def run(path: Path, queries: Path) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, __file__, "--child", str(path), query],
+    out = subprocess.run([sys.executable, __file__, "--child", str(path), str(queries)],
                          capture_output=True, text=True, env=env, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -107,6 +116,8 @@ def run(path: Path, query: str) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000])
+    ap.add_argument("--searches", type=int, default=1,
+                    help="distinct generated queries searched; past 1 the RSS growth after them is printed too")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -115,10 +126,12 @@ def main() -> None:
     from store_scale import corpus, write_store
 
     for size in args.sizes:
-        docs, queries, _ = corpus(size, 1, 0)
+        docs, queries, _ = corpus(size, max(1, args.searches), 0)
         with tempfile.TemporaryDirectory(prefix="memwire-mem-") as tmp:
-            write_store(Path(tmp), docs)
-            first, snap = run(Path(tmp), queries[0]), run(Path(tmp), queries[0])
+            store, asked = Path(tmp) / "store", Path(tmp) / "queries.json"
+            write_store(store, docs)
+            asked.write_text(json.dumps(queries), encoding="utf-8")
+            first, snap = run(store, asked), run(store, asked)
         n = snap["n"]
         print(f"\n{size:,} memories: load {first['load_s']:.2f} s without the snapshot, {snap['load_s']:.2f} s with it")
         print(f"{'bytes per memory':<44} {'no snapshot':>11} {'snapshot':>9}")
