@@ -35,6 +35,7 @@ import json
 import logging
 import math
 import os
+import re
 import tempfile
 import threading
 import time
@@ -60,6 +61,7 @@ CATEGORY_TAGS = {**{c: c for c in CATEGORIES}, **{c + "s": c for c in CATEGORIES
                  "prefs": "preference", "rule": "instruction", "rules": "instruction", "done": "completion",
                  "completed": "completion"}
 STATES = ("active", "provisional", "candidate", "dropped")
+_DAY = re.compile(r"\d{4}-\d{1,2}-\d{1,2}")
 
 
 def category_of(mem: Memory) -> str:
@@ -425,13 +427,19 @@ def _epoch(s: Any) -> float:
     return _dt.datetime.strptime(str(s), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.timezone.utc).timestamp()
 
 
-@functools.lru_cache(maxsize=4096)
 def _date(date: str | None) -> float | None:
     """A markdown date (``2026-11-24``) as a time, or None."""
-    if not date:
+    return _day(date.strip()[:10]) if date else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _day(day: str) -> float | None:
+    # by its first ten characters: few distinct ones, and a date of another form ("session 12",
+    # "8 May, 2023") is told apart without strptime raising (a search ranks a dozen hits by it)
+    if not _DAY.fullmatch(day):
         return None
     try:
-        return _dt.datetime.strptime(date.strip()[:10], "%Y-%m-%d").replace(tzinfo=_dt.timezone.utc).timestamp()
+        return _dt.datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=_dt.timezone.utc).timestamp()
     except ValueError:
         return None
 
