@@ -322,3 +322,43 @@ def test_a_read_during_this_processs_own_write_reads_the_memories_as_they_were(t
             "Deploys go out on Tuesdays"]
     assert not store.ready()  # once the write is done, the change is seen
     assert "The build needs Java 21" in [m.text for m in store.memories()]
+
+
+def test_a_read_that_must_not_wait_waits_out_a_short_hold_and_not_a_long_one(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search on the event loop (``wait=False``) finds the store's lock held by a background
+    thread's short read: it waits for it (up to ``BUSY_WAIT_S``) rather than failing over to a
+    worker thread; a hold longer than that is a ``StoreBusyError``, as before."""
+    from memwire import StoreBusyError
+    from memwire.memory import _store
+
+    store = MemoryStore(tmp_path)
+    store.add("Deploys go out on Tuesdays")
+    store.search("warm up")
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store._lock:
+            held.set()
+            release.wait(30)
+
+    monkeypatch.setattr(_store, "BUSY_WAIT_S", 30.0)  # a hold released while the search waits is waited out
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(30)
+    threading.Timer(0.05, release.set).start()
+    assert [h.memory.text for h in store.search("deploys", refresh=False, wait=False)] == ["Deploys go out on Tuesdays"]
+    holder.join(30)
+
+    monkeypatch.setattr(_store, "BUSY_WAIT_S", 0.0)  # a hold that outlasts the wait
+    held.clear()
+    release.clear()
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(30)
+    try:
+        with pytest.raises(StoreBusyError):
+            store.search("deploys", refresh=False, wait=False)
+    finally:
+        release.set()
+        holder.join(30)
