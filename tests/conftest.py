@@ -33,6 +33,12 @@ _real_connect_ex = socket.socket.connect_ex
 _real_getaddrinfo = socket.getaddrinfo
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (addopts): one worker per core, at most 4 (each imports the whole stack, and
+    the proxy tests start servers of their own; more buys little and costs memory)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
 def _is_loopback(host: object) -> bool:
     if not isinstance(host, str):
         return True  # AF_UNIX paths and the like
