@@ -227,24 +227,15 @@ class _Run:
             self.n = n - 1
 
 
-_EMPTY: list[_Run] = []
+_EMPTY: list[_Postings] = []
 
 
-def _empty_run() -> _Run:
-    """One shared empty run, never written to (a new one allocates two arrays: ~2 us a lookup)."""
+def _empty() -> "_Postings":
+    """One shared empty postings, never written to: a tier no memory fills, and a feedback term's
+    (its postings are never read). A new one allocates two arrays: ~2 us each time."""
     if not _EMPTY:
-        _EMPTY.append(_Run())
+        _EMPTY.append(_Postings())
     return _EMPTY[0]
-
-
-_NO_POSTINGS: list[_Postings] = []
-
-
-def _no_postings() -> "_Postings":
-    """Empty postings for a term whose postings are never read (a feedback term), never written to."""
-    if not _NO_POSTINGS:
-        _NO_POSTINGS.append(_Postings())
-    return _NO_POSTINGS[0]
 
 
 def _member(values: Any, xs: Any) -> Any:
@@ -303,7 +294,7 @@ class _Postings(_Run):
     def at_least(self, tf: int) -> _Run:
         """The postings of frequency ``tf`` (1, 2 or 3) or more (read only)."""
         run = self if tf <= 1 else self.hi2 if tf == 2 else self.hi3
-        return run if run is not None else _empty_run()
+        return run if run is not None else _empty()
 
 
 # ``_score_all``: the live slots (ascending), their ``_forward`` runs, and ``_score_runs`` of them
@@ -431,7 +422,7 @@ class BM25Index:
                 tid = term_id[term] = len(self._term)
                 self._term.append(term)
                 postings.append(_Postings())
-            (postings[tid] or self._post(tid)).add(slot, n)
+            self._post(tid).add(slot, n)
             ids += [tid] * n
         self._fput(slot, np.array(ids, dtype=np.uint32))
         length = sum(tf.values())
@@ -1205,7 +1196,7 @@ class BM25Index:
         best = ranked[0][0]
         # a term under a tenth of the strongest barely moves a score
         # scored from the forward index only (``_score_runs``): their postings are not made
-        none = _no_postings()
+        none = _empty()
         return [_Term(tid, FEEDBACK_WEIGHT * v / best, none, idf[tid], False)
                 for v, _, tid in ranked if v >= 0.1 * best]
 
