@@ -42,9 +42,7 @@ async def read_body(request: Request, timeout: float, limit: int | None = None) 
     """The request body as it arrives, all of it within ``timeout`` seconds (else 408) and, given a
     ``limit``, no more than ``limit`` bytes (else 413). A client that leaves raises Starlette's
     ``ClientDisconnect``."""
-    declared = request.headers.get("content-length", "")
-    if limit is not None and declared.isdigit() and int(declared) > limit:
-        raise Refusal(413, f"request body of {declared} bytes exceeds the proxy's limit of {limit} bytes")
+    _check_declared(request, limit)
     deadline = anyio.current_time() + timeout
     size = 0
 
@@ -55,20 +53,16 @@ async def read_body(request: Request, timeout: float, limit: int | None = None) 
     try:
         async for chunk in Request(request.scope, receive).stream():
             size += len(chunk)
-            if limit is not None and size > limit:
-                raise Refusal(413, f"request body exceeds the proxy's limit of {limit} bytes")
+            _check_size(size, limit)
             yield chunk
     except TimeoutError:
-        raise Refusal(408, f"request body not received within {timeout:g} s ({size} bytes arrived)",
-                      "request_timeout") from None
+        raise _too_slow(timeout, size) from None
 
 
 async def read_all(request: Request, timeout: float, limit: int | None = None) -> bytes:
     """The whole request body, as :func:`read_body` reads it, under one deadline: a body the proxy
     parses is read in one piece, so it needs no cancel scope per message (each costs ~20 us)."""
-    declared = request.headers.get("content-length", "")
-    if limit is not None and declared.isdigit() and int(declared) > limit:
-        raise Refusal(413, f"request body of {declared} bytes exceeds the proxy's limit of {limit} bytes")
+    _check_declared(request, limit)
     chunks: list[bytes] = []
     try:
         if sys.version_info >= (3, 11):  # asyncio's own deadline: no anyio cancel scope
@@ -77,9 +71,7 @@ async def read_all(request: Request, timeout: float, limit: int | None = None) -
         with anyio.fail_after(timeout):
             return await _receive_all(request, chunks, limit)
     except TimeoutError:
-        size = sum(map(len, chunks))
-        raise Refusal(408, f"request body not received within {timeout:g} s ({size} bytes arrived)",
-                      "request_timeout") from None
+        raise _too_slow(timeout, sum(map(len, chunks))) from None
 
 
 async def _receive_all(request: Request, chunks: list[bytes], limit: int | None) -> bytes:
@@ -90,11 +82,25 @@ async def _receive_all(request: Request, chunks: list[bytes], limit: int | None)
             raise ClientDisconnect()
         chunk = message.get("body", b"")
         size += len(chunk)
-        if limit is not None and size > limit:
-            raise Refusal(413, f"request body exceeds the proxy's limit of {limit} bytes")
+        _check_size(size, limit)
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+
+
+def _check_declared(request: Request, limit: int | None) -> None:
+    declared = request.headers.get("content-length", "")
+    if limit is not None and declared.isdigit() and int(declared) > limit:
+        raise Refusal(413, f"request body of {declared} bytes exceeds the proxy's limit of {limit} bytes")
+
+
+def _check_size(size: int, limit: int | None) -> None:
+    if limit is not None and size > limit:
+        raise Refusal(413, f"request body exceeds the proxy's limit of {limit} bytes")
+
+
+def _too_slow(timeout: float, size: int) -> Refusal:
+    return Refusal(408, f"request body not received within {timeout:g} s ({size} bytes arrived)", "request_timeout")
 
 
 class NamespaceQuota:
