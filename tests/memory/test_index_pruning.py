@@ -57,6 +57,7 @@ paths = st.fixed_dictionaries({
     "_MERGE": st.sampled_from([0, 2, 1000]),  # binary search, or merge with the postings
     "_PROBE_WORTH": st.sampled_from([0, 5]),
     "_REPROBE": st.sampled_from([0, 200]),
+    "_BITMAP": st.sampled_from([0.0, 2.0]),  # 0: every lookup by bitmaps (kept through changes), 2: none
 })
 
 
@@ -355,3 +356,55 @@ def test_a_restored_index_changes_and_searches_as_the_index_it_came_from() -> No
     assert a.keys() == b.keys()
     for key in a:
         assert (list(a[key]) == list(b[key])) if isinstance(a[key], list) else bool((a[key] == b[key]).all()), key
+
+
+def test_bitmaps_of_common_words_keep_up_with_every_change() -> None:
+    """A common word's postings are looked up by a bitmap (``_BITMAP``) made on first use and kept
+    in step after: through adds past its end, removals, slots reused and replacements, every
+    search is the exhaustive one's. The words are in about half the memories, so the gathers of
+    memories found by the rare words read them, held once, twice and three times or more."""
+    rng = random.Random(3)
+    common = ["alpha", "beta", "gamma", "make"]
+    rare = [f"rare{i}" for i in range(60)]
+
+    def sentence() -> str:
+        words = [rng.choice(common) for _ in range(rng.randint(0, 4))] + rng.choices(rare, k=rng.randint(1, 3))
+        return " ".join(rng.sample(words, len(words)))
+
+    docs: Docs = {f"d{i:03d}": (sentence(), None) for i in range(300)}
+    idx = BM25Index()
+    idx.add_many((d, t, dt) for d, (t, dt) in docs.items())
+    queries = [f"rare{i} rare{i + 1} alpha beta gamma make" for i in range(0, 60, 6)] + ["alpha beta rare3"]
+    with knobs(_DENSE=0, _SMALL=0, _BATCH=0, _PROBE_WORTH=0, _BITMAP=0.3, POOL=5):
+        for step in range(8):
+            for q in queries:
+                for cut in (0.0, 0.2):
+                    check(idx, docs, q, 5, cut)
+            assert all(idx._postings[idx._term_id[w]].bits is not None for w in ("beta", "gamma", "make"))
+            for _ in range(40):  # removals (their slots reused next), replacements, adds past the end
+                doc = f"d{rng.randrange(400):03d}"
+                if rng.random() < 0.3:
+                    idx.remove(doc)
+                    docs.pop(doc, None)
+                else:
+                    docs.pop(doc, None)
+                    docs[doc] = (sentence(), None)
+                    idx.add(doc, docs[doc][0])
+
+
+def test_a_bitmap_reads_memories_added_past_its_end_as_not_holding_its_word() -> None:
+    """Memories added after a word's bitmap was made, none holding the word, are past its end: a
+    lookup of them grows it (they do not hold the word) rather than reading past it."""
+    docs: Docs = {f"d{i:03d}": (f"common rare{i % 7}" + " common" * (i % 3), None) for i in range(40)}
+    idx = BM25Index()
+    idx.add_many((d, t, dt) for d, (t, dt) in docs.items())
+    with knobs(_DENSE=0, _SMALL=0, _BATCH=1, _PROBE_WORTH=0, _BITMAP=0.0, POOL=3):
+        check(idx, docs, "rare1 common", 3, 0.0)
+        bits = idx._postings[idx._term_id["common"]].bits
+        assert bits is not None and len(bits) == 5
+        for i in range(40, 200):  # the rare word alone: candidates, past the bitmap's 40 slots
+            docs[f"d{i:03d}"] = (f"rare{i % 7} rare{i % 7} other", None)
+            idx.add(f"d{i:03d}", docs[f"d{i:03d}"][0])
+        for q in ("rare1 common", "rare2 rare3 common", "common"):
+            for cut in (0.0, 0.2):
+                check(idx, docs, q, 3, cut)
