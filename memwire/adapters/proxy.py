@@ -37,7 +37,6 @@ from contextlib import asynccontextmanager, suppress
 from functools import lru_cache, partial
 from typing import Any, TypeVar
 
-import anyio
 import httpx
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -529,8 +528,9 @@ class _Relay(StreamingResponse):
         finally:
             if tap is not None:  # the client left (an SDK closes at [DONE]) or the stream broke: the
                 tap.finish(ended=False)  # request still gets its record (a no-op after the finish above)
-            with anyio.CancelScope(shield=True):  # the relay may have been cancelled (the client left)
-                await upstream.aclose()
+            # runs once the relay was cancelled too (the client left): a cancel is delivered once,
+            # so this await completes (anyio's shield would not stop a second, native one anyway)
+            await upstream.aclose()
 
 
 def _spec(scope: Scope) -> tuple[int, ...]:

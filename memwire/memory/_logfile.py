@@ -16,18 +16,31 @@ LOG_MAX_BYTES = 1 << 20
 
 
 def append_jsonl(path: Path, record: Mapping[str, Any], max_bytes: int = LOG_MAX_BYTES) -> None:
-    line = json.dumps(record, ensure_ascii=False) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+    fd = _open_append(path)
     try:
-        if path.stat().st_size > max_bytes:
-            os.replace(path, path.with_name(path.name + ".1"))
-    except FileNotFoundError:
-        pass
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, line.encode("utf-8"))  # one write per line: lines of two writers never interleave
+        if os.fstat(fd).st_size > max_bytes:  # this line starts the next file
+            os.close(fd)
+            fd = -1
+            try:
+                os.replace(path, path.with_name(path.name + ".1"))
+            except FileNotFoundError:  # another writer rotated it first
+                pass
+            fd = _open_append(path)
+        os.write(fd, data)  # one write per line: lines of two writers never interleave
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
+
+
+def _open_append(path: Path) -> int:
+    """``path`` open for appending, created (and its directory) if missing; never through a symlink."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+    try:
+        return os.open(path, flags, 0o600)
+    except FileNotFoundError:  # the directory is missing: the one case worth a mkdir (appends are frequent)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, flags, 0o600)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

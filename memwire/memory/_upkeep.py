@@ -101,15 +101,15 @@ def sweep(store: "MemoryStore", now: float | None = None) -> list[tuple[Memory, 
 def sweep_if_due(store: "MemoryStore") -> None:
     """A background sweep, at most every ``SWEEP_INTERVAL_S`` per store in this process (none for a
     directory not there: nothing to sweep, or not a directory, which its caller reports)."""
-    path = getattr(store, "path", None)  # a markdown store's directory (the PostgreSQL store has none)
-    if path is not None and not path.is_dir():
-        return
     key = store.location
     now = time.monotonic()
-    with _sweep_lock:
+    with _sweep_lock:  # first: it is asked after every captured turn and observed reply
         if now - _last_sweep.get(key, -SWEEP_INTERVAL_S) < SWEEP_INTERVAL_S:
             return
         _last_sweep[key] = now
+    path = getattr(store, "path", None)  # a markdown store's directory (the PostgreSQL store has none)
+    if path is not None and not path.is_dir():
+        return
     try:
         sweep(store)
     except Exception as exc:  # noqa: BLE001 - upkeep never costs more than a log line

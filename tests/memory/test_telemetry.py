@@ -44,6 +44,19 @@ def test_the_log_is_bounded(tmp_path: Path) -> None:
     assert kept == sorted(kept) and kept[-1] == 49 and len(kept) < 50
 
 
+def test_a_log_starts_in_a_directory_not_made_yet_and_never_through_a_symlink(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "deeper" / "x.jsonl"
+    append_jsonl(path, {"i": 1})
+    append_jsonl(path, {"i": 2})
+    assert read_jsonl(path) == [{"i": 1}, {"i": 2}]
+    (tmp_path / "elsewhere.jsonl").write_text("")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(tmp_path / "elsewhere.jsonl")
+    with pytest.raises(OSError):
+        append_jsonl(link, {"i": 3})
+    assert (tmp_path / "elsewhere.jsonl").read_text() == ""
+
+
 @pytest.fixture
 def mw(tmp_path: Path) -> Middleware:
     store = MemoryStore(tmp_path / "mem")
