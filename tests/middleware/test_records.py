@@ -54,6 +54,8 @@ def test_the_log_file_round_trips_and_a_failing_listener_costs_a_log_line(tmp_pa
     assert seen == [r] and "not counted" in caplog.text
     (tmp_path / "requests.jsonl").open("a").write("not json\n")
     assert read_records(tmp_path / "requests.jsonl") == [r]
+    assert [x.rid for x in read_records(tmp_path / "requests.jsonl")] == [r.rid]  # rid is not compared by ==
+    assert json.loads((tmp_path / "requests.jsonl").read_text().splitlines()[0]) == {**r.__dict__, "memory_ids": ["a1", "b2"]}
 
 
 def test_request_ids_differ_across_processes_even_forked_ones() -> None:
