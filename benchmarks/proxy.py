@@ -15,8 +15,10 @@ LiteLLM's proxy is measured the same way against the same upstream.
 ``--workers 1 2`` measures instead: requests/s of ``memwire proxy --workers N`` for each N (32
 clients on keep-alive connections, every request a new turn, a light raw-socket client), the CPU
 seconds its processes spent per request, and the added latency p50/p99 at 1 client on a 12 KB
-body; the Portkey gateway (``npm install @portkey-ai/gateway`` into a temp dir, a node server) is
-measured beside it where npm can install it (``--portkey off`` skips it).
+body; beside it a bare pass-through on the same parts (``bare_proxy.py``: uvicorn, uvloop,
+httptools, aiohttp; no routing, middleware or memory), the floor of this stack, and the Portkey
+gateway (``npm install @portkey-ai/gateway`` into a temp dir, a node server) where npm can install
+it (``--portkey off`` skips it).
 
     .venv/bin/python benchmarks/proxy.py --workers 1 2 --requests 300
 
@@ -543,6 +545,11 @@ def run_workers(args: argparse.Namespace) -> int:
                 procs.append(start_memwire(workdir, upstream_url, port, "replay", workers=n))
                 wait_ready(f"http://127.0.0.1:{port}/health", procs[-1], 90)
                 targets[f"memwire w={n}"] = (procs[-1], port)
+            port = free_port()  # the floor: a bare pass-through on the same parts (benchmarks/bare_proxy.py)
+            procs.append(subprocess.Popen([sys.executable, str(Path(__file__).with_name("bare_proxy.py")), str(port),
+                                           upstream_url]))
+            wait_ready(f"http://127.0.0.1:{port}/health", procs[-1], 30)
+            targets["bare floor"] = (procs[-1], port)
             if args.portkey != "off":
                 port = free_port()
                 proc, why = start_portkey(workdir, port)
