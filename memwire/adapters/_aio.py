@@ -1,11 +1,14 @@
-"""The proxy's upstream connections on aiohttp, behind httpx's transport interface.
+"""The proxy's upstream connections on aiohttp.
 
 httpx + httpcore + h11 + anyio spend about a millisecond of CPU on each upstream call (pure
 Python: an HTTP/1.1 state machine, a cancel scope per read and write, a pool that scans its
-connections); aiohttp's client parses in C on asyncio's own transports. The proxy keeps speaking
-httpx (``httpx.Request`` in, ``httpx.Response`` out, httpx's exceptions), so everything above the
-transport, and tests that hand the app an httpx client, stay as they are. Used when aiohttp is
-installed (``memwire[fast]``); otherwise the proxy keeps httpx's own pools.
+connections); aiohttp's client parses in C on asyncio's own transports. The proxy sends its own
+requests with :meth:`AioTransport.send`: an :class:`Outgoing` in (what the proxy has: method, URL,
+raw headers, body), an :class:`Answer` out (status, raw headers, the body as it arrives), httpx's
+exceptions for failures. Building an ``httpx.Request`` and ``httpx.Response`` around each call cost
+a tenth of the proxy's CPU per request. ``AioTransport`` stays an httpx transport too, for an
+``httpx.AsyncClient`` built on it. Used when aiohttp is installed (``memwire[fast]``); otherwise
+the proxy keeps httpx's own pools.
 
 What it keeps from the httpx path: the request goes out with exactly the headers and the raw path
 given (no quoting, no cookies, no default headers of aiohttp's, no proxy variables); the body comes
@@ -18,9 +21,9 @@ closed while pooled fails as ``httpx.RemoteProtocolError`` (the proxy sends once
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -35,9 +38,21 @@ def available() -> bool:
     return True
 
 
+class Outgoing(NamedTuple):
+    """A request for the upstream, as the proxy has it: no ``httpx.Request`` built (its header
+    normalization cost more than sending)."""
+
+    method: str
+    url: str
+    headers: list[tuple[bytes, bytes]]  # raw (ASGI gives names in lower case)
+    content: bytes | AsyncIterable[bytes] | None
+    timeout: Mapping[str, float | None]  # httpx's timeouts (``Timeout.as_dict()``)
+
+
 class AioTransport(httpx.AsyncBaseTransport):
-    """An httpx transport sending with one pooled ``aiohttp.ClientSession`` (made on first use,
-    inside the event loop that serves the requests)."""
+    """Sends with one pooled ``aiohttp.ClientSession`` (made on first use, inside the event loop
+    that serves the requests): :meth:`send` for the proxy's own requests, and httpx's transport
+    interface for an ``httpx.AsyncClient`` built on it."""
 
     def __init__(self, max_connections: int = 64, pooled: bool = True) -> None:
         self._max = max_connections
@@ -56,30 +71,37 @@ class AioTransport(httpx.AsyncBaseTransport):
             timeout=aiohttp.ClientTimeout(total=None),
         )
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    async def send(self, out: Outgoing, request: httpx.Request | None = None) -> "Answer":
+        """Send ``out``; what fails is raised as httpx would raise it (``request``: the httpx
+        request it stands for, if any, named in those errors)."""
         import aiohttp
-        from yarl import URL
 
         if self._session is None:
             self._session = self._open()
-        timeout = _timeout(**request.extensions.get("timeout", {}))
         # aiohttp writes Host from the URL, and chunks a body of unknown length itself
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in out.headers
                    if k.lower() not in (b"host", b"transfer-encoding")]
-        stream = request.stream
-        body = None if isinstance(stream, httpx.ByteStream) else _Body(stream)  # type: ignore[arg-type]
+        content = out.content
+        body = None if content is None or isinstance(content, bytes) else _Body(content)
         try:
             answer = await self._session.request(
-                request.method, URL(str(request.url), encoded=True), headers=headers,
-                data=(request.content or None) if body is None else body.chunks(), allow_redirects=False,
-                timeout=timeout,
+                out.method, _yarl(out.url), headers=headers, data=(content or None) if body is None else body.chunks(),
+                allow_redirects=False, timeout=_timeout(**out.timeout),
             )
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             if body is not None and body.failed is not None:  # the client's body failed: a stall, a disconnect
                 raise body.failed from None
             raise _httpx_error(exc, request) from exc
-        return httpx.Response(answer.status, headers=list(answer.raw_headers), stream=_Stream(answer, request),
-                              request=request, extensions={"http_version": b"HTTP/1.1"})
+        return Answer(answer, request)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        stream = request.stream
+        content = request.content if isinstance(stream, httpx.ByteStream) else stream
+        assert isinstance(content, (bytes, httpx.AsyncByteStream))  # an async client's request
+        answer = await self.send(Outgoing(request.method, str(request.url), request.headers.raw, content,
+                                          request.extensions.get("timeout", {})), request)
+        return httpx.Response(answer.status_code, headers=answer.headers.raw, stream=_Stream(answer), request=request,
+                              extensions={"http_version": b"HTTP/1.1"})
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -87,6 +109,14 @@ class AioTransport(httpx.AsyncBaseTransport):
             self._session = None
         if self.fresh is not self:
             await self.fresh.aclose()
+
+
+@lru_cache(maxsize=256)
+def _yarl(url: str) -> Any:
+    """An upstream URL as aiohttp takes it, unquoted as given (calls repeat a few URLs)."""
+    from yarl import URL
+
+    return URL(url, encoded=True)
 
 
 @lru_cache(maxsize=16)
@@ -98,7 +128,7 @@ def _timeout(connect: float | None = None, read: float | None = None, write: flo
     return aiohttp.ClientTimeout(total=None, connect=pool, sock_connect=connect, sock_read=read)
 
 
-def _httpx_error(exc: BaseException, request: httpx.Request) -> httpx.HTTPError:
+def _httpx_error(exc: BaseException, request: httpx.Request | None) -> httpx.HTTPError:
     """What httpx raises where aiohttp raised ``exc``."""
     import aiohttp
 
@@ -118,7 +148,7 @@ def _httpx_error(exc: BaseException, request: httpx.Request) -> httpx.HTTPError:
 class _Body:
     """The client's body streamed upstream; what its source raised is kept, for aiohttp wraps it."""
 
-    def __init__(self, stream: httpx.AsyncByteStream) -> None:
+    def __init__(self, stream: AsyncIterable[bytes]) -> None:
         self.stream = stream
         self.failed: BaseException | None = None
 
@@ -131,27 +161,74 @@ class _Body:
             raise
 
 
-class _Stream(httpx.AsyncByteStream):
-    """The answer's body as it arrives; closing it before the end closes the connection (the
-    rest of that answer must not be read as the next one's)."""
+class RawHeaders(Mapping[str, str]):
+    """An answer's headers as the relay and the reply reader use them: the raw list, and a
+    read-only mapping by name, whatever its case (a repeated header: its first value)."""
 
-    def __init__(self, answer: Any, request: httpx.Request) -> None:
-        self.answer = answer
-        self.request = request
+    __slots__ = ("raw",)
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+        self.raw = raw
+
+    def get(self, name: str, default: Any = None) -> Any:  # Mapping's own would raise and catch
+        key = name.lower().encode("latin-1")
+        for k, v in self.raw:
+            if k.lower() == key:
+                return v.decode("latin-1")
+        return default
+
+    def __getitem__(self, name: str) -> str:
+        value = self.get(name)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(k.decode("latin-1").lower() for k, _ in self.raw))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class Answer:
+    """The upstream's answer as the proxy relays it (what it reads of an ``httpx.Response``):
+    status, headers, the body as it came over the wire (still compressed if it was, de-chunked).
+    Closing it before the end of the body closes the connection (the rest of that answer must not
+    be read as the next one's)."""
+
+    def __init__(self, answer: Any, request: httpx.Request | None = None) -> None:
+        self.status_code: int = answer.status
+        self.headers = RawHeaders(list(answer.raw_headers))
+        self._answer = answer
+        self._request = request
+
+    async def aiter_raw(self) -> AsyncIterator[bytes]:
         import aiohttp
 
         try:
-            async for chunk in self.answer.content.iter_any():
+            async for chunk in self._answer.content.iter_any():
                 yield chunk
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            error = _httpx_error(exc, self.request)
-            raise (httpx.ReadError(str(error), request=self.request) if type(error) is httpx.NetworkError
+            error = _httpx_error(exc, self._request)
+            raise (httpx.ReadError(str(error), request=self._request) if type(error) is httpx.NetworkError
                    else error) from exc
 
     async def aclose(self) -> None:
-        if self.answer.content.is_eof():
-            self.answer.release()
+        if self._answer.content.is_eof():
+            self._answer.release()
         else:
-            self.answer.close()
+            self._answer.close()
+
+
+class _Stream(httpx.AsyncByteStream):
+    """An :class:`Answer`'s body as an httpx response's stream."""
+
+    def __init__(self, answer: Answer) -> None:
+        self.answer = answer
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.answer.aiter_raw():
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.answer.aclose()

@@ -53,7 +53,7 @@ from ..middleware._core import Injection, Middleware, Prepared
 from ..middleware._distill import Complete, upstream_complete
 from ..middleware._records import record_of
 from ..middleware._reply import Reply, ReplyTap, tap_reply
-from ._aio import AioTransport
+from ._aio import AioTransport, Answer, Outgoing
 from ._aio import available as aio_available
 from ._common import dump_json
 from ._keys import KEY_HEADER, Access, Caller, Denied, KeyRing
@@ -67,6 +67,7 @@ __all__ = ["create_app", "default_client"]
 log = logging.getLogger("memwire.proxy")
 
 T = TypeVar("T")
+_Answer = httpx.Response | Answer  # what the upstream answered: httpx's, or aiohttp's through AioTransport.send
 
 DEFAULT_OPENAI_UPSTREAM = "https://api.openai.com"
 DEFAULT_ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
@@ -262,7 +263,8 @@ class _Proxy:
         # what httpx.AsyncClient.build_request adds to every request: its default headers (those the
         # caller did not send: user-agent, accept, ...) and its timeouts
         self._defaults = [(k.lower(), k, v) for k, v in client.headers.raw]
-        self._extensions = {"timeout": client.timeout.as_dict()}
+        self._timeout = client.timeout.as_dict()
+        self._extensions = {"timeout": self._timeout}
         self.max_body_bytes = max_body_bytes
         self.access = access
         self.proxy_key = access.proxy_key
@@ -332,7 +334,8 @@ class _Proxy:
                 raise Refusal(429, refused, "memwire_namespace_limit")
         big = len(raw) > OFFLOAD_BYTES  # parsing and searching a huge body must not hold the event loop
         data = await _run(big, _parse, raw, api)
-        model = data.get("model") if isinstance(data.get("model"), str) else ""
+        model = data.get("model")
+        model = model if isinstance(model, str) else ""
         kw: dict[str, Any] = {"namespace": namespace, "headers": request.headers, "distill_with": self._distill_with(request, api)}
         try:
             if big:
@@ -381,14 +384,18 @@ class _Proxy:
         return _Relay(partial(self._send, upstream, base, retry=True), extra, tap)  # sent while the relay listens
 
     def _request(self, method: str, url: str, headers: list[tuple[bytes, bytes]],
-                 content: bytes | AsyncIterator[bytes] | None) -> httpx.Request:
+                 content: bytes | AsyncIterator[bytes] | None) -> httpx.Request | Outgoing:
         if self.direct is None:
             return self.client.build_request(method, url, headers=headers, content=content)
         names = {k for k, _ in headers}  # lower-case already (ASGI)
         merged = [(raw, v) for k, raw, v in self._defaults if k not in names] + headers
+        if isinstance(self.direct, AioTransport):
+            return Outgoing(method, url, merged, content, self._timeout)
         return httpx.Request(method, _url(url), headers=merged, content=content, extensions=self._extensions)
 
-    async def _send_once(self, request: httpx.Request, fresh: bool = False) -> httpx.Response:
+    async def _send_once(self, request: httpx.Request | Outgoing, fresh: bool = False) -> _Answer:
+        if isinstance(request, Outgoing):
+            return await (self.direct.fresh if fresh else self.direct).send(request)  # type: ignore[union-attr]
         if self.direct is None:
             return await self.client.send(request, stream=True)
         transport = self.direct.fresh if fresh else self.direct
@@ -396,7 +403,7 @@ class _Proxy:
         response.request = request
         return response
 
-    async def _send(self, request: httpx.Request, base: str, retry: bool) -> httpx.Response:
+    async def _send(self, request: httpx.Request | Outgoing, base: str, retry: bool) -> _Answer:
         """Send upstream; failures become 504 and 502 refusals. ``retry``: the body can be sent again."""
         try:
             try:
@@ -473,7 +480,7 @@ def _upstream_headers(raw: Sequence[tuple[bytes, bytes]], keep_length: bool) -> 
     return out
 
 
-_Tap = Callable[[int, httpx.Headers], ReplyTap | None]  # reads the reply of an answer (status, headers)
+_Tap = Callable[[int, Mapping[str, str]], ReplyTap | None]  # reads the reply of an answer (status, headers)
 
 
 class _Relay(StreamingResponse):
@@ -482,7 +489,7 @@ class _Relay(StreamingResponse):
     Starlette listens for the client leaving: that stops the wait or the relay. The upstream
     response is closed however the relay ends. ``tap`` reads the reply of an answer relayed whole."""
 
-    def __init__(self, answer: httpx.Response | Callable[[], Awaitable[httpx.Response]],
+    def __init__(self, answer: _Answer | Callable[[], Awaitable[_Answer]],
                  extra: Mapping[str, str], tap: _Tap | None = None) -> None:
         super().__init__((), headers=extra)  # the body comes with the answer
         self.answer = answer
@@ -508,7 +515,7 @@ class _Relay(StreamingResponse):
 
     async def stream_response(self, send: Send) -> None:
         try:
-            upstream = self.answer if isinstance(self.answer, httpx.Response) else await self.answer()
+            upstream = await self.answer() if callable(self.answer) else self.answer
         except Refusal as refused:  # no answer (unreachable, timed out): the tap records the failure
             tap = self.tap(refused.status_code, httpx.Headers()) if self.tap is not None else None
             if tap is not None:
@@ -542,10 +549,13 @@ async def _client_left(receive: Receive) -> None:
         pass
 
 
-async def _raw_chunks(upstream: httpx.Response, tap: ReplyTap | None = None) -> AsyncIterator[bytes]:
+async def _raw_chunks(upstream: _Answer, tap: ReplyTap | None = None) -> AsyncIterator[bytes]:
     """The body as it came over the wire (mock transports hand over responses that are already
     read), each chunk copied to ``tap`` on its way."""
-    chunks = _one(upstream.content) if upstream.is_stream_consumed else upstream.aiter_raw()
+    if isinstance(upstream, httpx.Response) and upstream.is_stream_consumed:
+        chunks = _one(upstream.content)
+    else:
+        chunks = upstream.aiter_raw()
     async for chunk in chunks:
         if tap is not None:
             tap.feed(chunk)

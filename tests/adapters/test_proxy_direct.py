@@ -213,3 +213,43 @@ def test_an_upstream_that_never_answers_is_a_504_and_one_that_refuses_a_502(
             assert (r.status_code, r.json()["error"]["code"]) == (status, code)
     finally:
         silent.close()
+
+
+def test_answer_headers_are_found_whatever_case_the_upstream_wrote_them_in() -> None:
+    from memwire.adapters._aio import RawHeaders
+
+    headers = RawHeaders([(b"Content-Type", b"text/event-stream"), (b"x-a", b"1"), (b"X-A", b"2")])
+    assert headers.get("content-type") == "text/event-stream"
+    assert headers.get("x-a") == "1"  # the first, as httpx.Headers.get would not: none of ours repeat
+    assert headers.get("content-encoding") is None and headers.get("content-encoding", "identity") == "identity"
+    assert headers["Content-type"] == "text/event-stream" and list(headers) == ["content-type", "x-a"] and len(headers) == 2
+    with pytest.raises(KeyError):
+        headers["content-encoding"]
+
+
+async def test_the_aiohttp_transport_is_an_httpx_transport_too(upstream: tuple[Recorder, str]) -> None:
+    """What ``default_client(transport=AioTransport())`` gives: an httpx client sending through
+    aiohttp, with httpx's answers and errors."""
+    pytest.importorskip("aiohttp")
+    from memwire.adapters._aio import AioTransport
+
+    rec, url = upstream
+    async with httpx.AsyncClient(transport=AioTransport()) as client:
+        r = await client.post(url + "/v1/chat/completions?x=1", content=b'{"a": 1}',
+                              headers={"authorization": "Bearer k"})
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "PostgreSQL 16."
+        assert r.headers["content-type"] == "application/json"
+
+        async def body():
+            yield b'{"b": '
+            yield b"2}"
+        r = await client.post(url + "/v1/embeddings", content=body())
+        assert r.status_code == 200
+        closed = socket.create_server(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        closed.close()
+        with pytest.raises(httpx.ConnectError):
+            await client.get(f"http://127.0.0.1:{port}/v1/models")
+    assert [(m, p, b) for m, p, _, b in rec.seen] == [("POST", "/v1/chat/completions?x=1", b'{"a": 1}'),
+                                                      ("POST", "/v1/embeddings?", b'{"b": 2}')]
+    assert dict(rec.seen[0][2])[b"authorization"] == b"Bearer k"
