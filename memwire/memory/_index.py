@@ -368,7 +368,7 @@ class BM25Index:
         self._fend = 0  # how much of _fwd is used
         self._fdead = 0  # how much of that is holes
         self._free: list[int] = []  # slots of removed documents, reused first
-        self._lens: Any = None  # numpy float64 array: slot -> document length
+        self._lens: Any = None  # numpy uint32 array: slot -> document length (0: no memory)
         self._dates: list[str | None] = []  # slot -> the date it was indexed with
         # conversation neighbors (see the module docstring): slot -> previous / next slot, -1 none
         self._prev: Any = None  # numpy int32 arrays, grown with _lens
@@ -426,7 +426,7 @@ class BM25Index:
         until used."""
         np = _numpy()
         old = 0 if self._lens is None else len(self._lens)
-        lens, prev, nxt = np.zeros(size), np.empty(size, dtype=np.int32), np.empty(size, dtype=np.int32)
+        lens, prev, nxt = np.zeros(size, dtype=np.uint32), np.empty(size, dtype=np.int32), np.empty(size, dtype=np.int32)
         foff = np.zeros(size, dtype=np.int64)
         if old:
             lens[:old], prev[:old], nxt[:old], foff[:old] = self._lens, self._prev, self._next, self._foff
@@ -532,7 +532,7 @@ class BM25Index:
             self._post(tid).remove(slot)
         self._total_len -= int(self._lens[slot])
         self._fdead += int(self._lens[slot])
-        self._lens[slot] = 0.0
+        self._lens[slot] = 0
         self._ids[slot] = None
         self._dates[slot] = None
         self._free.append(slot)
@@ -552,7 +552,7 @@ class BM25Index:
             return {
                 "ids": list(self._ids), "dates": list(self._dates), "terms": list(self._term),
                 "tail_dates": list(self._tails), "tail_slots": np.array(list(self._tails.values()), dtype=np.int64),
-                "lens": self._lens[:used].copy() if used else np.zeros(0),
+                "lens": self._lens[:used].astype(np.float64),  # as the snapshot has them
                 "prev": self._prev[:used].copy() if used else np.zeros(0, dtype=np.int32),
                 "next": self._next[:used].copy() if used else np.zeros(0, dtype=np.int32),
                 "free": np.array(self._free, dtype=np.int64),
@@ -670,15 +670,15 @@ class BM25Index:
         return text, ctx
 
     def _parts(self, lens: Any, tfs: Any, coef: Any, avgdl: float) -> Any:
-        """A term's weighted BM25 contribution to memories of lengths ``lens`` (a fresh array,
-        overwritten) holding it ``tfs`` times: rank_bm25.BM25Plus.get_scores without its
-        ``delta`` term (see the module docstring), rounded to the query's quantum
-        (``_quantum``) so that every sum of parts is exact. ``coef`` (``_Term.coef``, or an
+        """A term's weighted BM25 contribution to memories of lengths ``lens`` holding it ``tfs``
+        times: rank_bm25.BM25Plus.get_scores without its ``delta`` term (see the module
+        docstring), rounded to the query's quantum (``_quantum``) so that every sum of parts is
+        exact. ``coef`` (``_Term.coef``, or an
         array of them) carries the term's weight, idf and the quantum."""
         np = _numpy()
         k1, b = self.k1, self.b
-        # in place, two arrays: w * idf * tf * (k1 + 1) / (k1 * (1 - b + b * len / avgdl) + tf)
-        den = lens
+        # in place, in two new arrays: w * idf * tf * (k1 + 1) / (k1 * (1 - b + b * len / avgdl) + tf)
+        den = lens.astype(np.float64)
         den *= k1 * b / avgdl
         den += k1 * (1 - b)
         part = tfs.astype(np.float64)
@@ -1201,7 +1201,7 @@ class BM25Index:
         tfs[-1] = len(tids) - first[-1]
         np.subtract(first[1:], first[:-1], out=tfs[:-1])
         k1, b = self.k1, self.b
-        den = lens.take(owner)  # as in _parts
+        den = lens.take(owner).astype(np.float64)  # as in _parts
         den *= k1 * b / avgdl
         den += k1 * (1 - b)
         sat = tfs.astype(np.float64)
