@@ -203,13 +203,14 @@ def create_app(
     if memory:  # every worker's and replica's records, kept in each namespace's store (the page's sessions)
         middleware.records.listeners.append(middleware.kept_records.offer)
     middleware.capture.listeners.append(metrics.capture)
-    routes: list[BaseRoute] = [memory_api(middleware, access=access, quota=proxy.quota)]  # /memwire/v1/...
+    # the model routes first: Starlette tries the routes in order, and nearly every request is one
+    routes: list[BaseRoute] = [Route(path, _Endpoint(partial(proxy.with_memory, api=api)), methods=["POST"])
+                               for path, (api, _) in _ROUTES.items()]
+    routes.append(memory_api(middleware, access=access, quota=proxy.quota))  # /memwire/v1/...
     if ui:
         routes += ui_routes(middleware, access=access, quota=proxy.quota)  # /memwire/ui
     routes += [Route("/metrics", partial(_metrics, metrics, access)),
                Route("/memwire/healthz", partial(_healthz, middleware, memory))]
-    routes += [Route(path, _Endpoint(partial(proxy.with_memory, api=api)), methods=["POST"])
-               for path, (api, _) in _ROUTES.items()]
     routes.append(Route("/{path:path}", proxy))  # any other method or path: the provider's
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[AsgiMiddleware(_AccessLog)],
                     exception_handlers={HTTPException: _error_response})
