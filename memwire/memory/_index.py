@@ -148,8 +148,9 @@ _MERGE = 2
 # a run of postings held by at least this share of the slots gets a bitmap (made when first looked
 # up in): a lookup of many memories in it is then one bit each, not a binary search of a large array
 # (at 1M, a common word's lookups ~8x faster). A bitmap costs an eighth of a byte a slot: at this
-# share, a third of the run's own 6 bytes a posting (about 3 bytes a memory for all such runs)
-_BITMAP = 1 / 16
+# share, two thirds of the run's own 6 bytes a posting; in benchmarks/store_scale.py's stores, ~4 B
+# a memory once all 33 such words were looked up (1/16: 2.5 B and 4% slower at 1M, 1/64: 6.3 B)
+_BITMAP = 1 / 32
 # a store of up to this many slots is scored whole, every memory from its own terms (the forward
 # index) in a few array operations, rather than pruned: there the pruning's few hundred numpy calls
 # on small arrays cost more than it saves (see ``_score_all``; results are identical)
