@@ -43,7 +43,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from ._model import Memory
 
@@ -124,8 +124,9 @@ class Scoring:
         return round(1.0 + self.rank_prior * (score / (score + active) - 0.5), 3)
 
 
-@dataclass(frozen=True)
-class Meta:
+class Meta(NamedTuple):
+    """One memory's metadata (a named tuple: a search builds one per hit it ranks)."""
+
     created: float
     reinforced: float
     evidence: int = 1
