@@ -297,7 +297,7 @@ def _member(values: Any, xs: Any) -> Any:
     np = _numpy()
     if not len(xs):
         return np.zeros(len(values), dtype=bool)
-    at = np.minimum(np.searchsorted(xs, values), len(xs) - 1)
+    at = np.minimum(xs.searchsorted(values), len(xs) - 1)
     return xs.take(at) == values
 
 
@@ -501,7 +501,7 @@ class BM25Index:
         """The positions in ``_fwd`` of the term ids of ``slots`` (of lengths ``lens``), in turn."""
         np = _numpy()
         ends = np.cumsum(lens)
-        return np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(self._foff.take(slots) - (ends - lens), lens)
+        return np.arange(int(ends[-1]) if len(ends) else 0) + (self._foff.take(slots) - (ends - lens)).repeat(lens)
 
     def _terms_of(self, slot: int) -> dict[int, int]:
         """A document's term ids and frequencies."""
@@ -725,12 +725,12 @@ class BM25Index:
         np = _numpy()
         have, n = run.slots[: run.n], run.n
         if n > _MERGE * len(slots):
-            at = np.minimum(np.searchsorted(have, slots), n - 1)
-            found = np.flatnonzero(have[at] == slots)
+            at = np.minimum(have.searchsorted(slots), n - 1)
+            found = (have[at] == slots).nonzero()[0]
             return found, run.tfs[at[found]]
         both = np.concatenate((have, slots))
-        order = np.argsort(both, kind="stable")
-        same = np.flatnonzero(both[order[1:]] == both[order[:-1]])
+        order = both.argsort(kind="stable")
+        same = (both[order[1:]] == both[order[:-1]]).nonzero()[0]
         return order[same + 1] - n, run.tfs[order[same]]
 
     def _bitmapped(self, run: _Run) -> bool:
@@ -750,7 +750,7 @@ class BM25Index:
         of frequency under ``below`` and those frequencies, telling 1 from 2 from more by its
         levels (only the few held 3 times or more are searched for, when ``below`` counts them)."""
         np = _numpy()
-        at = np.flatnonzero(p.holds(slots, len(self._ids)))
+        at = p.holds(slots, len(self._ids)).nonzero()[0]
         tfs = np.ones(len(at), dtype=np.uint16)
         for least, run in ((2, p.hi2), (3, p.hi3)):
             if run is None or not run.n or not len(at):
@@ -813,11 +813,11 @@ class BM25Index:
         """Where ``cand`` and their conversation neighbors are in ``at`` (ascending, holding them
         all), for ``_with_neighbors``."""
         np = _numpy()
-        own = np.minimum(np.searchsorted(at, cand), len(at) - 1)
+        own = np.minimum(at.searchsorted(cand), len(at) - 1)
         if not self._links or not len(cand):
             return own, None
         near = np.concatenate((self._prev.take(cand), self._next.take(cand)))
-        return own, (near >= 0, np.minimum(np.searchsorted(at, near), len(at) - 1))
+        return own, (near >= 0, np.minimum(at.searchsorted(near), len(at) - 1))
 
     def _with_neighbors(self, places: tuple[Any, Any], val: Any) -> Any:
         """The scores ``val`` (of the slots of ``_places``) of its memories plus NEIGHBOR_WEIGHT
@@ -1018,12 +1018,12 @@ class BM25Index:
         if not len(cand):
             return slots, part
         both = np.concatenate((cand, slots))
-        order = np.argsort(both, kind="stable")
+        order = both.argsort(kind="stable")
         both, val = both.take(order), np.concatenate((a, part)).take(order)
         first = np.empty(len(both), dtype=bool)
         first[0] = True
         np.not_equal(both[1:], both[:-1], out=first[1:])
-        again = np.flatnonzero(~first)  # a memory of both: its part follows its score
+        again = (~first).nonzero()[0]  # a memory of both: its part follows its score
         val[again - 1] += val[again]
         return both[first], val[first]
 
@@ -1031,9 +1031,9 @@ class BM25Index:
     def _by_slot(slots: Any, part: Any) -> tuple[Any, Any]:
         """``slots`` (any order, repeats allowed) ascending and distinct, their parts summed."""
         np = _numpy()
-        order = np.argsort(slots, kind="stable")
+        order = slots.argsort(kind="stable")
         slots, part = slots.take(order), part.take(order)
-        first = np.flatnonzero(np.concatenate(([True], slots[1:] != slots[:-1])))
+        first = np.concatenate(([True], slots[1:] != slots[:-1])).nonzero()[0]
         return slots.take(first), np.add.reduceat(part, first)
 
     @staticmethod
@@ -1113,7 +1113,7 @@ class BM25Index:
         above = own > last
         need = size - int(np.count_nonzero(above if free is None else above & free))
         ids = self._ids
-        ties = sorted(np.flatnonzero(own == last).tolist(), key=lambda i: ids[cand[i]])
+        ties = sorted((own == last).nonzero()[0].tolist(), key=lambda i: ids[cand[i]])
         take = []
         for i in ties:
             if not need:
@@ -1165,7 +1165,7 @@ class BM25Index:
             own, common, hits = self._score_runs(runs, len(at), terms, cuts is not None, held=True)
         cand = pool
         if len(near):  # the neighbors that would pass the cut on their own join the pool
-            i = np.searchsorted(at, near)
+            i = at.searchsorted(near)
             joined = near[self._passes(own[i], common[i], hits[i], cuts)]
             if len(joined):
                 cand = np.sort(np.concatenate((pool, joined)), kind="stable")
@@ -1189,14 +1189,14 @@ class BM25Index:
         lens = self._lens.take(slots)
         counts = lens.astype(np.int64)
         tids = self._fwd.take(self._spans(slots, counts))
-        owner = np.repeat(np.arange(len(slots)), counts)
+        owner = np.arange(len(slots)).repeat(counts)
         if not len(tids):
             return owner, tids, np.zeros(0, dtype=np.int64), np.zeros(0)
         start = np.empty(len(tids), dtype=bool)
         start[0] = True
         np.not_equal(tids[1:], tids[:-1], out=start[1:])
         start[1:] |= owner[1:] != owner[:-1]
-        first = np.flatnonzero(start)
+        first = start.nonzero()[0]
         owner = owner[first]
         tfs = np.empty(len(first), dtype=np.int64)  # each run's length (np.diff of np.append: 3x slower)
         tfs[-1] = len(tids) - first[-1]
@@ -1255,7 +1255,7 @@ class BM25Index:
         owner, tids, tfs, _ = runs
         top = self._top(cand, score, FEEDBACK_DOCS)
         where = at[top]
-        lo, hi = np.searchsorted(owner, where).tolist(), np.searchsorted(owner, where + 1).tolist()
+        lo, hi = owner.searchsorted(where).tolist(), owner.searchsorted(where + 1).tolist()
         lens = self._lens[cand[top]].tolist()
         query = {x.tid for x in terms}
         mass: dict[int, float] = {}
