@@ -10,6 +10,10 @@ Runs, one after another (never in parallel: the machine's cores are part of what
 - ``overhead``: benchmarks/overhead.py — prepare() by store size (replay, drop) and the ledger;
 - ``proxy``: benchmarks/proxy.py — added latency and requests/s by worker count, beside the
   Portkey gateway and the LiteLLM proxy where they install;
+- ``workers``: benchmarks/proxy.py --workers 1 2 — requests/s, CPU per request (memwire's own
+  work apart) and added latency on 12 KB bodies by worker count, beside a bare pass-through on the
+  same parts and the Portkey gateway where npm installs it;
+- ``phases``: benchmarks/proxy_phases.py — where the proxy's added latency goes, step by step;
 - ``capture``: benchmarks/proxy.py --capture — the proxy's added latency with capture on and off;
 - ``locomo``: benchmarks/locomo.py on ``--locomo PATH`` (LoCoMo is not shipped: CC BY-NC 4.0).
 
@@ -35,6 +39,9 @@ def sections(full: bool, locomo: str | None) -> dict[str, list[str]]:
         "length": ["conversation_length.py"],
         "overhead": ["overhead.py", "--sizes", "1000", "100000"],
         "proxy": ["proxy.py", *([] if full else ["--requests", "200", "--per-client", "10"])],
+        "workers": ["proxy.py", "--workers", "1", "2", *(["--requests", "400", "--rounds", "3", "--seconds", "5"]
+                                                         if full else ["--requests", "200", "--rounds", "2", "--seconds", "3"])],
+        "phases": ["proxy_phases.py", *([] if full else ["--requests", "400", "--rounds", "2"])],
         "capture": ["proxy.py", "--capture", "--litellm", "off",
                     *([] if full else ["--requests", "200", "--per-client", "10"])],
     }
