@@ -1094,7 +1094,8 @@ class BM25Index:
 
     def _gather(self, x: "_Term", slots: Any, below: int, avgdl: float) -> tuple[Any, Any]:
         """``x``'s part in ``slots`` (distinct, ascending) where it is held fewer than ``below``
-        times: where in ``slots`` and how much."""
+        times: where in ``slots`` and how much (a common word's read from its bitmaps, see
+        ``_BITMAP``)."""
         at, tfs = self._find(x.p, slots) if not self._bitmapped(x.p) else self._find_bits(x.p, slots, below)
         if below != _NONE:
             few = tfs < below
