@@ -54,7 +54,9 @@ def make_vocab(rng: random.Random, size: int) -> list[str]:
         syllables = rng.choice((1, 2, 2, 3, 3, 4))
         words.add("".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS)
                           for _ in range(syllables)))
-    return sorted(words, key=lambda w: rng.random())
+    # shuffled from a sorted list: a set's order (string hashes) changes with each process's hash
+    # seed, and with it every run's corpus and queries
+    return sorted(sorted(words), key=lambda w: rng.random())
 
 
 class TextGen:
