@@ -395,11 +395,13 @@ class _Proxy:
         return httpx.Request(method, _url(url), headers=merged, content=content, extensions=self._extensions)
 
     async def _send_once(self, request: httpx.Request | Outgoing, fresh: bool = False) -> _Answer:
-        if isinstance(request, Outgoing):
-            return await (self.direct.fresh if fresh else self.direct).send(request)  # type: ignore[union-attr]
         if self.direct is None:
+            assert isinstance(request, httpx.Request)
             return await self.client.send(request, stream=True)
         transport = self.direct.fresh if fresh else self.direct
+        if isinstance(request, Outgoing):  # made for an AioTransport (``_request``)
+            assert isinstance(transport, AioTransport)
+            return await transport.send(request)
         response = await transport.handle_async_request(request)
         response.request = request
         return response

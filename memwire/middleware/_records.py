@@ -98,8 +98,7 @@ class Record:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Record":
-        known = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in d.items() if k in known}
+        kw = {k: v for k, v in d.items() if k in _RECORD_FIELDS}
         kw["memory_ids"] = tuple(kw.get("memory_ids") or ())
         return cls(**kw)
 
