@@ -357,9 +357,13 @@ BIG_HISTORY = [  # ~12 KB of conversation: a coding agent's history with a file 
 ]
 
 
-def request_bytes(host: str, key: str, body: dict[str, Any]) -> bytes:
+CHAT = "/v1/chat/completions"
+PASSED_THROUGH = "/v1/embeddings"  # a route without memory: the same bodies go upstream untouched
+
+
+def request_bytes(host: str, key: str, body: dict[str, Any], path: str = CHAT) -> bytes:
     data = json.dumps(body).encode()
-    return (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
+    return (f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n").encode() + data
 
 
@@ -474,9 +478,10 @@ def cpu_seconds(pid: int) -> float:
     return sum(times.get(p, 0.0) for p in tree)
 
 
-def throughput(port: int, key: str, bodies: list[dict[str, Any]], clients: int, seconds: float) -> int:
+def throughput(port: int, key: str, bodies: list[dict[str, Any]], clients: int, seconds: float,
+               path: str = CHAT) -> int:
     size = len(bodies) // clients  # each client its own conversations, in order
-    per_client = [[request_bytes(f"127.0.0.1:{port}", key, b) for b in bodies[i * size:(i + 1) * size]]
+    per_client = [[request_bytes(f"127.0.0.1:{port}", key, b, path) for b in bodies[i * size:(i + 1) * size]]
                   for i in range(clients)]
 
     async def run() -> int:
@@ -486,9 +491,9 @@ def throughput(port: int, key: str, bodies: list[dict[str, Any]], clients: int, 
     return asyncio.run(run())
 
 
-def latencies(port: int, key: str, bodies: list[dict[str, Any]]) -> list[float]:
+def latencies(port: int, key: str, bodies: list[dict[str, Any]], path: str = CHAT) -> list[float]:
     out: list[float] = []
-    raws = [request_bytes(f"127.0.0.1:{port}", key, b) for b in bodies]
+    raws = [request_bytes(f"127.0.0.1:{port}", key, b, path) for b in bodies]
     asyncio.run(_client(port, raws, None, out))
     return out
 
@@ -519,9 +524,9 @@ class PortkeyBodies:
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream
 
-    def request_bytes(self, host: str, key: str, body: dict[str, Any]) -> bytes:
+    def request_bytes(self, host: str, key: str, body: dict[str, Any], path: str = CHAT) -> bytes:
         data = json.dumps(body).encode()
-        return (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
+        return (f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
                 f"x-portkey-provider: openai\r\nx-portkey-custom-host: {self.upstream}/v1\r\n"
                 f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n").encode() + data
 
@@ -565,9 +570,6 @@ def run_workers(args: argparse.Namespace) -> int:
             time.sleep(2)  # let every worker finish warming up
             portkey = PortkeyBodies(upstream_url)
             plain = request_bytes
-
-            def passed_through(host: str, key: str, body: dict[str, Any]) -> bytes:
-                return plain(host, key, body).replace(b"POST /v1/chat/completions ", b"POST /v1/embeddings ", 1)
             rps: dict[str, list[float]] = {name: [] for name in targets}
             cpu: dict[str, list[float]] = {name: [] for name in targets}
             lat: dict[str, list[float]] = {name: [] for name in targets}
@@ -588,12 +590,11 @@ def run_workers(args: argparse.Namespace) -> int:
                     if proc:
                         cpu[name].append((cpu_seconds(proc.pid) - c0) / done * 1000)
                     if name.startswith("memwire"):  # the HTTP work alone: a route without memory, same bodies
-                        request_bytes = passed_through
                         c0 = cpu_seconds(proc.pid)
                         done = throughput(port, "sk-upstream-fake", new_turn_bodies(clients * int(seconds * 200), False,
-                                                                                    f"p{r}{name}"), clients, seconds / 2)
+                                                                                    f"p{r}{name}"), clients, seconds / 2,
+                                          PASSED_THROUGH)
                         floor[name].append((cpu_seconds(proc.pid) - c0) / done * 1000)
-                        request_bytes = plain
                     lat[name] += latencies(port, "sk-upstream-fake", new_turn_bodies(max(1, args.requests // rounds),
                                                                                      True, f"l{r}{name}"))
                     loop[name] += latencies(port, "sk-upstream-fake", tool_loop_bodies(max(1, args.requests // rounds),

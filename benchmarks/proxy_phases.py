@@ -90,17 +90,8 @@ def serve_timed(report: str, argv: list[str]) -> int:
     return main(argv)
 
 
-def _added(port: int, bodies: list[dict[str, Any]], direct: float, path: str = "/v1/chat/completions") -> float:
-    plain = bench.request_bytes
-
-    def to_path(host: str, key: str, body: dict[str, Any]) -> bytes:
-        return plain(host, key, body).replace(b"POST /v1/chat/completions ", f"POST {path} ".encode(), 1)
-
-    bench.request_bytes = to_path  # type: ignore[assignment]
-    try:
-        return bench.pct(bench.latencies(port, "sk-upstream-fake", bodies), 0.5) - direct
-    finally:
-        bench.request_bytes = plain  # type: ignore[assignment]
+def _added(port: int, bodies: list[dict[str, Any]], direct: float, path: str = bench.CHAT) -> float:
+    return bench.pct(bench.latencies(port, "sk-upstream-fake", bodies, path), 0.5) - direct
 
 
 def main() -> int:
@@ -141,7 +132,7 @@ def main() -> int:
                 bodies = bench.new_turn_bodies(args.requests, True, f"r{r}")
                 direct = bench.pct(bench.latencies(up_port, "k", bodies[: args.requests // 2]), 0.5)
                 added["memwire, memory route"].append(_added(port, bodies, direct))
-                added["memwire, pass-through route"].append(_added(port, bodies, direct, "/v1/embeddings"))
+                added["memwire, pass-through route"].append(_added(port, bodies, direct, bench.PASSED_THROUGH))
                 added["bare pass-through"].append(_added(bare_port, bodies, direct))
         finally:
             for proc in reversed(procs):
