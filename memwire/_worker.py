@@ -5,7 +5,11 @@ Off the path is not enough when the CPU is the bottleneck: a proxy serving as ma
 its cores allow has no idle time to give a capture's parsing, search and write, so each one would
 delay requests. A worker given a :class:`Traffic` gauge therefore starts each job only once the
 caller's path has been quiet for ``quiet_s`` (no request prepared meanwhile), and never holds a
-job longer than ``max_defer_s``: under sustained saturation the work runs anyway, late."""
+job longer than ``max_defer_s``: under sustained saturation the work runs anyway, late.
+
+Work that comes one item per request (telemetry, the request log) is ``offer``-ed instead: the
+items waiting are handed over together, so a deferred backlog costs one thread hand-off and one
+append to each log, not one per request."""
 
 from __future__ import annotations
 
@@ -56,31 +60,67 @@ class Worker:
         self._lock = threading.Lock()
         self._pending = 0
         self._behind = False
+        self._batches: dict[Callable[[list[Any]], None], list[Any]] = {}  # handler -> items not handed over yet
+
+    def _admit(self) -> bool:
+        """Count one more pending job or item, unless ``max_pending`` wait already (call locked)."""
+        if self._pending >= self._max_pending():
+            if not self._behind:
+                log.warning("memwire: %s is %d %s behind; %s are not read until it catches up",
+                            self.what, self._pending, self.unit, self.unit)
+            self._behind = True
+            return False
+        self._behind = False
+        self._pending += 1
+        return True
+
+    def _queue(self, fn: Callable[..., None], args: tuple[Any, ...], count: int) -> None:
+        """Hand ``fn(*args)`` to the thread (call locked); ``count``: pending items it settles."""
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=self.name)
+        self._last = self._pool.submit(self._run, fn, args, time.monotonic(), count)
 
     def submit(self, fn: Callable[..., None], *args: Any) -> bool:
         """Queue ``fn(*args)``; False when it was dropped. A job's exceptions are its own to log."""
         with self._lock:
-            if self._pending >= self._max_pending():
-                if not self._behind:
-                    log.warning("memwire: %s is %d %s behind; %s are not read until it catches up",
-                                self.what, self._pending, self.unit, self.unit)
-                self._behind = True
+            if not self._admit():
                 return False
-            self._behind = False
-            if self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=self.name)
-            self._pending += 1
-            self._last = self._pool.submit(self._run, fn, args, time.monotonic())
+            self._queue(fn, args, 1)
             return True
 
-    def _run(self, fn: Callable[..., None], args: tuple[Any, ...], submitted: float) -> None:
+    def offer(self, handle: Callable[[list[Any]], None], item: Any) -> bool:
+        """Queue ``item`` for ``handle``, which is called with every item offered to it since it
+        last started, in order (one job however many wait: it may run before jobs ``submit``-ted
+        after its first item); False when it was dropped. Each item counts toward ``max_pending``."""
+        with self._lock:
+            if not self._admit():
+                return False
+            items = self._batches.get(handle)
+            if items is not None:  # a job for them is queued and not started: it takes this one too
+                items.append(item)
+                return True
+            self._batches[handle] = [item]
+            self._queue(self._hand_over, (handle,), 0)
+            return True
+
+    def _hand_over(self, handle: Callable[[list[Any]], None]) -> None:
+        with self._lock:
+            items = self._batches.pop(handle)
+        try:
+            handle(items)
+        finally:
+            with self._lock:
+                self._pending -= len(items)
+
+    def _run(self, fn: Callable[..., None], args: tuple[Any, ...], submitted: float, count: int) -> None:
         try:
             if self.traffic is not None:
                 self.traffic.wait_quiet(self.quiet_s, submitted + self.max_defer_s)
             fn(*args)
         finally:
-            with self._lock:
-                self._pending -= 1
+            if count:
+                with self._lock:
+                    self._pending -= count
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until the jobs submitted so far are done."""

@@ -39,3 +39,30 @@ def test_a_job_is_held_at_most_max_defer_s() -> None:
     w.submit(ran.set)
     assert ran.wait(10)
     assert time.monotonic() - submitted >= 0.3
+
+
+def test_items_offered_while_the_worker_is_busy_are_handed_over_together() -> None:
+    gate, got = threading.Event(), []
+    w = Worker("t", "test", "items", lambda: 5)
+    assert w.submit(gate.wait, 10)
+    assert all(w.offer(got.append, i) for i in range(4))  # one job for the four
+    assert not w.offer(got.append, 4)  # the busy job and four items wait: the sixth thing is dropped
+    gate.set()
+    w.flush(10)
+    assert got == [[0, 1, 2, 3]]
+    assert w.offer(got.append, 5) and w.offer(got.append, 6)  # the bound counts items handed over as done
+    w.flush(10)
+    assert [i for batch in got for i in batch] == [0, 1, 2, 3, 5, 6]
+
+
+def test_a_failing_handler_still_settles_its_items() -> None:
+    w, got = Worker("t", "test", "items", lambda: 2), []
+
+    def fail(items: list[int]) -> None:
+        raise ValueError("broken")
+
+    w.offer(fail, 1)
+    w.flush(10)
+    assert w.offer(got.append, 2) and w.offer(got.append, 3)
+    w.flush(10)
+    assert got == [[2, 3]] or got == [[2], [3]]

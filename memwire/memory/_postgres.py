@@ -580,14 +580,22 @@ class PgStore:
     def append_event(self, log: str, record: Mapping[str, Any]) -> None:
         """Append one record to an event log of the namespace (``EVENT_LOGS``); the newest
         ``EVENTS_KEEP`` are kept."""
+        self.append_events(log, (record,))
+
+    def append_events(self, log: str, records: Sequence[Mapping[str, Any]]) -> None:
+        """``append_event`` of each of ``records``, in order, in one transaction."""
         from psycopg.types.json import Jsonb
 
+        if not records:
+            return
         name = event_log_name(log)
-        count = self._appended[name] = self._appended.get(name, 0) + 1
+        before = self._appended.get(name, 0)
+        count = self._appended[name] = before + len(records)
         with self._db.connection() as conn:
-            conn.execute("INSERT INTO memwire_events (namespace, log, record) VALUES (%s, %s, %s)",
-                         (self.namespace, name, Jsonb(_no_nul(dict(record)))))
-            if count % TRIM_EVERY == 1 or TRIM_EVERY == 1:  # older than the newest EVENTS_KEEP: out
+            with conn.cursor() as cur:
+                cur.executemany("INSERT INTO memwire_events (namespace, log, record) VALUES (%s, %s, %s)",
+                                [(self.namespace, name, Jsonb(_no_nul(dict(r)))) for r in records])
+            if (count - 1) // TRIM_EVERY != (before - 1) // TRIM_EVERY:  # passed the 1st, 101st, ... append
                 conn.execute(
                     "DELETE FROM memwire_events WHERE namespace = %(ns)s AND log = %(log)s AND seq < ("
                     " SELECT seq FROM memwire_events WHERE namespace = %(ns)s AND log = %(log)s"

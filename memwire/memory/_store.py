@@ -49,7 +49,7 @@ from .._locks import write_lock
 from . import _snapshot
 from ._index import BM25Index
 from ._lifecycle import Lifecycle, Scoring
-from ._logfile import append_jsonl, read_jsonl
+from ._logfile import append_jsonl_many, read_jsonl
 from ._markdown import MAX_TAG_CHARS, PINNED_TAG, TAG_PATTERN, ParsedFile, format_line, parse, parse_text
 from ._model import Hit, Memory, memory_id, normalized
 from ._table import Merged, Table, longer_id
@@ -541,7 +541,11 @@ class MemoryStore:
     def append_event(self, log: str, record: Mapping[str, Any]) -> None:
         """Append one record to an event log (``EVENT_LOGS``): ``DIR/.LOG.jsonl``, bounded (see
         ``_logfile``), never through a symlink."""
-        append_jsonl(self.path / f".{event_log_name(log)}.jsonl", record)
+        self.append_events(log, (record,))
+
+    def append_events(self, log: str, records: Sequence[Mapping[str, Any]]) -> None:
+        """``append_event`` of each of ``records``, in order, with one open of the log."""
+        append_jsonl_many(self.path / f".{event_log_name(log)}.jsonl", records)
 
     def read_events(self, log: str) -> list[dict[str, Any]]:
         """The records of an event log, oldest first."""

@@ -67,27 +67,36 @@ class Telemetry:
         self._worker = Worker("memwire-telemetry", "telemetry", "replies", lambda: MAX_PENDING, traffic)
 
     def offer(self, store: "MemoryStore", ids: Sequence[str], reply: str, session: str, mode: str) -> None:
-        self._worker.submit(self._record, store, tuple(ids), reply, session, mode)
+        self._worker.offer(self._record, (store, tuple(ids), reply, session, mode))
 
     def flush(self, timeout: float | None = None) -> None:
         self._worker.flush(timeout)
 
-    def _record(self, store: "MemoryStore", ids: tuple[str, ...], reply: str, session: str, mode: str) -> None:
+    def _record(self, replies: list[tuple["MemoryStore", tuple[str, ...], str, str, str]]) -> None:
+        """The replies offered since the last call, each store's records appended together."""
         from ._upkeep import sweep_if_due
 
-        try:
-            reply_terms = _terms(reply)
-            mems = store.known(dict.fromkeys(ids))  # one forgotten or edited since has nothing to credit
-            took = [m.id for m in mems if used(m, reply_terms)]
-            store.append_event(LOG, {
-                "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "session": session, "mode": mode,
-                "injected": [m.id for m in mems], "used": took, "reply_chars": len(reply)})
-            if store.track:
-                store.lifecycle.injected([m.id for m in mems])
-                store.lifecycle.reinforce(took, used=True)
-                sweep_if_due(store)
-        except Exception as exc:  # noqa: BLE001 - telemetry is never worth more than a log line
-            log.warning("memwire: telemetry failed (%s: %s)", type(exc).__name__, exc)
+        by_store: dict[int, tuple["MemoryStore", list[dict[str, object]]]] = {}
+        for store, ids, reply, session, mode in replies:
+            try:
+                reply_terms = _terms(reply)
+                mems = store.known(dict.fromkeys(ids))  # one forgotten or edited since has nothing to credit
+                took = [m.id for m in mems if used(m, reply_terms)]
+                by_store.setdefault(id(store), (store, []))[1].append({
+                    "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "session": session, "mode": mode,
+                    "injected": [m.id for m in mems], "used": took, "reply_chars": len(reply)})
+                if store.track:
+                    store.lifecycle.injected([m.id for m in mems])
+                    store.lifecycle.reinforce(took, used=True)
+            except Exception as exc:  # noqa: BLE001 - telemetry is never worth more than a log line
+                log.warning("memwire: telemetry failed (%s: %s)", type(exc).__name__, exc)
+        for store, records in by_store.values():
+            try:
+                store.append_events(LOG, records)
+                if store.track:
+                    sweep_if_due(store)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("memwire: telemetry failed (%s: %s)", type(exc).__name__, exc)
 
 
 def read_telemetry(store: "MemoryStore") -> list[dict[str, object]]:

@@ -177,20 +177,25 @@ class SharedRecords:
         self._worker = Worker("memwire-records", "the request log", "records", lambda: MAX_PENDING, traffic)
 
     def offer(self, record: Record) -> None:
-        self._worker.submit(self._write, record)
+        self._worker.offer(self._write, record)
 
     def flush(self, timeout: float | None = None) -> None:
         self._worker.flush(timeout)
 
-    def _write(self, record: Record) -> None:
-        try:
-            self._store_for(record.namespace or None).append_event(REQUESTS_LOG, record.to_json())
-        except Exception as exc:  # noqa: BLE001 - figures never fail anything
-            from .._errors import StoreUnavailableError
+    def _write(self, records: list[Record]) -> None:
+        """The records offered since the last call, each namespace's appended together."""
+        by_namespace: dict[str, list[Record]] = {}
+        for r in records:
+            by_namespace.setdefault(r.namespace, []).append(r)
+        for namespace, mine in by_namespace.items():
+            try:
+                self._store_for(namespace or None).append_events(REQUESTS_LOG, [r.to_json() for r in mine])
+            except Exception as exc:  # noqa: BLE001 - figures never fail anything
+                from .._errors import StoreUnavailableError
 
-            # an outage is logged once, by the database: not once per record
-            (log.debug if isinstance(exc, StoreUnavailableError) else log.warning)(
-                "memwire: a request's record not kept in the store (%s: %s)", type(exc).__name__, exc)
+                # an outage is logged once, by the database: not once per record
+                (log.debug if isinstance(exc, StoreUnavailableError) else log.warning)(
+                    "memwire: %d records of requests not kept in the store (%s: %s)", len(mine), type(exc).__name__, exc)
 
 
 def stored_records(store: Any) -> list[Record]:

@@ -460,6 +460,22 @@ def test_events_keep_the_newest_records(postgres_url: str, monkeypatch: pytest.M
     assert other.read_events("captured") == [{"n": "bob's"}]
 
 
+def test_events_appended_together_are_trimmed_as_one_by_one(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch that passes the 1st, 11th, ... append trims, like appends one at a time would."""
+    from memwire.memory import _postgres
+
+    monkeypatch.setattr(_postgres, "EVENTS_KEEP", 4)
+    monkeypatch.setattr(_postgres, "TRIM_EVERY", 10)
+    store = PgStore(postgres_url, "carol")
+    store.append_events("telemetry", [{"n": i} for i in range(3)])  # the 1st: trimmed to 4 (nothing to do)
+    store.append_events("telemetry", [{"n": i} for i in range(3, 9)])  # 4th-9th: not trimmed
+    assert [r["n"] for r in store.read_events("telemetry")] == list(range(9))
+    store.append_events("telemetry", [{"n": 9}, {"n": 10}, {"n": 11}])  # passes the 11th: trimmed
+    assert [r["n"] for r in store.read_events("telemetry")] == [8, 9, 10, 11]
+    store.append_events("telemetry", [])
+    assert len(store.read_events("telemetry")) == 4
+
+
 def test_the_store_has_no_files_and_checks_its_arguments(postgres_url: str) -> None:
     store = PgStore(postgres_url, "alice")
     with pytest.raises(UsageError, match="PostgreSQL store .* has no files"):

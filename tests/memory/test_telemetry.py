@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from memwire import MemoryStore, Middleware
-from memwire.memory._logfile import append_jsonl, read_jsonl
+from memwire.memory._logfile import append_jsonl, append_jsonl_many, read_jsonl
 from memwire.memory._model import Memory
 from memwire.memory._telemetry import _terms, read_telemetry, used
 
@@ -42,6 +43,19 @@ def test_the_log_is_bounded(tmp_path: Path) -> None:
     assert path.stat().st_size <= 1000 + 200
     kept = [r["i"] for r in read_jsonl(path)]
     assert kept == sorted(kept) and kept[-1] == 49 and len(kept) < 50
+
+
+def test_many_records_are_appended_in_order_and_still_bounded(tmp_path: Path) -> None:
+    """A batch is written in pieces of whole lines, the file rotating between them: a backlog of
+    records never makes one file much larger than ``max_bytes``."""
+    path = tmp_path / "x.jsonl"
+    append_jsonl_many(path, [{"i": i, "pad": "x" * 100} for i in range(20)], max_bytes=1000)
+    append_jsonl_many(path, [{"i": i, "pad": "x" * 100} for i in range(20, 50)], max_bytes=1000)
+    append_jsonl_many(path, [], max_bytes=1000)
+    assert path.stat().st_size <= 1000
+    assert path.with_name("x.jsonl.1").stat().st_size <= 1000
+    kept = [r["i"] for r in read_jsonl(path)]
+    assert kept == list(range(kept[0], 50)) and len(kept) < 50
 
 
 def test_a_log_starts_in_a_directory_not_made_yet_and_never_through_a_symlink(tmp_path: Path) -> None:
@@ -108,10 +122,29 @@ def test_telemetry_credits_the_namespace_that_was_injected(mw: Middleware) -> No
     assert read_telemetry(mw.store) == [] and len(read_telemetry(alice)) == 1
 
 
+def test_replies_read_together_credit_each_its_own_store(mw: Middleware) -> None:
+    """Replies waiting for the worker are read in one job: each store gets its records, in order."""
+    alice = mw.store_for("alice")
+    mine = alice.add("Alice's staging database listens on port 6543")
+    ours = mw.store.add("The staging database listens on port 5433")
+    gate = threading.Event()
+    mw.telemetry._worker.submit(gate.wait, 10)  # the worker is busy: the replies below wait together
+    for n in range(3):
+        a = ask(mw, f"Which port does the staging database use? ({n})", namespace="alice")
+        mw.observe_reply(a, "Port 6543." if n != 1 else "No idea.")
+        b = ask(mw, f"Which port does the staging database use? ({n})")
+        mw.observe_reply(b, "Port 5433.")
+    gate.set()
+    mw.flush()
+    assert [r["used"] for r in read_telemetry(alice)] == [[mine.id], [], [mine.id]]
+    assert [r["used"] for r in read_telemetry(mw.store)] == [[ours.id]] * 3
+    assert alice.lifecycle.get(mine).uses == 2 and mw.store.lifecycle.get(ours).uses == 3
+
+
 def test_a_failure_costs_a_log_line(mw: Middleware, monkeypatch: pytest.MonkeyPatch,
                                     caplog: pytest.LogCaptureFixture) -> None:
     inj = ask(mw, "Which port does the staging database use?")
-    monkeypatch.setattr("memwire.memory._store.append_jsonl", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr("memwire.memory._store.append_jsonl_many", lambda *a, **k: 1 / 0)
     mw.observe_reply(inj, "5433")
     mw.flush()
     assert "telemetry failed (ZeroDivisionError" in caplog.text
