@@ -157,10 +157,18 @@ class _Dir:
         itself has not changed (no file added, removed or renamed) only the known files are stat'ed.
         ``remember=False`` (a look that loads nothing) leaves the directory's signature unrecorded:
         the fast path may only trust a listing whose files were then loaded."""
+        found, listed = self._list()
+        if remember:
+            self._dir_sig = listed
+        return found
+
+    def _list(self) -> tuple[dict[str, _Sig], tuple[int, int] | None]:
+        """``_scan``'s files, and the directory's signature to trust for that listing (None: the
+        fast path answered, or the directory changed too recently to be trusted)."""
         try:
             dst = os.stat(self.path)
         except FileNotFoundError:
-            return {}  # created on first write
+            return {}, None  # created on first write
         if not stat.S_ISDIR(dst.st_mode):
             raise MemoryFileError(str(self.path), None, "the memory directory is not a directory")
         dir_sig = (dst.st_mtime_ns, dst.st_ino)
@@ -170,7 +178,7 @@ class _Dir:
                 for name in self.sigs:
                     st = os.stat(os.path.join(self.path, name))
                     found[name] = (st.st_mtime_ns, st.st_size, st.st_ino)
-                return found
+                return found, dir_sig
             except FileNotFoundError:
                 pass  # removed in place of a rename: list the directory
         found = {}
@@ -184,17 +192,22 @@ class _Dir:
                         st = e.stat()
                         found[e.name] = (st.st_mtime_ns, st.st_size, st.st_ino)
         except FileNotFoundError:
-            return {}
+            return {}, None
         # Trust this listing while the directory's mtime stays the same, but only if that mtime is
         # older than any filesystem's timestamp tick (2 s): a change made in the same tick as the
         # listing would not move it.
-        if remember:
-            self._dir_sig = dir_sig if time.time_ns() - dst.st_mtime_ns > _DIR_TICK_NS else None
-        return found
+        return found, (dir_sig if time.time_ns() - dst.st_mtime_ns > _DIR_TICK_NS else None)
 
     def current(self) -> bool:
-        """Whether the cache matches the files on disk (nothing to re-read)."""
-        return self._scan(remember=False) == self.sigs
+        """Whether the cache matches the files on disk (nothing to re-read). A listing that found
+        exactly the loaded files is remembered (the directory changes for other files too: the
+        lifecycle's ``.meta.json`` is replaced now and then, the ledgers and logs are created)."""
+        found, listed = self._list()
+        if found != self.sigs:
+            return False
+        if listed is not None:
+            self._dir_sig = listed
+        return True
 
     def refresh(self) -> bool:
         """Re-read changed files. Returns True when anything changed."""
