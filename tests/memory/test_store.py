@@ -137,6 +137,23 @@ def test_hand_edits_visible_on_next_call_and_nothing_reread_otherwise(tmp_path: 
     assert loads == []  # unchanged files are not parsed again
 
 
+def test_a_file_added_is_seen_whatever_listing_was_trusted_before(tmp_path: Path) -> None:
+    """``ready()`` trusts a listing of exactly the loaded files while the directory's mtime stays
+    (then stats only those files); a listing that found another file is never trusted."""
+    store = MemoryStore(tmp_path)
+    store.add("The linter is ruff")
+    assert len(store) == 1  # loaded
+    old = time.time() - 60
+    os.utime(tmp_path, (old, old))  # older than a timestamp tick: a listing of it may be trusted
+    assert store.ready() and store._dirs[-1]._dir_sig is not None
+    (tmp_path / "other.md").write_text("## Build\n- Build with make\n")
+    os.utime(tmp_path, (old + 1, old + 1))
+    assert not store.ready()
+    assert not store.ready()  # the listing that found other.md was not trusted
+    assert store.search("build make")[0].memory.text == "Build with make"
+    assert store.ready()
+
+
 def test_broken_file_reports_path_and_line_and_others_still_load(tmp_path: Path) -> None:
     (tmp_path / "MEMORY.md").write_text("## A\n- Good memory about pytest fixtures\n")
     (tmp_path / "broken.md").write_bytes(b"## B\n- fine line about docker\n- bad \xff\xfe bytes here\n- half wri")
