@@ -143,11 +143,11 @@ def main() -> int:
     print(f"{'added latency, p50 over direct':<34} {'per round (ms)':>24}")
     for name, values in added.items():
         print(f"{name:<34} {' '.join(f'{v:+.2f}' for v in values):>24}")
-    print(f"\n{'memory route, step':<34} {'median ms':>10} {'calls':>7}")
+    print(f"\n{'memory route, step':<34} {'median ms':>10} {'p99 ms':>8} {'calls':>7}")
     for _, _, label in STEPS:
         values = steps[label][len(steps[label]) // 10:]  # the warm-up's first calls left out
-        print(f"{label:<34} {statistics.median(values) * 1000:>10.3f} {len(values):>7}" if values
-              else f"{label:<34} {'-':>10} {0:>7}")
+        print(f"{label:<34} {statistics.median(values) * 1000:>10.3f} {bench.pct(values, 0.99) * 1000:>8.3f} "
+              f"{len(values):>7}" if values else f"{label:<34} {'-':>10} {'-':>8} {0:>7}")
     return 0
 
 

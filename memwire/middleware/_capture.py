@@ -109,7 +109,9 @@ class Capture:
         if not text and not exchange:
             return
         self.traffic.touch()
-        self._worker.submit(self._run, turn.store, turn.session, key[-1], text, exchange, complete)
+        # offered, not submitted: turns that come while the worker waits for a quiet moment join
+        # the waiting job (no thread woken per request)
+        self._worker.offer(self._run_all, (turn.store, turn.session, key[-1], text, exchange, complete))
 
     def _event(self, store: "MemoryStore", event: str, mem: Memory, source: dict[str, str]) -> None:
         """One capture event: to the capture log, and to the ``listeners`` (the proxy's metrics)."""
@@ -122,6 +124,10 @@ class Capture:
         self._worker.flush(timeout)
 
     # ------------------------------------------------------------------ the worker
+
+    def _run_all(self, turns: list[tuple[Any, ...]]) -> None:
+        for args in turns:
+            self._run(*args)
 
     def _run(self, store: "MemoryStore", session: str, turn: str, text: str,
              exchange: tuple["Format", list[Any], str] | None = None, complete: Complete | None = None) -> None:
