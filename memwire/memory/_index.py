@@ -75,6 +75,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ._idmap import IdMap
@@ -155,6 +156,7 @@ _BITMAP = 1 / 32
 # index) in a few array operations, rather than pruned: there the pruning's few hundred numpy calls
 # on small arrays cost more than it saves (see ``_score_all``; results are identical)
 _DENSE = 2000
+_IDFS = 1 << 16  # ``_idfs`` is emptied when it holds more (~100 B an entry)
 
 _MONTHS = (
     "january february march april may june july august september october november december"
@@ -180,6 +182,13 @@ def date_terms(date: str | None) -> list[str]:
             words.append(_MONTHS[[m[:3] for m in _MONTHS].index(month.group(1))])
         words += _YEAR_RE.findall(d)[:1]
     return analyze(" ".join(words))
+
+
+@lru_cache(maxsize=1024)
+def _context_terms(text: str) -> dict[str, float]:
+    """A context text's distinct terms, each weighing CONTEXT_WEIGHT (read only): a message is
+    context for the turns after it, and often repeats its words (a pasted log, a quoted file)."""
+    return dict.fromkeys(recent_terms(text), CONTEXT_WEIGHT)
 
 
 _np: Any = None
@@ -386,6 +395,9 @@ class BM25Index:
         self._tcoef: Any = None  # per-query scratch: term id -> the query's coef (_score_runs), zero but there
         self._quantum = 2.0**32  # the current query's (see _quantum_for)
         self._whole: tuple[Any, tuple[Any, Any, Any, Any]] | None = None  # _score_all's slots and runs, until a change
+        # term id -> idf, until a change: feedback weighs the terms of the same few memories again
+        # and again (in a small store, query after query), each a count of postings and a log
+        self._idfs: dict[int, float] = {}
 
     # ------------------------------------------------------------------ updates
 
@@ -474,7 +486,12 @@ class BM25Index:
         length = sum(tf.values())
         self._lens[slot] = length
         self._total_len += length
+        self._changed()
+
+    def _changed(self) -> None:
+        """Forget what is kept until the index changes (``_whole``, ``_idfs``)."""
         self._whole = None
+        self._idfs.clear()
 
     def _fput(self, slot: int, ids: Any) -> None:
         """Store a memory's term ids at the end of ``_fwd`` (compacting it first when it is
@@ -537,7 +554,7 @@ class BM25Index:
         self._ids[slot] = None
         self._dates[slot] = None
         self._free.append(slot)
-        self._whole = None
+        self._changed()
 
     # ------------------------------------------------------------------ snapshot
 
@@ -582,7 +599,7 @@ class BM25Index:
             if self._slot:
                 raise ValueError("restore into an empty index only")
             self._grow(max(used, 1))  # exactly: an add grows it
-            self._whole = None
+            self._changed()
             self._lens[:used], self._prev[:used], self._next[:used] = state["lens"], state["prev"], state["next"]
             self._ids, self._dates = list(ids), list(dates)
             self._slot = IdMap.of(self._ids)
@@ -667,7 +684,9 @@ class BM25Index:
         if isinstance(query, str):
             return Counter(analyze(query)), {}
         text = Counter(recent_terms(query.text))
-        ctx = {t: CONTEXT_WEIGHT for c in query.context for t in recent_terms(c)}
+        ctx: dict[str, float] = {}
+        for c in query.context:
+            ctx.update(_context_terms(c))
         return text, ctx
 
     def _parts(self, lens: Any, tfs: Any, coef: Any, avgdl: float) -> Any:
@@ -702,14 +721,10 @@ class BM25Index:
 
     def _terms(self, weights: Mapping[str, float], n: int) -> list["_Term"]:
         """The weighted terms the store holds, with their postings and idf."""
-        common = common_terms()
-        out = []
-        for t, w in weights.items():
-            tid = self._term_id.get(t)
-            if tid is not None and self._count(tid):
-                p = self._post(tid)
-                out.append(_Term(tid, w, p, self._idf(p.n, n), t in common))
-        return out
+        common, term_id = common_terms(), self._term_id
+        held = [(t, w, tid) for t, w in weights.items() if (tid := term_id.get(t)) is not None and self._count(tid)]
+        idfs = self._idf_of([tid for _, _, tid in held])
+        return [_Term(tid, w, self._post(tid), idf, t in common) for (t, w, tid), idf in zip(held, idfs)]
 
     def _bound(self, x: "_Term", tf: int, avgdl: float) -> float:
         """The most ``x`` adds to a memory holding it at most ``tf`` times (the memory is then at
@@ -800,14 +815,16 @@ class BM25Index:
     def _top(self, cand: Any, score: Any, k: int) -> Any:
         """Indexes into ``cand`` of the k best scores, best first, ties by doc id."""
         np = _numpy()
-        idx = np.arange(len(cand))
         if len(cand) > k:
             # the k-th best score; everything tied with it stays so ids can break the tie
             kth = np.partition(score, len(score) - k)[len(score) - k]
-            idx = idx[score >= kth]
+            idx = (score >= kth).nonzero()[0]
+            at, vals, slots = idx.tolist(), score.take(idx).tolist(), cand.take(idx).tolist()
+        else:
+            at, vals, slots = range(len(cand)), score.tolist(), cand.tolist()
+        # plain tuples sort as the key (-score, id) did, without a call per item (ids are distinct)
         ids = self._ids
-        order = sorted(idx.tolist(), key=lambda i: (-score[i], ids[cand[i]]))
-        return order[:k]
+        return [i for _, _, i in sorted(zip([-v for v in vals], [ids[s] for s in slots], at))[:k]]
 
     def _places(self, cand: Any, at: Any) -> tuple[Any, Any]:
         """Where ``cand`` and their conversation neighbors are in ``at`` (ascending, holding them
@@ -1103,13 +1120,15 @@ class BM25Index:
         return at, self._parts(self._lens.take(slots[at]), tfs, x.coef, avgdl)
 
     def _pool(self, cand: Any, own: Any, size: int, xs: Any) -> Any:
-        """The slots (ascending) of ``cand`` in their order by own score (best first, ties by
-        id) down to the ``size``-th not in ``xs``."""
+        """The slots of ``cand`` (ascending, and so returned) in their order by own score (best
+        first, ties by id) down to the ``size``-th not in ``xs``."""
         np = _numpy()
+        if len(cand) <= size:  # all of them, whichever are excluded
+            return cand
         free = None if xs is None else ~_member(cand, xs)
         mine = own if free is None else own[free]
         if len(mine) <= size:
-            return np.sort(cand, kind="stable")
+            return cand
         last = np.partition(mine, len(mine) - size)[len(mine) - size]
         above = own > last
         need = size - int(np.count_nonzero(above if free is None else above & free))
@@ -1265,24 +1284,36 @@ class BM25Index:
             for tid, c in zip(tids[a:b].tolist(), tfs[a:b].tolist()):
                 if tid not in query:
                     mass[tid] = mass.get(tid, 0.0) + share * c
-        n = len(self._slot)
-        words, log, most = self._term, math.log, max(n, SMALL_STORE) + 1
-        idf = {tid: log(most / df) for tid, df in zip(mass, self._counts(list(mass)))}  # self._idf, inline
-        ranked = sorted(((m * idf[tid], words[tid], tid) for tid, m in mass.items()),
-                        key=lambda x: (-x[0], x[1]))[:FEEDBACK_TERMS]
-        if not ranked or ranked[0][0] <= 0:
+        idfs = self._idf_of(list(mass))
+        words = self._term
+        # best first, ties by word: plain tuples (term ids are distinct), no key called per item
+        ranked = sorted([(-(m * idf), words[tid], tid, idf) for (tid, m), idf in zip(mass.items(), idfs)])
+        if not ranked or ranked[0][0] >= 0:
             return []
-        best = ranked[0][0]
+        best = -ranked[0][0]
         # a term under a tenth of the strongest barely moves a score
         # scored from the forward index only (``_score_runs``): their postings are not made
         none = _empty()
-        return [_Term(tid, FEEDBACK_WEIGHT * v / best, none, idf[tid], False)
-                for v, _, tid in ranked if v >= 0.1 * best]
+        return [_Term(tid, FEEDBACK_WEIGHT * -v / best, none, idf, False)
+                for v, _, tid, idf in ranked[:FEEDBACK_TERMS] if -v >= 0.1 * best]
+
+    def _idf_of(self, tids: list[int]) -> list[float]:
+        """The idf of each of ``tids`` (terms some memory holds), from ``_idfs`` or counted."""
+        idfs = self._idfs
+        new = [t for t in tids if t not in idfs]
+        if new:
+            if len(idfs) > _IDFS:
+                idfs.clear()
+            log, most = math.log, max(len(self._slot), SMALL_STORE) + 1
+            for t, df in zip(new, self._counts(new)):
+                idfs[t] = log(most / df)  # self._idf, inline
+        return [idfs[t] for t in tids]
 
     def _slots_of(self, ids: Collection[str]) -> Any:
         """The slots of ``ids`` that are indexed, sorted and distinct (``_member`` reads them)."""
         np = _numpy()
-        return np.unique(np.fromiter((s for s in map(self._slot.get, ids) if s is not None), dtype=np.int64))
+        # a set and sorted(): half np.unique's time for the few ids a search excludes
+        return np.array(sorted(set(map(self._slot.get, ids)) - {None}), dtype=np.int64)
 
     def expand(self, query: "Query | str", min_score: float | None = None, k: int = 5) -> dict[str, float]:
         """The weighted terms a search of the ``k`` best scores with: the query's, its context's
