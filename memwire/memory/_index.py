@@ -956,6 +956,8 @@ class BM25Index:
         steps.sort(key=lambda st: -st[0])  # stable: a term's levels stay in order
         theta = -math.inf
         cand, a = np.zeros(0, dtype=np.int32), np.zeros(0)  # the memories touched (ascending), partial scores
+        # the walked (slots, parts) not merged into them yet: merged only when a probe is considered
+        pending: list[tuple[Any, Any]] = []
         batch = _BATCH if self._unwalked(steps) > _SMALL else _SMALL
         probed = batch == _SMALL  # nothing to gain
         i = 0
@@ -977,18 +979,21 @@ class BM25Index:
             if len(pieces) == 1:
                 x, slots, tfs = pieces[0]
                 part = self._parts(self._lens.take(slots), tfs, x.coef, avgdl)
-            else:
+            else:  # a memory may be in several: _merge sums them
                 counts = [len(pc[1]) for pc in pieces]
                 slots = np.concatenate([pc[1] for pc in pieces])
                 part = self._parts(self._lens.take(slots), np.concatenate([pc[2] for pc in pieces]),
                                    np.repeat([pc[0].coef for pc in pieces], counts), avgdl)
-                slots, part = self._by_slot(slots, part)  # a memory may be in several
-            cand, a = self._merge(cand, a, slots, part)
-            if probed or i == len(steps) or len(cand) < size or sum(y.rest for y in terms) < theta:
-                continue  # probed, done, no estimate yet, or the walk stops anyway
-            if self._unwalked(steps[i:]) > _PROBE_WORTH * size and self._promising(a, size, cuts):
+            pending.append((slots, part))
+            if (probed or i == len(steps) or sum(y.rest for y in terms) < theta
+                    or self._unwalked(steps[i:]) <= _PROBE_WORTH * size):
+                continue  # probed, done, the walk stops anyway, or a probe would not pay
+            cand, a = self._merge(cand, a, pending)
+            pending = []
+            if len(cand) >= size and self._promising(a, size, cuts):
                 probed = True
                 theta = max(theta, self._probe(cand, a, size, terms, commons, cuts, xs, avgdl))
+        cand, a = self._merge(cand, a, pending)
         left = sorted((x for x in terms if x.rest > 0), key=lambda x: -x.rest)
         if left and len(cand) > (_REPROBE if probed else _PROBE_WORTH) * size and self._promising(a, size, cuts):
             theta = max(theta, self._probe(cand, a, size, terms, commons, cuts, xs, avgdl))
@@ -1026,32 +1031,26 @@ class BM25Index:
         return cand, a
 
     @staticmethod
-    def _merge(cand: Any, a: Any, slots: Any, part: Any) -> tuple[Any, Any]:
-        """The memories of ``cand`` and of ``slots`` (each ascending and distinct), ascending
-        and distinct, with their scores: ``a`` plus their ``part`` (sums of parts are exact in
-        any order, see ``_quantum_for``). A stable sort of the two sorted runs merges them: no
-        scattered writes into a store-sized array."""
+    def _merge(cand: Any, a: Any, pending: list[tuple[Any, Any]]) -> tuple[Any, Any]:
+        """The memories of ``cand`` (ascending and distinct) and of the ``pending`` slots (in any
+        order, repeats allowed), ascending and distinct, with their scores: ``a`` plus the parts
+        of each (sums of parts are exact in any order, see ``_quantum_for``). One stable sort of
+        the sorted runs merges them: no scattered writes into a store-sized array, and one pass
+        for however many levels were walked since the last."""
         np = _numpy()
-        if not len(cand):
-            return slots, part
-        both = np.concatenate((cand, slots))
-        order = both.argsort(kind="stable")
-        both, val = both.take(order), np.concatenate((a, part)).take(order)
-        first = np.empty(len(both), dtype=bool)
-        first[0] = True
-        np.not_equal(both[1:], both[:-1], out=first[1:])
-        again = (~first).nonzero()[0]  # a memory of both: its part follows its score
-        val[again - 1] += val[again]
-        return both[first], val[first]
-
-    @staticmethod
-    def _by_slot(slots: Any, part: Any) -> tuple[Any, Any]:
-        """``slots`` (any order, repeats allowed) ascending and distinct, their parts summed."""
-        np = _numpy()
+        if not pending:
+            return cand, a
+        slots = np.concatenate([cand, *(sl for sl, _ in pending)])
+        val = np.concatenate([a, *(part for _, part in pending)])
         order = slots.argsort(kind="stable")
-        slots, part = slots.take(order), part.take(order)
-        first = np.concatenate(([True], slots[1:] != slots[:-1])).nonzero()[0]
-        return slots.take(first), np.add.reduceat(part, first)
+        slots, val = slots.take(order), val.take(order)
+        first = np.empty(len(slots), dtype=bool)
+        first[:1] = True
+        np.not_equal(slots[1:], slots[:-1], out=first[1:])
+        at = first.nonzero()[0]
+        if len(at) == len(slots):  # no memory in two of them
+            return slots, val
+        return slots.take(at), np.add.reduceat(val, at)
 
     @staticmethod
     def _unwalked(steps: list[tuple[float, "_Term", int, float]]) -> int:
