@@ -35,7 +35,7 @@ from ._formats import get_format
 from ._incremental import Views
 from ._records import Records, SharedRecords
 from ._render import Block, failed
-from ._session import LRU, resolve_session, session_hint
+from ._session import LRU, resolve_session, session_hint, session_signals
 
 if TYPE_CHECKING:
     from .._config_model import Config
@@ -367,10 +367,11 @@ class Middleware:
         text or is a side request."""
         fmt = get_format(api)
         # raises RequestFormatError on a malformed request
-        view = self._views.view(fmt, body, session_hint(session_id, headers, body))
+        signals = session_signals(session_id, headers, body)  # read once: the view's hint and the session
+        view = self._views.view(fmt, body, session_hint(signals))
         if view.latest_user is None:  # nothing the human wrote: nothing to do
             return Prepared(dict(body), None, api)
-        session = resolve_session(session_id, headers, body, view.system_text, view.first_user_text)
+        session = resolve_session(session_id, headers, body, view.system_text, view.first_user_text, signals)
         if self.config.side_requests == "skip" and is_side_request(body, headers, view.user_text):  # no block, no ledger entry
             return Prepared(dict(body), Injection(mode, skipped="side_request", session=session), api)
         store = self.store_for(namespace)  # a bad namespace name raises NamespaceError

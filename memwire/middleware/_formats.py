@@ -38,6 +38,8 @@ class View:
     user_indices: list[int] = field(default_factory=list)  # every human user message, in order
     stateful: bool = False                # Responses call continuing a provider-side history
     scan: "Scan | None" = field(default=None, repr=False, compare=False)  # the per-item facts it was read from
+    # ``Format.identity`` of the latest user message, once read (``_incremental.user_keys``)
+    latest_identity: str | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass

@@ -28,7 +28,8 @@ import sys
 import threading
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import compress, count, repeat
+from operator import ne
 from typing import Any
 
 from ._formats import Format, Scan, View
@@ -116,10 +117,8 @@ def _common_prefix(new: list[list[Any]], old: list[list[Any]], length: int) -> i
     n = min(len(new[0]), length)
     if all(a[:n] == b[:n] for a, b in zip(new, old)):  # the common case, in C: the conversation only grew
         return n
-    for k in range(n):
-        if not all(a[k] == b[k] for a, b in zip(new, old)):
-            return k
-    return n
+    # else each column's first difference, found in C too (an agent's sliding window drops turns)
+    return min(next(compress(count(), map(ne, a[:n], b[:n])), n) for a, b in zip(new, old))
 
 
 class _Exact:
@@ -212,7 +211,10 @@ def user_keys(fmt: Format, view: View) -> Keys:
         seen = _occurrences(keys)
     if len(keys) < len(users):
         seen = dict(seen)
-        keys = _keys(keys, count_keys({i: fmt.identity(view.items[i], system) for i in users[len(keys):]}, seen))
+        identities = {i: fmt.identity(view.items[i], system) for i in users[len(keys):]}
+        if view.latest_user in identities:  # the turn's key (``Turn.turn_key``) reads it again
+            view.latest_identity = identities[view.latest_user]
+        keys = _keys(keys, count_keys(identities, seen))
     elif not isinstance(keys, Keys):  # (kept by a scan cut short: its index is made again)
         keys = _keys(keys)
     if scan is not None:

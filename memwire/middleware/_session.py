@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ._render import Block
     from ._replay import Ledger
 
-__all__ = ["resolve_session", "session_hint", "SESSION_HEADERS", "turn_key", "LRU", "Memo"]
+__all__ = ["resolve_session", "session_hint", "session_signals", "SESSION_HEADERS", "turn_key", "LRU", "Memo"]
 
 # Headers that carry a client's own conversation id, in order of preference (lower case).
 SESSION_HEADERS: tuple[tuple[str, str], ...] = (
@@ -63,10 +63,11 @@ def _derived(system_text: str, first_user_text: str) -> str:
 
 def resolve_session(
     given: str | None, headers: Mapping[str, str] | None, body: Mapping[str, Any],
-    system_text: str, first_user_text: str,
+    system_text: str, first_user_text: str, signals: tuple[str, str] | None = None,
 ) -> str:
-    """The session of a request, by the order in this module's docstring."""
-    named, user = _signals(given, headers, body)
+    """The session of a request, by the order in this module's docstring (``signals``: what
+    ``session_signals`` says of it, when already asked)."""
+    named, user = signals if signals is not None else session_signals(given, headers, body)
     if named:
         return named
     if user:
@@ -74,14 +75,14 @@ def resolve_session(
     return _derived(system_text, first_user_text)
 
 
-def session_hint(given: str | None, headers: Mapping[str, str] | None, body: Mapping[str, Any]) -> str:
-    """What the caller and the client say of the session, without reading the messages: the
-    session itself when they name it, else the user-level signal ("" when none)."""
-    named, user = _signals(given, headers, body)
+def session_hint(signals: tuple[str, str]) -> str:
+    """What the caller and the client say of the session (``session_signals``), without reading
+    the messages: the session itself when they name it, else the user-level signal ("" when none)."""
+    named, user = signals
     return named or user or ""
 
 
-def _signals(given: str | None, headers: Mapping[str, str] | None, body: Mapping[str, Any]) -> tuple[str, str]:
+def session_signals(given: str | None, headers: Mapping[str, str] | None, body: Mapping[str, Any]) -> tuple[str, str]:
     """(the session when the caller or client names one, the user-level prefix of rule 3), "" when none."""
     if given:
         return str(given), ""

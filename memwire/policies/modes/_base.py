@@ -45,7 +45,9 @@ class Turn:
         """The memo key of this turn: the session and the latest user message (by identity)."""
         view = self.view
         assert view.latest_user is not None
-        identity = self.fmt.identity(view.items[view.latest_user], view.system_text)
+        identity = view.latest_identity
+        if identity is None:
+            identity = view.latest_identity = self.fmt.identity(view.items[view.latest_user], view.system_text)
         return (self.namespace, self.session, turn_key(view.latest_user, identity))
 
     def search(self, fresh: bool, max_tokens: int, exclude: frozenset[str] = frozenset()) -> Block:
