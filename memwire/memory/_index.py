@@ -75,7 +75,6 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ._idmap import IdMap
@@ -182,13 +181,6 @@ def date_terms(date: str | None) -> list[str]:
             words.append(_MONTHS[[m[:3] for m in _MONTHS].index(month.group(1))])
         words += _YEAR_RE.findall(d)[:1]
     return analyze(" ".join(words))
-
-
-@lru_cache(maxsize=1024)
-def _context_terms(text: str) -> dict[str, float]:
-    """A context text's distinct terms, each weighing CONTEXT_WEIGHT (read only): a message is
-    context for the turns after it, and often repeats its words (a pasted log, a quoted file)."""
-    return dict.fromkeys(recent_terms(text), CONTEXT_WEIGHT)
 
 
 _np: Any = None
@@ -684,9 +676,7 @@ class BM25Index:
         if isinstance(query, str):
             return Counter(analyze(query)), {}
         text = Counter(recent_terms(query.text))
-        ctx: dict[str, float] = {}
-        for c in query.context:
-            ctx.update(_context_terms(c))
+        ctx = {t: CONTEXT_WEIGHT for c in query.context for t in recent_terms(c)}
         return text, ctx
 
     def _parts(self, lens: Any, tfs: Any, coef: Any, avgdl: float) -> Any:
