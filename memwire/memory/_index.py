@@ -709,7 +709,7 @@ class BM25Index:
         most = (self.k1 + 1) * (sum(wi) + FEEDBACK_TERMS * FEEDBACK_WEIGHT * self._idf(1, n))
         return 2.0 ** min(32, 50 - math.ceil(math.log2(most + 1)))
 
-    def _terms(self, weights: Mapping[str, float], n: int) -> list["_Term"]:
+    def _terms(self, weights: Mapping[str, float]) -> list["_Term"]:
         """The weighted terms the store holds, with their postings and idf."""
         common, term_id = common_terms(), self._term_id
         held = [(t, w, tid) for t, w in weights.items() if (tid := term_id.get(t)) is not None and self._count(tid)]
@@ -880,7 +880,7 @@ class BM25Index:
         cuts = (cut * norm, cut * norm_common) if cut > 0 else None
         n = len(self._slot)
         avgdl = self._total_len / n
-        terms = self._terms(weights, n)
+        terms = self._terms(weights)
         self._quantum = self._quantum_for((x.w * x.idf for x in terms), n)
         for x in terms:
             x.coef = x.w * x.idf * (self.k1 + 1) * self._quantum
@@ -1289,10 +1289,10 @@ class BM25Index:
     def _idf_of(self, tids: list[int]) -> list[float]:
         """The idf of each of ``tids`` (terms some memory holds), from ``_idfs`` or counted."""
         idfs = self._idfs
+        if len(idfs) > _IDFS:
+            idfs.clear()
         new = [t for t in tids if t not in idfs]
         if new:
-            if len(idfs) > _IDFS:
-                idfs.clear()
             log, most = math.log, max(len(self._slot), SMALL_STORE) + 1
             for t, df in zip(new, self._counts(new)):
                 idfs[t] = log(most / df)  # self._idf, inline
@@ -1328,7 +1328,7 @@ class BM25Index:
                     weights[t] = weights.get(t, 0) + w
             n = len(self._slot)
             avgdl = self._total_len / n
-            terms = self._terms(weights, n)
+            terms = self._terms(weights)
             self._quantum = self._quantum_for((x.w * x.idf for x in terms), n)
             acc = np.zeros(len(self._ids))
             held = np.zeros(len(self._ids), dtype=bool)

@@ -368,3 +368,26 @@ def test_the_forward_index_through_compactions(monkeypatch: pytest.MonkeyPatch) 
         want = [d for d, _ in fresh.search(q, k=10, min_score=0)]
         assert [d for d, _ in idx.search(q, k=10, min_score=0)] == want
         assert [d for d, _ in restored.search(q, k=10, min_score=0)] == want
+
+
+def test_the_idf_cache_changes_no_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Searches read idf from a cache kept until the index changes (``_idfs``): emptied when full
+    or by an add or a removal, it gives what a fresh index gives."""
+    rng = random.Random(11)
+    docs = {f"d{i}": random_text(rng) for i in range(120)}
+    queries = [Query(random_text(rng), (random_text(rng),)) for _ in range(15)]
+
+    def built() -> BM25Index:
+        idx = BM25Index()
+        idx.add_many((d, t, None) for d, t in docs.items())
+        return idx
+
+    expected = [built().search(q, k=8, min_score=0) for q in queries]  # each on an empty cache
+    monkeypatch.setattr(index_mod, "_IDFS", 5)  # emptied on almost every search
+    idx = built()
+    assert [idx.search(q, k=8, min_score=0) for q in queries] == expected
+    idx.add("extra", "an extra memory about the garden", None)
+    idx.remove("d3")
+    docs["extra"] = "an extra memory about the garden"
+    del docs["d3"]
+    assert [idx.search(q, k=8, min_score=0) for q in queries] == [built().search(q, k=8, min_score=0) for q in queries]
