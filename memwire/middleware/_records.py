@@ -195,7 +195,8 @@ class SharedRecords:
 
                 # an outage is logged once, by the database: not once per record
                 (log.debug if isinstance(exc, StoreUnavailableError) else log.warning)(
-                    "memwire: %d records of requests not kept in the store (%s: %s)", len(mine), type(exc).__name__, exc)
+                    "memwire: requests' records not kept in the store (%d of them; %s: %s)", len(mine),
+                    type(exc).__name__, exc)
 
 
 def stored_records(store: Any) -> list[Record]:

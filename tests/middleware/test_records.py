@@ -74,3 +74,33 @@ def test_request_ids_differ_across_processes_even_forked_ones() -> None:
     theirs = os.read(read, 64).decode()
     os.close(read), os.close(write)
     assert theirs[:10] != mine[0][:10]
+
+
+def test_records_kept_in_the_stores_together_each_in_its_namespace(tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """Records waiting for the background writer are appended together, each namespace's to its
+    own store, in order; a store that cannot be written costs a log line naming how many."""
+    import threading
+
+    from memwire import MemoryStore
+    from memwire.middleware._records import SharedRecords, stored_records
+
+    stores = {None: MemoryStore(tmp_path / "default"), "alice": MemoryStore(tmp_path / "alice")}
+
+    def store_for(namespace: str | None) -> MemoryStore:
+        if namespace == "broken":
+            raise OSError("disk gone")
+        return stores[namespace]
+
+    kept, gate = SharedRecords(store_for), threading.Event()
+    kept._worker.submit(gate.wait, 10)  # busy: the records below wait together
+    made = [Record(at=float(i), api="openai.chat", model="m", status=200, namespace=ns, session=f"s{i}")
+            for i, ns in enumerate(["", "alice", "", "broken", "alice", ""])]
+    for r in made:
+        kept.offer(r)
+    gate.set()
+    kept.flush(10)
+    assert [r.session for r in stored_records(stores[None])] == ["s0", "s2", "s5"]
+    assert [r.session for r in stored_records(stores["alice"])] == ["s1", "s4"]
+    assert stored_records(stores[None])[0] == made[0]
+    assert "requests' records not kept in the store (1 of them; OSError: disk gone)" in caplog.text
