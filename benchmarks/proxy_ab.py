@@ -8,7 +8,7 @@ after ``|``: ``/tmp/base|MEMWIRE_CAPTURE=off``. Per version: the median over rou
 latency p50 and p99 (over calling the upstream directly, ~12 KB bodies, every request a new turn)
 and of the proxy's CPU per request (its process tree, background threads included).
 
-    python benchmarks/proxy_ab.py TREE [TREE ...] [--rounds 10] [--requests 600] [--tool-loop]
+    python benchmarks/proxy_ab.py TREE [TREE ...] [--rounds 10] [--requests 600] [--tool-loop] [--after-load S]
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--requests", type=int, default=600, help="requests per version and round")
     parser.add_argument("--tool-loop", action="store_true", help="an agent's tool loop instead of new turns")
+    parser.add_argument("--after-load", type=float, default=0.0, metavar="S",
+                        help="before each measurement, S seconds of 32 clients (the backlog of deferred work it leaves "
+                             "runs during the 1-client requests)")
     args = parser.parse_args()
     from memwire import MemoryStore
 
@@ -63,6 +66,9 @@ def main() -> int:
             for r in range(args.rounds):
                 order = list(range(len(ports))) if r % 2 == 0 else list(range(len(ports)))[::-1]
                 for i in order:
+                    if args.after_load:
+                        bench.throughput(ports[i], "k", bench.new_turn_bodies(32 * int(args.after_load * 400), False,
+                                                                             f"load{r}"), 32, args.after_load)
                     bodies = make(args.requests, f"r{r}")
                     direct = bench.latencies(up, "k", bodies[: args.requests // 2])
                     c0 = bench.cpu_seconds(procs[i + 1].pid)
@@ -73,8 +79,9 @@ def main() -> int:
         finally:
             for proc in reversed(procs):
                 bench.stop(proc)
+    after = f", each after {args.after_load:g} s of 32 clients" if args.after_load else ""
     print(f"1 client, {args.requests} requests of ~12 KB per version and round "
-          f"({'tool loop' if args.tool_loop else 'every one a new turn'}), {args.rounds} interleaved rounds\n")
+          f"({'tool loop' if args.tool_loop else 'every one a new turn'}{after}), {args.rounds} interleaved rounds\n")
     print(f"{'version':<40} {'added p50':>10} {'(min)':>7} {'added p99':>10} {'CPU ms/req':>11}")
     for i, spec in enumerate(args.trees):
         print(f"{spec[:40]:<40} {statistics.median(p50[i]):>+10.2f} {min(p50[i]):>+7.2f} "
