@@ -7,9 +7,9 @@ delay requests. A worker given a :class:`Traffic` gauge therefore starts each jo
 caller's path has been quiet for ``quiet_s`` (no request prepared meanwhile), and never holds a
 job longer than ``max_defer_s``: under sustained saturation the work runs anyway, late.
 
-Work that comes one item per request (telemetry, the request log) is ``offer``-ed instead: the
-items waiting are handed over together, so a deferred backlog costs one thread hand-off and one
-append to each log, not one per request."""
+Work that comes one item per request (capture's turns, telemetry's replies, the request log's
+records) is ``offer``-ed instead: the items waiting are handed over together, so a deferred backlog
+costs one thread hand-off (and one append to each log), not one per request."""
 
 from __future__ import annotations
 
