@@ -40,12 +40,13 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from ._model import Memory
+from ._table import Kind
 
 __all__ = ["Lifecycle", "Meta", "Scoring", "CUES", "CATEGORIES", "CATEGORY_TAGS", "STATES", "META_NAME", "category_of"]
 
@@ -65,7 +66,11 @@ _DAY = re.compile(r"\d{4}-\d{1,2}-\d{1,2}")
 
 
 def category_of(mem: Memory) -> str:
-    for tag in mem.tags:
+    return _category(mem.tags)
+
+
+def _category(tags: Iterable[str]) -> str:
+    for tag in tags:
         if tag in CATEGORY_TAGS:
             return CATEGORY_TAGS[tag]
     return "fact"
@@ -104,9 +109,13 @@ class Scoring:
             raise ValueError(f"rank_prior must be between 0 and 1, got {self.rank_prior!r}")
 
     def stability(self, mem: Memory, meta: "Meta", now: float) -> float:
+        return self.stability_of(meta, mem.pinned, mem.tags, now)
+
+    def stability_of(self, meta: "Meta", pinned: bool, tags: Iterable[str], now: float) -> float:
+        """``stability`` from the memory's pin and tags (a search ranks hits before building them)."""
         if meta.forgotten:
             return 0.0
-        decay = 1.0 if mem.pinned else 0.5 ** (max(0.0, now - meta.reinforced) / DAY_S / self.half_lives[category_of(mem)])
+        decay = 1.0 if pinned else 0.5 ** (max(0.0, now - meta.reinforced) / DAY_S / self.half_lives[_category(tags)])
         return self.cue_weights.get(meta.cue, 1.0) * decay * math.log1p(max(1, meta.evidence))
 
     def state(self, score: float) -> str:
@@ -205,18 +214,18 @@ class Lifecycle:
     def get_many(self, mems: Iterable[Memory]) -> list[Meta]:
         self._sync()
         now = self.clock()
-        out = []
         with self._lock:
-            for mem in mems:
-                base, delta = self._disk.get(mem.id), self._delta.get(mem.id)
-                if delta is not None:
-                    out.append(delta.apply(base, now))
-                elif base is not None:
-                    out.append(base)
-                else:
-                    when = _date(mem.date) or now
-                    out.append(Meta(when, when, recorded=False))
-        return out
+            return [self._meta(mem.id, mem.date, now) for mem in mems]
+
+    def _meta(self, mid: str, date: str | None, now: float) -> Meta:
+        """The metadata of memory ``mid`` (dated ``date``), with the lock held."""
+        base, delta = self._disk.get(mid), self._delta.get(mid)
+        if delta is not None:
+            return delta.apply(base, now)
+        if base is not None:
+            return base
+        when = _date(date) or now
+        return Meta(when, when, recorded=False)
 
     def score(self, mem: Memory, now: float | None = None) -> float:
         return self.scoring.stability(mem, self.get(mem), self.clock() if now is None else now)
@@ -224,10 +233,14 @@ class Lifecycle:
     def state(self, mem: Memory, now: float | None = None) -> str:
         return self.scoring.state(self.score(mem, now))
 
-    def priors(self, mems: list[Memory]) -> list[float]:
-        """The ranking factors of ``mems`` (see ``Scoring.prior``)."""
+    def priors(self, ids: Sequence[str], kinds: Sequence[Kind]) -> list[float]:
+        """The ranking factors (see ``Scoring.prior``) of the memories ``ids``, of these (tags,
+        pinned, topic, date): a search ranks its hits by them before building any."""
+        self._sync()
         now, sc = self.clock(), self.scoring
-        return [sc.prior(sc.stability(m, meta, now)) for m, meta in zip(mems, self.get_many(mems))]
+        with self._lock:
+            metas = [self._meta(mid, kind[3], now) for mid, kind in zip(ids, kinds)]
+        return [sc.prior(sc.stability_of(meta, kind[1], kind[0], now)) for meta, kind in zip(metas, kinds)]
 
     # ------------------------------------------------------------------ recording
 

@@ -48,6 +48,7 @@ from . import _pg
 from ._index import BM25Index
 from ._lifecycle import Lifecycle, Meta, Scoring, _Delta
 from ._model import Hit, Memory
+from ._table import kind_of
 from ._store import (
     ARCHIVE_REASONS,
     MIN_ID_PREFIX,
@@ -116,6 +117,10 @@ def _locked_namespace(conn: Any, namespace: str, column: str) -> int:
                        (namespace,)).fetchone()
     assert row is not None  # made above
     return int(row[0])
+
+
+def _itself(mid: str, mem: Memory) -> Memory:
+    return mem  # a search's hits are the cache's memories (see with_prior)
 
 
 def _no_nul(value: Any) -> Any:
@@ -480,8 +485,11 @@ class PgStore:
         raises for the database: unreachable, it searches the cache."""
         with self._reading(refresh, wait):
             cut = min_score if min_score is not None else self.min_score
-            hits = index_hits(self._index, self._mems.get, query, k, cut, context, exclude)
-        return with_prior(hits, k, self.track, lambda: self.lifecycle)
+            found = index_hits(self._index, self._mems.get, query, k, cut, context, exclude)
+        return with_prior(found, k, self.track, self._lifecycle_of, kind_of, _itself)
+
+    def _lifecycle_of(self) -> "PgLifecycle":
+        return self.lifecycle
 
     # ---------------------------------------------------------------- writing
 

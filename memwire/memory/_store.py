@@ -46,13 +46,14 @@ from .._errors import (
     StoreBusyError,
 )
 from .._locks import write_lock
+from ..policies._query import Query
 from . import _snapshot
 from ._index import BM25Index
 from ._lifecycle import Lifecycle, Scoring
 from ._logfile import append_jsonl_many, read_jsonl
 from ._markdown import MAX_TAG_CHARS, PINNED_TAG, TAG_PATTERN, ParsedFile, format_line, parse, parse_text
 from ._model import Hit, Memory, memory_id, normalized
-from ._table import Merged, Table, longer_id
+from ._table import Kind, Merged, Table, longer_id
 
 __all__ = ["MemoryStore", "validate_namespace", "cue_of", "archived", "full_id", "with_prior", "index_hits", "event_log_name", "MAIN_FILE",
            "ARCHIVE_REASONS", "EVENT_LOGS"]
@@ -111,25 +112,43 @@ def full_id(ids: Collection[str], mid: str) -> str:
     return found[0] if found else mid
 
 
-def index_hits(index: BM25Index, get: Callable[[str], Memory | None], query: str, k: int, cut: float | None,
-               context: Sequence[str], exclude: Collection[str]) -> list[Hit]:
-    """What the index finds for ``query`` (``k`` and the prior's pool), as hits of the memories
-    ``get`` still holds: the first step of both stores' ``search`` (then ``with_prior``)."""
-    from ..policies._query import Query
+#: a hit before its Memory is built: its id, its index score, and the store's handle of it (what
+#: ``index_hits``' ``find`` returned: ``Merged.at``'s (table, row), or PgStore's Memory)
+Found = tuple[str, float, Any]
 
+
+def index_hits(index: BM25Index, find: Callable[[str], Any], query: str, k: int, cut: float | None,
+               context: Sequence[str], exclude: Collection[str]) -> list[Found]:
+    """What the index finds for ``query`` (``k`` and the prior's pool), with ``find``'s handle of
+    each memory the store still holds (None: gone): the first step of both stores' ``search``
+    (then ``with_prior``)."""
     found = index.search(Query(query, tuple(context)), k + _PRIOR_POOL, cut, exclude)
-    return [Hit(m, score) for mid, score in found if (m := get(mid)) is not None]
+    return [(mid, score, h) for mid, score in found if (h := find(mid)) is not None]
 
 
-def with_prior(hits: list[Hit], k: int, track: bool, lifecycle: Callable[[], Lifecycle]) -> list[Hit]:
-    """The k best of ``hits`` (``k + _PRIOR_POOL`` found by the index), reordered by the small
-    stability prior (see ``Scoring.prior``) when the store records metadata."""
-    if track and len(hits) > 1:
+def with_prior(found: list[Found], k: int, track: bool, lifecycle: Callable[[], Lifecycle],
+               kind: Callable[[Any], Kind], build: Callable[[str, Any], Memory]) -> list[Hit]:
+    """The k best of ``found`` (``k + _PRIOR_POOL`` found by the index), reordered by the small
+    stability prior (see ``Scoring.prior``) when the store records metadata. The priors are read
+    from each handle's ``kind``; only the k kept are built (``build``)."""
+    if track and len(found) > 1:
         lc = lifecycle()
         if lc.scoring.rank_prior:
-            priors = lc.priors([h.memory for h in hits])
-            hits = sorted((Hit(h.memory, h.score * p) for h, p in zip(hits, priors)), key=lambda h: (-h.score, h.memory.id))
-    return hits[:k]
+            priors = lc.priors([f[0] for f in found], [kind(f[2]) for f in found])
+            found = sorted([(mid, score * p, h) for (mid, score, h), p in zip(found, priors)], key=_rank)
+    return [Hit(build(mid, h), score) for mid, score, h in found[:k]]
+
+
+def _rank(f: Found) -> tuple[float, str]:
+    return -f[1], f[0]  # best first, ties by id
+
+
+def _row_kind(at: tuple[Table, int]) -> Kind:
+    return at[0].kind_at(at[1])
+
+
+def _row_memory(mid: str, at: tuple[Table, int]) -> Memory:
+    return at[0].memory_at(at[1], mid)
 
 
 class _Dir:
@@ -712,8 +731,12 @@ class MemoryStore:
         rather than wait for another thread."""
         with self._reading(refresh, wait):
             cut = min_score if min_score is not None else self.min_score
-            hits = index_hits(self._index, self._merged.get, query, k, cut, context, exclude)
-        return with_prior(hits, k, self.track, lambda: self.lifecycle)
+            found = index_hits(self._index, self._merged.at, query, k, cut, context, exclude)
+        # built after the lock: a table's rows never change
+        return with_prior(found, k, self.track, self._lifecycle_of, _row_kind, _row_memory)
+
+    def _lifecycle_of(self) -> Lifecycle:
+        return self.lifecycle
 
     # ---------------------------------------------------------------- writing
 

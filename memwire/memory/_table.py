@@ -29,12 +29,17 @@ from typing import Union
 from ._idmap import IdMap
 from ._model import Memory, normalized
 
-__all__ = ["Kind", "Table", "Merged", "longer_id"]
+__all__ = ["Kind", "Table", "Merged", "kind_of", "longer_id"]
 
 log = logging.getLogger("memwire")
 
 Kind = tuple[tuple[str, ...], bool, "str | None", "str | None"]  # tags, pinned, topic, date
 _UTF8 = ("utf-8", "surrogatepass")  # a text is valid UTF-8 (it was read or written as such); never fail on one
+
+
+def kind_of(mem: Memory) -> Kind:
+    """What a table keeps of ``mem`` besides its id and text."""
+    return mem.tags, mem.pinned, mem.topic, mem.date
 
 
 class Table:
@@ -83,7 +88,7 @@ class Table:
         """Add ``mem`` as the last row under its id; an id already here is left as it is (False)."""
         if mem.id in self._row:
             return False
-        kind: Kind = (mem.tags, mem.pinned, mem.topic, mem.date)
+        kind = kind_of(mem)
         if self._kind_of is None:
             self._kind_of = {k: i for i, k in enumerate(self._kinds)}
         at = self._kind_of.get(kind)
@@ -115,6 +120,10 @@ class Table:
     def memory_at(self, row: int, mid: str) -> Memory:
         """The memory of ``row``, shown with id ``mid``."""
         return self._memory(mid, row)
+
+    def kind_at(self, row: int) -> Kind:
+        """The (tags, pinned, topic, date) of ``row``, without building its memory."""
+        return self._kinds[self._kind[row]]
 
     def _memory(self, mid: str, row: int) -> Memory:
         tags, pinned, topic, date = self._kinds[self._kind[row]]
@@ -210,19 +219,23 @@ class Merged:
             return None
         return found if isinstance(found, tuple) else (found, mid)
 
+    def at(self, mid: str) -> tuple[Table, int] | None:
+        """The table and row showing ``mid``, or None: what ``Table.memory_at`` and ``Table.kind_at``
+        read (a row never changes, so they may read it after the store's lock is released)."""
+        if self._single is not None:
+            row = self._single._row.get(mid)
+            return None if row is None else (self._single, row)
+        found = self._owner.get(mid)
+        if found is None:
+            return None
+        table, tid = found if isinstance(found, tuple) else (found, mid)
+        row = table._row.get(tid)
+        return None if row is None else (table, row)
+
     def rows(self, ids: Iterable[str]) -> list[tuple[Table, str, int]]:
         """Where the memories of ``ids`` are, as (table, id shown, row), those not shown left out:
         cheap under the store's lock, then ``Table.memory_at`` builds them (a row never changes)."""
-        out = []
-        for mid in ids:
-            ref = self.ref(mid)
-            if ref is None:
-                continue
-            table, tid = ref
-            row = table._row.get(tid)
-            if row is not None:
-                out.append((table, mid, row))
-        return out
+        return [(table, mid, row) for mid in ids if (found := self.at(mid)) is not None for table, row in (found,)]
 
     def get(self, mid: str) -> Memory | None:
         if self._single is not None:

@@ -232,6 +232,25 @@ def test_the_prior_orders_equally_relevant_memories_by_strength(make_store: Stor
         weak.id, strong.id]  # the metadata as saved ranks the same in another process
 
 
+def test_priors_read_from_ids_and_kinds_are_the_memories_stability_priors(tmp_path: Path, clock: Clock) -> None:
+    # a search ranks its hits from (tags, pinned, topic, date) without building them: the factors
+    # must be those of the memories' own stability, for every kind of metadata
+    s = store_at(tmp_path, clock)
+    mems = [s.add("A fact from long ago", date="2025-01-02"), s.add("A lesson", tags=["lessons"], cue="captured"),
+            s.add("A pinned rule", tags=["rule"], pinned=True, cue="distilled"), s.add("Forgotten soon")]
+    s.lifecycle.flush()
+    (tmp_path / "MEMORY.md").write_text((tmp_path / "MEMORY.md").read_text() + "- Written by hand <!-- date: 2026-03-01 -->\n")
+    mems.append(next(m for m in s.memories() if m.text == "Written by hand"))  # nobody recorded it
+    clock.days(40)
+    s.lifecycle.reinforce([mems[1].id], used=True)
+    s.lifecycle.forgotten([mems[3].id])
+    clock.days(3)
+    lc, sc = s.lifecycle, s.lifecycle.scoring
+    expected = [sc.prior(sc.stability(m, meta, clock.now)) for m, meta in zip(mems, lc.get_many(mems))]
+    assert lc.priors([m.id for m in mems], [(m.tags, m.pinned, m.topic, m.date) for m in mems]) == expected
+    assert len(set(expected)) == len(expected)
+
+
 def test_the_prior_never_makes_an_irrelevant_memory_relevant(make_store: StoreSpec, clock: Clock) -> None:
     s = open_at(make_store, clock)
     mem = s.add("Lunch is at noon")
