@@ -222,10 +222,11 @@ class Ledger:
             finally:
                 os.close(fd)
 
-    def _read(self, fd: int) -> None:
-        """Apply what the open file ``fd`` holds beyond what this view has read. Another file (the
-        ledger was rewritten, or pruned and started anew) replaces this view once its header is read."""
-        st = self._st = os.fstat(fd)
+    def _read(self, fd: int, st: os.stat_result | None = None) -> None:
+        """Apply what the open file ``fd`` (``st``: its stat, if just taken) holds beyond what this
+        view has read. Another file (the ledger was rewritten, or pruned and started anew) replaces
+        this view once its header is read."""
+        st = self._st = os.fstat(fd) if st is None else st
         if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == self._sig:
             return  # nothing changed since this view read or wrote it
         if (st.st_dev, st.st_ino) != self._file or st.st_size < self._offset or not self._same_header(fd):
@@ -390,10 +391,11 @@ class Ledger:
 
     def _commit(self, changes: Callable[[], list[LedgerEntry] | None], persist: bool = True) -> bool:
         with self._lock:
-            fd = _lock_file(self.path) if persist and self.path is not None else None
+            locked = _lock_file(self.path) if persist and self.path is not None else None
+            fd = locked[0] if locked is not None else None
             try:
-                if fd is not None:
-                    self._read(fd)  # under the lock: what every other process committed
+                if locked is not None:
+                    self._read(*locked)  # under the lock: what every other process committed
                 new = self._take(changes)
                 if new is None:
                     return False
@@ -520,13 +522,14 @@ def _open(path: Path, flags: int) -> int | None:
     return fd
 
 
-def _lock_file(path: Path) -> int | None:
+def _lock_file(path: Path) -> tuple[int, os.stat_result] | None:
     """The session's ledger file, created if missing, open and locked (``flock``: released when
-    the fd is closed, or the process dies). None when it cannot be (then the change stays in
-    memory, with a warning)."""
+    the fd is closed, or the process dies), with its stat as locked. None when it cannot be (then
+    the change stays in memory, with a warning)."""
     for _ in range(100):  # a rewrite renames a new file over the one just locked: lock that one
-        fd = _open(path, os.O_RDWR | os.O_APPEND)  # the file is there: O_NOFOLLOW guards it
-        if fd is None:  # a new session (or a refused file): create it where it is safe to
+        try:  # the file is there: O_NOFOLLOW guards it (what it is, the stat under the lock says)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | _NOFOLLOW)
+        except FileNotFoundError:  # a new session (or a refused file): create it where it is safe to
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -534,16 +537,25 @@ def _lock_file(path: Path) -> int | None:
                 return None
             if _unsafe(path):
                 return None
-            fd = _open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
-        if fd is None:
+            opened = _open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+            if opened is None:
+                return None
+            fd = opened
+        except OSError as exc:
+            if not _unsafe(path):
+                log.warning("memwire: could not save ledger %s (%s)", path, exc)
             return None
         try:
             _flock(fd)
-            st = os.fstat(fd)
+            st = os.fstat(fd)  # one stat: a plain file? which one? its size and mtime, as locked
+            if not stat.S_ISREG(st.st_mode):
+                os.close(fd)
+                _unsafe(path)
+                return None
             with contextlib.suppress(FileNotFoundError):  # pruned meanwhile: create it again
                 now = os.lstat(path)
                 if (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino):
-                    return fd
+                    return fd, st
         except OSError as exc:
             os.close(fd)
             log.warning("memwire: could not save ledger %s (%s)", path, exc)
