@@ -222,13 +222,10 @@ class Merged:
     def at(self, mid: str) -> tuple[Table, int] | None:
         """The table and row showing ``mid``, or None: what ``Table.memory_at`` and ``Table.kind_at``
         read (a row never changes, so they may read it after the store's lock is released)."""
-        if self._single is not None:
-            row = self._single._row.get(mid)
-            return None if row is None else (self._single, row)
-        found = self._owner.get(mid)
-        if found is None:
+        ref = self.ref(mid)
+        if ref is None:
             return None
-        table, tid = found if isinstance(found, tuple) else (found, mid)
+        table, tid = ref
         row = table._row.get(tid)
         return None if row is None else (table, row)
 
