@@ -504,8 +504,9 @@ def ledger_path(root: Path, session: str) -> Path:
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def _open(path: Path, flags: int) -> int | None:
-    """An fd of the plain file ``path`` (never through a symlink, never blocking on a FIFO), or None."""
+def _open(path: Path, flags: int, plain: bool = True) -> int | None:
+    """An fd of the plain file ``path`` (never through a symlink, never blocking on a FIFO), or None.
+    ``plain=False``: the caller checks it is a plain file (``_is_plain``), from a stat of its own."""
     try:
         fd = os.open(path, flags | _NOFOLLOW, 0o600)
     except FileNotFoundError:
@@ -515,11 +516,19 @@ def _open(path: Path, flags: int) -> int | None:
             what = "save" if flags & (os.O_WRONLY | os.O_RDWR) else "read"
             log.warning("memwire: could not %s ledger %s (%s)", what, path, exc)
         return None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        _unsafe(path)
+    if plain and not _is_plain(fd, path, os.fstat(fd)):
         return None
     return fd
+
+
+def _is_plain(fd: int, path: Path, st: os.stat_result) -> bool:
+    """Whether ``st`` (of ``fd``, open at ``path``) is a plain file; if not, ``fd`` is closed and
+    ``path`` refused (``_unsafe``: a warning, once)."""
+    if stat.S_ISREG(st.st_mode):
+        return True
+    os.close(fd)
+    _unsafe(path)
+    return False
 
 
 def _lock_file(path: Path) -> tuple[int, os.stat_result] | None:
@@ -527,9 +536,9 @@ def _lock_file(path: Path) -> tuple[int, os.stat_result] | None:
     the fd is closed, or the process dies), with its stat as locked. None when it cannot be (then
     the change stays in memory, with a warning)."""
     for _ in range(100):  # a rewrite renames a new file over the one just locked: lock that one
-        try:  # the file is there: O_NOFOLLOW guards it (what it is, the stat under the lock says)
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | _NOFOLLOW)
-        except FileNotFoundError:  # a new session (or a refused file): create it where it is safe to
+        # the file is there: O_NOFOLLOW guards it (what it is, the stat under the lock says)
+        fd = _open(path, os.O_RDWR | os.O_APPEND, plain=False)
+        if fd is None:  # a new session (or a refused file): create it where it is safe to
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -537,20 +546,13 @@ def _lock_file(path: Path) -> tuple[int, os.stat_result] | None:
                 return None
             if _unsafe(path):
                 return None
-            opened = _open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
-            if opened is None:
-                return None
-            fd = opened
-        except OSError as exc:
-            if not _unsafe(path):
-                log.warning("memwire: could not save ledger %s (%s)", path, exc)
+            fd = _open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        if fd is None:
             return None
         try:
             _flock(fd)
             st = os.fstat(fd)  # one stat: a plain file? which one? its size and mtime, as locked
-            if not stat.S_ISREG(st.st_mode):
-                os.close(fd)
-                _unsafe(path)
+            if not _is_plain(fd, path, st):
                 return None
             with contextlib.suppress(FileNotFoundError):  # pruned meanwhile: create it again
                 now = os.lstat(path)
