@@ -71,17 +71,26 @@ def _timed(fn: Callable[..., Any], out: list[float], marks: bool) -> Callable[..
     return call
 
 
-def serve_timed(report: str, argv: list[str]) -> int:
-    """``memwire proxy`` (``argv``) with its steps timed; the times go to ``report`` at exit."""
+def wrap_step(module: str, path: str, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> bool:
+    """Replace the function ``path`` (``name`` or ``Class.name``) of ``module`` with ``wrap`` of it;
+    False when there is none (an older version of the code)."""
     import importlib
 
+    owner: Any = importlib.import_module(module)
+    *parents, name = path.split(".")
+    for part in parents:
+        owner = getattr(owner, part)
+    if not hasattr(owner, name):
+        return False
+    setattr(owner, name, wrap(getattr(owner, name)))
+    return True
+
+
+def serve_timed(report: str, argv: list[str]) -> int:
+    """``memwire proxy`` (``argv``) with its steps timed; the times go to ``report`` at exit."""
     times: dict[str, list[float]] = {label: [] for _, _, label in STEPS}
     for module, path, label in STEPS:
-        owner: Any = importlib.import_module(module)
-        *parents, name = path.split(".")
-        for part in parents:
-            owner = getattr(owner, part)
-        setattr(owner, name, _timed(getattr(owner, name), times[label], marks=name == "with_memory"))
+        wrap_step(module, path, functools.partial(_timed, out=times[label], marks=path.endswith(".with_memory")))
     atexit.register(lambda: Path(report).write_text(json.dumps(times)))
     # uvicorn hands the SIGTERM it caught back to the handler it found: this one exits through atexit
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import proxy as bench  # noqa: E402
+from proxy_phases import wrap_step  # noqa: E402
 
 # (module, attribute path): the steps timed, outermost first
 STEPS = [
@@ -59,8 +60,6 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=600)
     parser.add_argument("--dump", help="pickle each search's query and results here")
     args = parser.parse_args()
-    import importlib
-
     from memwire import MemoryStore
     from memwire._config_model import Config
     from memwire.memory import _index
@@ -68,13 +67,9 @@ def main() -> int:
 
     times: dict[str, list[float]] = {}
     for module, path in STEPS:
-        owner: Any = importlib.import_module(module)
-        *parents, name = path.split(".")
-        for part in parents:
-            owner = getattr(owner, part)
-        if hasattr(owner, name):
-            times[path] = []
-            setattr(owner, name, _timed(getattr(owner, name), times[path]))
+        out: list[float] = []
+        if wrap_step(module, path, functools.partial(_timed, out=out)):
+            times[path] = out
     seen: list[tuple[Any, ...]] = []
     if args.dump:  # record what the index is asked and answers (outside the timers' lists)
         inner = _index.BM25Index.search
