@@ -4,10 +4,11 @@ fail-open logging."""
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from .._json import dump_json
 
 
 __all__ = [
@@ -71,17 +72,6 @@ def restore(body: dict[str, Any], key: str, back: dict[int, Any]) -> dict[str, A
 def fail_open(where: str, exc: BaseException) -> None:
     """One warning per failed call; the request then goes out unchanged (DESIGN rule 6)."""
     log.warning("memwire: %s failed (%s: %s); request sent unchanged", where, type(exc).__name__, exc)
-
-
-def dump_json(body: Any) -> bytes:
-    """Compact JSON that keeps non-ASCII text as the client sent it (UTF-8), not as \\uXXXX escapes:
-    the same JSON in fewer bytes. A lone surrogate (valid JSON, not valid UTF-8) is escaped. A number
-    out of float range (``1e400``) raises ValueError rather than becoming ``Infinity`` (not JSON):
-    callers then send the caller's own bytes."""
-    try:
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-    except UnicodeEncodeError:
-        return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
 
 
 WRONG_KEY = "missing or wrong x-memwire-key header"

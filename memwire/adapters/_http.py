@@ -16,7 +16,6 @@ and the reply's text is handed over when the stream ends or the SDK closes it.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any, TypeVar
 import httpx
 
 from .._errors import RequestFormatError
+from .._json import load_json
 from .._errors import UsageError
 from ..middleware._core import Middleware, Prepared
 from ..middleware._reply import ReplyTap, tap_reply
@@ -68,7 +68,7 @@ class _Rewrite:
             return None
         try:
             raw = request.content  # SDKs send JSON bodies as bytes; a streamed body is not read here
-            body = json.loads(raw)
+            body = load_json(raw)
             if not isinstance(body, dict):
                 raise RequestFormatError(f"{api}: the request body is not a JSON object")
         except Exception as exc:  # noqa: BLE001 - fail open: not JSON, not UTF-8, a streamed body

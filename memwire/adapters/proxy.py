@@ -48,6 +48,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._errors import ConfigError, NamespaceError, RequestFormatError, StoreUnavailableError
+from .._json import load_json
 from ..memory._store import validate_namespace
 from ..middleware._core import Injection, Middleware, Prepared
 from ..middleware._distill import Complete, upstream_complete
@@ -576,7 +577,7 @@ async def _run(offload: bool, func: Callable[..., T], *args: Any, **kwargs: Any)
 
 def _parse(raw: bytes, api: str) -> dict[str, Any]:
     try:
-        data = json.loads(raw)
+        data = load_json(raw)
     except ValueError as exc:  # UnicodeDecodeError is a ValueError too
         raise Refusal(400, f"request body is not valid JSON: {exc}") from None
     except RecursionError:

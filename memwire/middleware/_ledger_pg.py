@@ -143,7 +143,7 @@ class PgLedger(Ledger):
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO memwire_ledger_lines (namespace, session, entry) VALUES (%s, %s, %s::jsonb) RETURNING seq",
-                [(self.namespace, self.session, _line(e)) for e in new], returning=True)
+                [(self.namespace, self.session, _line(e).decode()) for e in new], returning=True)
             seqs = []
             while True:
                 seqs.extend(r[0] for r in cur.fetchall())

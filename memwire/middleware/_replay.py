@@ -51,6 +51,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._json import dump_json
 from ..policies._tokens import count_tokens
 from ._incremental import count_keys, user_keys
 from ._render import Block, render_lines
@@ -425,13 +426,13 @@ class Ledger:
                 self._offset = 0
                 new = [*([self.profile] if self.profile is not None else []), *self._entries.values(),
                        *self._memos.values()]
-                data = self._head() + "".join(_line(e) for e in new).encode("utf-8", "surrogatepass")
+                data = self._head() + b"".join(_line(e) for e in new)
                 _pruner.created(self.path.parent)
             elif not self._valid or self._offset == 0 or self._lines + len(new) > MAX_LINES:  # 0: no header
                 self._rewrite(stat.S_IMODE(st.st_mode))
                 return
             else:
-                data = "".join(_line(e) for e in new).encode("utf-8", "surrogatepass")
+                data = b"".join(_line(e) for e in new)
                 if st.st_size > self._offset:  # a line a crash cut short: end it, readers skip it
                     data = b"\n" + data
                     self._lines += 1
@@ -464,7 +465,7 @@ class Ledger:
         assert self.path is not None
         kept = self._compact()
         self._header = self._head()
-        data = self._header + "".join(_line(e) for e in kept).encode("utf-8", "surrogatepass")
+        data = self._header + b"".join(_line(e) for e in kept)
         fd, tmp = tempfile.mkstemp(prefix=".ledger.", suffix=".tmp", dir=self.path.parent)
         try:
             os.fchmod(fd, mode)  # a rewrite keeps the file's permissions (a new ledger is private)
@@ -627,9 +628,9 @@ def _unsafe(path: Path) -> bool:
     return False
 
 
-def _line(e: LedgerEntry) -> str:
+def _line(e: LedgerEntry) -> bytes:
     d = {"key": e.key, "ids": list(e.ids), "lines": list(e.lines), "text": e.text, "tokens": e.tokens, "skipped": e.skipped}
-    return json.dumps(d, ensure_ascii=False, separators=(",", ":")) + "\n"
+    return dump_json(d) + b"\n"
 
 
 class _Pruner:

@@ -84,7 +84,7 @@ def test_a_symlinked_ledger_file_pointing_outside_is_never_trusted_nor_written(
     key = message_keys({0: TURNS[0]})[0]  # the key of this conversation's first user message
     planted = LedgerEntry(key=key, ids=("evil",), lines=("- planted",), text="<memory>PLANTED</memory>", tokens=3)
 
-    outside.write_text(json.dumps({"version": _VERSION, "session": "s", "saved": 0}) + "\n" + _line(planted))
+    outside.write_text(json.dumps({"version": _VERSION, "session": "s", "saved": 0}) + "\n" + _line(planted).decode())
     before = outside.read_bytes()
     path.parent.mkdir(parents=True)
     os.symlink(outside, path)
