@@ -110,7 +110,8 @@ async def upstream_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] != "http":
         return
     body = await request_body(receive)
-    stream = scope["method"] == "POST" and bool(json.loads(body or b"{}").get("stream"))
+    # a JSON parse only for a body that may ask for a stream: the upstream shares the cores it is timed on
+    stream = scope["method"] == "POST" and b'"stream"' in body and bool(json.loads(body).get("stream"))
     if scope["method"] == "POST" and UPSTREAM_DELAY_S:
         await asyncio.sleep(UPSTREAM_DELAY_S)  # the provider thinking
     if not stream:
@@ -478,23 +479,37 @@ def cpu_seconds(pid: int) -> float:
     return sum(times.get(p, 0.0) for p in tree)
 
 
+def _run_client(main: Any) -> Any:
+    """Run the client's coroutine on uvloop where it installs: the client shares the cores with the
+    servers it measures, so the less CPU it takes per request, the less it skews them."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)
+
+
 def throughput(port: int, key: str, bodies: list[dict[str, Any]], clients: int, seconds: float,
-               path: str = CHAT) -> int:
+               path: str = CHAT) -> tuple[int, float, float]:
+    """Requests done by ``clients`` keep-alive connections in ``seconds``, the seconds they took and
+    the CPU seconds this client spent on them (the load alone: the request bytes are built before)."""
     size = len(bodies) // clients  # each client its own conversations, in order
     per_client = [[request_bytes(f"127.0.0.1:{port}", key, b, path) for b in bodies[i * size:(i + 1) * size]]
                   for i in range(clients)]
 
-    async def run() -> int:
-        deadline = time.perf_counter() + seconds
-        return sum(await asyncio.gather(*(_client(port, reqs, deadline, None) for reqs in per_client)))
+    async def run() -> tuple[int, float, float]:
+        start, cpu = time.perf_counter(), time.process_time()
+        done = sum(await asyncio.gather(*(_client(port, reqs, start + seconds, None) for reqs in per_client)))
+        return done, time.perf_counter() - start, time.process_time() - cpu
 
-    return asyncio.run(run())
+    return _run_client(run())  # type: ignore[no-any-return]
 
 
 def latencies(port: int, key: str, bodies: list[dict[str, Any]], path: str = CHAT) -> list[float]:
     out: list[float] = []
     raws = [request_bytes(f"127.0.0.1:{port}", key, b, path) for b in bodies]
-    asyncio.run(_client(port, raws, None, out))
+    _run_client(_client(port, raws, None, out))
     return out
 
 
@@ -575,25 +590,26 @@ def run_workers(args: argparse.Namespace) -> int:
             lat: dict[str, list[float]] = {name: [] for name in targets}
             loop: dict[str, list[float]] = {name: [] for name in targets}
             floor: dict[str, list[float]] = {name: [] for name in targets}  # CPU of the same bodies passed through
+            cores: dict[str, list[float]] = {name: [] for name in targets}  # the target's CPU seconds per second
+            harness: dict[str, list[float]] = {name: [] for name in targets}  # client's and upstream's CPU per request
             for r in range(rounds):
                 order = list(targets) if r % 2 == 0 else list(targets)[::-1]
                 for name in order:
                     proc, port = targets[name]
                     request_bytes = portkey.request_bytes if name == "portkey" else plain  # type: ignore[assignment]
                     throughput(port, "sk-upstream-fake", new_turn_bodies(clients * 5, False, f"warm{r}{name}"), clients, 1.0)
-                    c0 = cpu_seconds(proc.pid) if proc else 0.0
-                    t0 = time.perf_counter()
-                    done = throughput(port, "sk-upstream-fake", new_turn_bodies(clients * int(seconds * 400), False, f"r{r}{name}"),
-                                      clients, seconds)
-                    took = time.perf_counter() - t0
+                    bodies = new_turn_bodies(clients * int(seconds * 400), False, f"r{r}{name}")
+                    c0, u0 = cpu_seconds(proc.pid) if proc else 0.0, cpu_seconds(procs[0].pid)
+                    done, took, mine = throughput(port, "sk-upstream-fake", bodies, clients, seconds)
                     rps[name].append(done / took)
+                    harness[name].append((mine + cpu_seconds(procs[0].pid) - u0) / done * 1000)
                     if proc:
                         cpu[name].append((cpu_seconds(proc.pid) - c0) / done * 1000)
+                        cores[name].append(cpu[name][-1] * done / took / 1000)
                     if name.startswith("memwire"):  # the HTTP work alone: a route without memory, same bodies
+                        bodies = new_turn_bodies(clients * int(seconds * 200), False, f"p{r}{name}")
                         c0 = cpu_seconds(proc.pid)
-                        done = throughput(port, "sk-upstream-fake", new_turn_bodies(clients * int(seconds * 200), False,
-                                                                                    f"p{r}{name}"), clients, seconds / 2,
-                                          PASSED_THROUGH)
+                        done, _, _ = throughput(port, "sk-upstream-fake", bodies, clients, seconds / 2, PASSED_THROUGH)
                         floor[name].append((cpu_seconds(proc.pid) - c0) / done * 1000)
                     lat[name] += latencies(port, "sk-upstream-fake", new_turn_bodies(max(1, args.requests // rounds),
                                                                                      True, f"l{r}{name}"))
@@ -607,10 +623,13 @@ def run_workers(args: argparse.Namespace) -> int:
           f"upstream and the server; {clients} clients for {seconds:g} s per target and round, {rounds} interleaved "
           f"rounds; latency: 1 client, {args.requests} requests of ~12 KB each a new turn ('new turn'), and as many "
           f"as an agent's tool loop sends them, 4 requests of a turn after its first ('loop'); 'own ms/req': CPU per "
-          f"request less that of the same bodies sent to a route without memory (/v1/embeddings): memwire's own work\n")
+          f"request less that of the same bodies sent to a route without memory (/v1/embeddings): memwire's own work; "
+          f"'cores': the target's CPU seconds per second of load; 'harness': the client's and the upstream's CPU per "
+          f"request (they share the cores)\n")
     d50, d99 = pct(lat["direct"], 0.5), pct(lat["direct"], 0.99)
     t50, t99 = pct(loop["direct"], 0.5), pct(loop["direct"], 0.99)
-    head = (f"{'target':<14} {'req/s':>8} {'x w=1':>6} {'CPU ms/req':>11} {'own ms/req':>11} {'p50 ms':>8} {'p99 ms':>8} "
+    head = (f"{'target':<14} {'req/s':>8} {'x w=1':>6} {'CPU ms/req':>11} {'own ms/req':>11} {'cores':>6} {'harness':>8} "
+            f"{'p50 ms':>8} {'p99 ms':>8} "
             f"{'added p50':>10} {'added p99':>10} {'loop +p50':>10} {'loop +p99':>10}")
     print(head)
     print("-" * len(head))
@@ -623,7 +642,8 @@ def run_workers(args: argparse.Namespace) -> int:
         p50, p99 = pct(lat[name], 0.5), pct(lat[name], 0.99)
         l50, l99 = pct(loop[name], 0.5), pct(loop[name], 0.99)
         ratio = f"{v / base:>6.2f}" if name.startswith("memwire") else f"{'':>6}"
-        print(f"{name:<14} {v:>8.0f} {ratio} {c} {own} {p50:>8.2f} {p99:>8.2f} {p50 - d50:>+10.2f} {p99 - d99:>+10.2f} "
+        busy = f"{statistics.median(cores[name]):>6.2f}" if cores[name] else f"{'':>6}"
+        print(f"{name:<14} {v:>8.0f} {ratio} {c} {own} {busy} {statistics.median(harness[name]):>8.2f} {p50:>8.2f} {p99:>8.2f} {p50 - d50:>+10.2f} {p99 - d99:>+10.2f} "
               f"{l50 - t50:>+10.2f} {l99 - t99:>+10.2f}")
     for note in notes:
         print(note)
