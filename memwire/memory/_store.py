@@ -64,7 +64,13 @@ MAIN_FILE = "MEMORY.md"
 DEFAULT_TOPIC = "Notes"
 _NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")  # fullmatch: "$" would let a trailing newline in
 _Sig = tuple[int, int, int]
+# A directory's timestamp tick: how long after a change its mtime may not move for another change
+# (see _Dir._list). Local Linux filesystems stamp with the kernel's coarse clock, at most a jiffy
+# (10 ms at HZ=100) behind, in nanoseconds; elsewhere (FAT's 2 s, a network filesystem's server
+# clock, another system, whole-second stamps) 2 s is assumed.
 _DIR_TICK_NS = 2_000_000_000
+_FINE_TICK_NS = 20_000_000
+_FINE_FILESYSTEMS = frozenset({"ext4", "xfs", "btrfs", "tmpfs", "f2fs", "overlay", "zfs", "bcachefs"})
 MAX_MEMORY_CHARS = 4000  # about 1,000 tokens: more than a whole default memory block
 MAX_TOPIC_CHARS = 100
 ARCHIVE_DIR = "archive"
@@ -163,6 +169,7 @@ class _Dir:
         self.heads: dict[str, bytes | None] = {}
         self.hashes: dict[str, bytes | None] = {}  # digests of the files as parsed (None: patched since)
         self._dir_sig: tuple[int, int] | None = None
+        self._tick_ns: int | None = None  # the directory's filesystem's tick (fine_tick_ns), once it exists
         self.outside: set[str] = set()  # symlinked files that point out of the directory (not read)
         self.writing = 0  # writes of this process in progress (see MemoryStore.ready)
         self._writing_lock = threading.Lock()
@@ -213,9 +220,13 @@ class _Dir:
         except FileNotFoundError:
             return {}, None
         # Trust this listing while the directory's mtime stays the same, but only if that mtime is
-        # older than any filesystem's timestamp tick (2 s): a change made in the same tick as the
-        # listing would not move it.
-        return found, (dir_sig if time.time_ns() - dst.st_mtime_ns > _DIR_TICK_NS else None)
+        # older than the filesystem's timestamp tick: a change made in the same tick as the listing
+        # would not move it. (The fine tick spares the proxy a listing per request for 2 s after
+        # each of the lifecycle's saves of .meta.json, every 5 s in each worker.)
+        if self._tick_ns is None:
+            self._tick_ns = fine_tick_ns(self.path)
+        tick = self._tick_ns if dst.st_mtime_ns % 1_000_000_000 else _DIR_TICK_NS  # whole seconds: a coarse stamp
+        return found, (dir_sig if time.time_ns() - dst.st_mtime_ns > tick else None)
 
     def current(self) -> bool:
         """Whether the cache matches the files on disk (nothing to re-read). A listing that found
@@ -344,6 +355,29 @@ class _Dir:
         except FileNotFoundError:
             return None
         return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def fine_tick_ns(path: Path, mountinfo: str | None = None) -> int:
+    """The timestamp tick of the filesystem holding ``path`` (see ``_DIR_TICK_NS``), from the
+    mount table (``mountinfo``: its text, else ``/proc/self/mountinfo``; none outside Linux)."""
+    if mountinfo is None:
+        try:
+            with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+                mountinfo = fh.read()
+        except OSError:
+            return _DIR_TICK_NS
+    real = os.path.realpath(path)
+    point, fstype = "", ""
+    for line in mountinfo.splitlines():  # "id parent dev root MOUNT_POINT options ... - FSTYPE source ..."
+        fields = line.split()
+        sep = fields.index("-", 6) if "-" in fields[6:] else len(fields)
+        if sep + 1 >= len(fields):
+            continue
+        mount = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])  # \040: a space
+        inside = real == mount or real.startswith(mount.rstrip("/") + "/")
+        if inside and len(mount) >= len(point):  # the deepest mount; the later of two at one point
+            point, fstype = mount, fields[sep + 1]
+    return _FINE_TICK_NS if fstype in _FINE_FILESYSTEMS else _DIR_TICK_NS
 
 
 def _by_id(parsed: Any, path: str) -> dict[str, Memory]:

@@ -326,6 +326,54 @@ def test_new_and_removed_topic_files_are_seen_when_the_directory_is_old(tmp_path
     assert [m.text for m in store] == ["First memory about the build"]
 
 
+_MOUNTS = """\
+22 27 0:21 / /proc rw,relatime - proc proc rw
+27 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
+30 27 0:40 / /srv/team\\040notes rw,relatime shared:5 master:2 - nfs4 server:/notes rw,vers=4.2
+31 30 0:41 / /srv/team\\040notes/local rw - tmpfs tmpfs rw
+32 27 0:42 / /mnt/usb rw - vfat /dev/sdb1 rw
+33 27 0:43 / /mnt/usb rw - xfs /dev/sdc1 rw
+"""
+
+
+@pytest.mark.parametrize("path, fine", [
+    ("/home/me/project/.memwire", True),  # ext4 at /
+    ("/srv/team notes/memory", False),  # NFS (its mount point escaped in the table): its server's clock
+    ("/srv/team notes/local/memory", True),  # the deepest mount: tmpfs
+    ("/srv/team notesx", True),  # not under /srv/team notes
+    ("/mnt/usb/memory", True),  # the later of two mounts at one point: xfs over vfat
+    ("/proc/memory", False),
+])
+def test_a_listing_is_trusted_sooner_on_a_local_filesystem_with_fine_timestamps(path: str, fine: bool) -> None:
+    from memwire.memory._store import _DIR_TICK_NS, _FINE_TICK_NS, fine_tick_ns
+
+    assert fine_tick_ns(Path(path), _MOUNTS) == (_FINE_TICK_NS if fine else _DIR_TICK_NS)
+    assert fine_tick_ns(Path(path), "") == _DIR_TICK_NS  # no mount table (not Linux): 2 s
+
+
+def test_a_listing_is_trusted_once_the_directory_is_older_than_its_tick(tmp_path: Path) -> None:
+    """Fine timestamps (tmp_path's filesystem here): a listing is trusted 20 ms after the last
+    change, not 2 s; a directory stamped in whole seconds (a coarse filesystem) waits 2 s."""
+    from memwire.memory._store import fine_tick_ns
+
+    if fine_tick_ns(tmp_path) > 20_000_000:
+        pytest.skip("tmp_path is not on a local Linux filesystem with fine timestamps")
+    store = MemoryStore(tmp_path)
+    store.add("The linter is ruff")
+    assert len(store) == 1  # loaded
+    d = store._dirs[-1]
+    for age_s, trusted in ((0.001, False), (0.1, True), (1.0, True)):
+        d._dir_sig = None
+        then = time.time_ns() - int(age_s * 1e9)
+        then -= then % 1000 - 1  # not whole seconds
+        os.utime(tmp_path, ns=(then, then))
+        assert store.ready() and (d._dir_sig is not None) == trusted, age_s
+    d._dir_sig = None
+    whole = (time.time_ns() - 500_000_000) // 1_000_000_000 * 1_000_000_000  # 0.5-1.5 s ago, in whole seconds
+    os.utime(tmp_path, ns=(whole, whole))
+    assert store.ready() and d._dir_sig is None
+
+
 @pytest.mark.parametrize("existed", [True, False], ids=["dir-existed", "dir-created-later"])
 def test_file_created_long_before_the_next_read_is_loaded_after_ready(tmp_path: Path, existed: bool) -> None:
     # A long-lived reader (the proxy's store) and another process adding the first memory
