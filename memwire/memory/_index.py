@@ -145,12 +145,14 @@ _FWD_SLACK = 1 << 16  # the forward index is compacted once its holes outnumber 
 # rather than binary-searched (see _find; on this 2-core VM merging two sorted runs is the faster
 # up to 2-3 postings per memory, in a 100k store as in a 1M one; 2 was 1% faster than 4 in searches)
 _MERGE = 2
-# a run of postings held by at least this share of the slots gets a bitmap (made when first looked
-# up in): a lookup of many memories in it is then one bit each, not a binary search of a large array
-# (at 1M, a common word's lookups ~8x faster). A bitmap costs an eighth of a byte a slot: at this
-# share, two thirds of the run's own 6 bytes a posting; in benchmarks/store_scale.py's stores, ~4 B
-# a memory once all 33 such words were looked up (1/16: 2.5 B and 4% slower at 1M, 1/64: 6.3 B)
-_BITMAP = 1 / 32
+# a term held by at least this share of the slots gets codes (made when first looked up in): each
+# slot's frequency in two bits, 0 to 3 (3: three times or more), so a lookup of many memories in it
+# reads their frequencies at once, not binary searches of large arrays (at 1M, a common word's
+# lookups ~8x faster; codes rather than a bitmap of the slots and lookups of the memories held twice
+# and more: ~15 numpy calls less a lookup, at 100k 4% of a search). Codes cost a quarter byte a slot:
+# in benchmarks/store_scale.py's stores, ~8 B a memory once all 33 such words were looked up (as a
+# bitmap, 1/16 was 4% slower at 1M than 1/32)
+_CODES = 1 / 32
 # a store of up to this many slots is scored whole, every memory from its own terms (the forward
 # index) in a few array operations, rather than pruned: there the pruning's few hundred numpy calls
 # on small arrays cost more than it saves (see ``_score_all``; results are identical)
@@ -198,48 +200,15 @@ def _numpy() -> Any:
 
 class _Run:
     """Postings: slots ascending and a frequency for each, in numpy arrays with room to grow (an
-    add appends; a reused slot or a removal shifts, both rare); and for a common word, a bitmap
-    of the slots (``bits``, see ``_BITMAP``), kept in step once made."""
+    add appends; a reused slot or a removal shifts, both rare)."""
 
-    __slots__ = ("slots", "tfs", "n", "bits")
+    __slots__ = ("slots", "tfs", "n")
 
     def __init__(self, slots: Any = None, tfs: Any = None) -> None:
         np = _numpy()
         self.slots = np.empty(2, dtype=np.int32) if slots is None else slots
         self.tfs = np.empty(2, dtype=np.uint16) if tfs is None else tfs
         self.n = 0 if slots is None else len(slots)
-        self.bits: Any = None
-
-    def holds(self, slots: Any, size: int) -> Any:
-        """Whether each of ``slots`` (ascending, under ``size``) has a posting here, read from the
-        bitmap (made or grown to ``size`` slots first)."""
-        np = _numpy()
-        if self.bits is None:
-            held = np.zeros(size, dtype=bool)
-            held[self.slots[: self.n]] = True
-            self.bits = np.packbits(held, bitorder="little")
-        elif len(slots) and int(slots[-1]) >> 3 >= len(self.bits):
-            self._room(size)
-        return (self.bits.take(slots >> 3) & _bit().take(slots & 7)) != 0
-
-    def _room(self, size: int) -> None:
-        """A bitmap of at least ``size`` slots (the new ones unset)."""
-        np = _numpy()
-        bits = self.bits
-        grown = np.zeros(max(2 * len(bits), (size + 7) >> 3), dtype=np.uint8)
-        grown[: len(bits)] = bits
-        self.bits = grown
-
-    def _set(self, slot: int, on: bool) -> None:
-        """Mark ``slot`` held (``on``) or not in the bitmap."""
-        np = _numpy()
-        if slot >> 3 >= len(self.bits):
-            self._room(slot + 1)
-        bit = np.uint8(1 << (slot & 7))
-        if on:
-            self.bits[slot >> 3] |= bit
-        else:
-            self.bits[slot >> 3] &= ~bit
 
     def add(self, slot: int, tf: int) -> None:
         np = _numpy()
@@ -257,8 +226,6 @@ class _Run:
             self.tfs[at + 1 : n + 1] = self.tfs[at:n].copy()
             self.slots[at], self.tfs[at] = slot, tf
         self.n = n + 1
-        if self.bits is not None:
-            self._set(slot, True)
 
     def remove(self, slot: int) -> None:
         n = self.n
@@ -267,18 +234,6 @@ class _Run:
             self.slots[at : n - 1] = self.slots[at + 1 : n].copy()
             self.tfs[at : n - 1] = self.tfs[at + 1 : n].copy()
             self.n = n - 1
-            if self.bits is not None:
-                self._set(slot, False)
-
-
-_BITS: list[Any] = []
-
-
-def _bit() -> Any:
-    """Each bit of a byte, by its place (``_Run.holds``)."""
-    if not _BITS:
-        _BITS.append(_numpy().array([1 << i for i in range(8)], dtype=_numpy().uint8))
-    return _BITS[0]
 
 
 _EMPTY: list[_Postings] = []
@@ -305,14 +260,44 @@ def _member(values: Any, xs: Any) -> Any:
 class _Postings(_Run):
     """One term's postings, and apart those of the memories holding it at least twice (``hi2``)
     and at least three times (``hi3``): the top-N search bounds what a common word adds to most
-    memories by what it adds at frequency 1 (see ``_best``)."""
+    memories by what it adds at frequency 1 (see ``_best``). For a common word, each slot's
+    frequency up to 3 in two bits (``codes``, see ``_CODES``), kept in step once made."""
 
-    __slots__ = ("maxtf", "hi2", "hi3")
+    __slots__ = ("maxtf", "hi2", "hi3", "codes")
 
     def __init__(self, slots: Any = None, tfs: Any = None, hi2: _Run | None = None, hi3: _Run | None = None) -> None:
         super().__init__(slots, tfs)
         self.maxtf = int(self.tfs[: self.n].max()) if self.n else 0  # only grows: a bound
         self.hi2, self.hi3 = hi2, hi3
+        self.codes: Any = None
+
+    def coded(self, slots: Any, size: int) -> Any:
+        """How often each of ``slots`` (ascending, under ``size``) holds the term, 0 to 3 (3:
+        three times or more), read from the codes (made or grown to ``size`` slots first): slot
+        ``s`` is bits ``2 * (s % 4)`` and up of byte ``s // 4``."""
+        np = _numpy()
+        if self.codes is None:
+            tf = np.zeros(size + (-size % 4), dtype=np.uint8)
+            tf[self.slots[: self.n]] = np.minimum(self.tfs[: self.n], 3)
+            four = tf.reshape(-1, 4)
+            self.codes = four[:, 0] | four[:, 1] << 2 | four[:, 2] << 4 | four[:, 3] << 6
+        elif len(slots) and int(slots[-1]) >> 2 >= len(self.codes):
+            self._room(size)
+        return (self.codes.take(slots >> 2) >> ((slots & 3) << 1)) & 3
+
+    def _room(self, size: int) -> None:
+        """Codes for at least ``size`` slots (the new ones 0)."""
+        np = _numpy()
+        grown = np.zeros(max(2 * len(self.codes), (size + 3) >> 2), dtype=np.uint8)
+        grown[: len(self.codes)] = self.codes
+        self.codes = grown
+
+    def _code(self, slot: int, tf: int) -> None:
+        """Set ``slot``'s code to ``tf`` (up to 3)."""
+        if slot >> 2 >= len(self.codes):
+            self._room(slot + 1)
+        shift = (slot & 3) << 1
+        self.codes[slot >> 2] = int(self.codes[slot >> 2]) & ~(3 << shift) | min(tf, 3) << shift
 
     @classmethod
     def of(cls, slots: Any, tfs: Any) -> "_Postings":
@@ -338,12 +323,16 @@ class _Postings(_Run):
             if self.hi3 is None:
                 self.hi3 = _Run()
             self.hi3.add(slot, tf)
+        if self.codes is not None:
+            self._code(slot, tf)
 
     def remove(self, slot: int) -> None:
         super().remove(slot)
         for run in (self.hi2, self.hi3):
             if run is not None:
                 run.remove(slot)
+        if self.codes is not None:
+            self._code(slot, 0)
 
     def at_least(self, tf: int) -> _Run:
         """The postings of frequency ``tf`` (1, 2 or 3) or more (read only)."""
@@ -738,36 +727,18 @@ class BM25Index:
         same = (both[order[1:]] == both[order[:-1]]).nonzero()[0]
         return order[same + 1] - n, run.tfs[order[same]]
 
-    def _bitmapped(self, run: _Run) -> bool:
-        """Whether ``run`` is looked up in by its bitmap (``_BITMAP``)."""
-        return run.bits is not None or run.n >= _BITMAP * len(self._ids)
-
-    def _holds(self, run: _Run, slots: Any) -> Any:
-        """Whether each of ``slots`` (distinct, ascending) has a posting in ``run``."""
-        if self._bitmapped(run):
-            return run.holds(slots, len(self._ids))
-        held = _numpy().zeros(len(slots), dtype=bool)
-        held[self._find(run, slots)[0]] = True
-        return held
-
-    def _find_bits(self, p: _Postings, slots: Any, below: int) -> tuple[Any, Any]:
-        """``_find`` in a common word's postings, by bitmaps: where in ``slots`` ``p`` has postings
-        of frequency under ``below`` and those frequencies, telling 1 from 2 from more by its
-        levels (only the few held 3 times or more are searched for, when ``below`` counts them)."""
-        np = _numpy()
-        at = p.holds(slots, len(self._ids)).nonzero()[0]
-        tfs = np.ones(len(at), dtype=np.uint16)
-        for least, run in ((2, p.hi2), (3, p.hi3)):
-            if run is None or not run.n or not len(at):
-                break
-            if below <= least:  # those held this often are not asked for
-                keep = ~self._holds(run, slots[at])
-                return at[keep], tfs[keep]
-            if least == 2:
-                tfs[self._holds(run, slots[at])] = 2
-            else:
-                i, many = self._find(run, slots[at])
-                tfs[i] = many
+    def _find_coded(self, p: _Postings, slots: Any, below: int) -> tuple[Any, Any]:
+        """``_find`` in a common word's postings, by its codes (``_CODES``): where in ``slots``
+        ``p`` has postings of frequency under ``below`` and those frequencies (only the few held 3
+        times or more are searched for, when ``below`` counts them)."""
+        tfs = p.coded(slots, len(self._ids))
+        at = ((tfs != 0) & (tfs < below)).nonzero()[0]
+        tfs = tfs.take(at)
+        if below > 3:
+            many = (tfs == 3).nonzero()[0]
+            if len(many):
+                i, n = self._find(p.at_least(3), slots.take(at.take(many)))
+                tfs[many.take(i)] = n
         return at, tfs
 
     def _ideal(self, terms: Mapping[str, float]) -> tuple[float, float]:
@@ -1100,12 +1071,16 @@ class BM25Index:
 
     def _gather(self, x: "_Term", slots: Any, below: int, avgdl: float) -> tuple[Any, Any]:
         """``x``'s part in ``slots`` (distinct, ascending) where it is held fewer than ``below``
-        times: where in ``slots`` and how much (a common word's read from its bitmaps, see
-        ``_BITMAP``)."""
-        at, tfs = self._find(x.p, slots) if not self._bitmapped(x.p) else self._find_bits(x.p, slots, below)
-        if below != _NONE:
-            few = tfs < below
-            at, tfs = at[few], tfs[few]
+        times: where in ``slots`` and how much (a common word's read from its codes, see
+        ``_CODES``)."""
+        p = x.p
+        if p.codes is not None or p.n >= _CODES * len(self._ids):
+            at, tfs = self._find_coded(p, slots, below)
+        else:
+            at, tfs = self._find(p, slots)
+            if below != _NONE:
+                few = tfs < below
+                at, tfs = at[few], tfs[few]
         return at, self._parts(self._lens.take(slots[at]), tfs, x.coef, avgdl)
 
     def _pool(self, cand: Any, own: Any, size: int, xs: Any) -> Any:

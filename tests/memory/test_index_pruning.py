@@ -57,7 +57,7 @@ paths = st.fixed_dictionaries({
     "_MERGE": st.sampled_from([0, 2, 1000]),  # binary search, or merge with the postings
     "_PROBE_WORTH": st.sampled_from([0, 5]),
     "_REPROBE": st.sampled_from([0, 200]),
-    "_BITMAP": st.sampled_from([0.0, 2.0]),  # 0: every lookup by bitmaps (kept through changes), 2: none
+    "_CODES": st.sampled_from([0.0, 2.0]),  # 0: every lookup by codes (kept through changes), 2: none
 })
 
 
@@ -358,8 +358,8 @@ def test_a_restored_index_changes_and_searches_as_the_index_it_came_from() -> No
         assert (list(a[key]) == list(b[key])) if isinstance(a[key], list) else bool((a[key] == b[key]).all()), key
 
 
-def test_bitmaps_of_common_words_keep_up_with_every_change() -> None:
-    """A common word's postings are looked up by a bitmap (``_BITMAP``) made on first use and kept
+def test_codes_of_common_words_keep_up_with_every_change() -> None:
+    """A common word's postings are looked up by its codes (``_CODES``) made on first use and kept
     in step after: through adds past its end, removals, slots reused and replacements, every
     search is the exhaustive one's. The words are in about half the memories, so the gathers of
     memories found by the rare words read them, held once, twice and three times or more."""
@@ -375,12 +375,12 @@ def test_bitmaps_of_common_words_keep_up_with_every_change() -> None:
     idx = BM25Index()
     idx.add_many((d, t, dt) for d, (t, dt) in docs.items())
     queries = [f"rare{i} rare{i + 1} alpha beta gamma make" for i in range(0, 60, 6)] + ["alpha beta rare3"]
-    with knobs(_DENSE=0, _SMALL=0, _BATCH=0, _PROBE_WORTH=0, _BITMAP=0.3, POOL=5):
+    with knobs(_DENSE=0, _SMALL=0, _BATCH=0, _PROBE_WORTH=0, _CODES=0.3, POOL=5):
         for step in range(8):
             for q in queries:
                 for cut in (0.0, 0.2):
                     check(idx, docs, q, 5, cut)
-            assert all(idx._postings[idx._term_id[w]].bits is not None for w in ("beta", "gamma", "make"))
+            assert all(idx._postings[idx._term_id[w]].codes is not None for w in ("beta", "gamma", "make"))
             for _ in range(40):  # removals (their slots reused next), replacements, adds past the end
                 doc = f"d{rng.randrange(400):03d}"
                 if rng.random() < 0.3:
@@ -392,17 +392,17 @@ def test_bitmaps_of_common_words_keep_up_with_every_change() -> None:
                     idx.add(doc, docs[doc][0])
 
 
-def test_a_bitmap_reads_memories_added_past_its_end_as_not_holding_its_word() -> None:
-    """Memories added after a word's bitmap was made, none holding the word, are past its end: a
+def test_codes_read_memories_added_past_their_end_as_not_holding_the_word() -> None:
+    """Memories added after a word's codes were made, none holding the word, are past their end: a
     lookup of them grows it (they do not hold the word) rather than reading past it."""
     docs: Docs = {f"d{i:03d}": (f"common rare{i % 7}" + " common" * (i % 3), None) for i in range(40)}
     idx = BM25Index()
     idx.add_many((d, t, dt) for d, (t, dt) in docs.items())
-    with knobs(_DENSE=0, _SMALL=0, _BATCH=1, _PROBE_WORTH=0, _BITMAP=0.0, POOL=3):
+    with knobs(_DENSE=0, _SMALL=0, _BATCH=1, _PROBE_WORTH=0, _CODES=0.0, POOL=3):
         check(idx, docs, "rare1 common", 3, 0.0)
-        bits = idx._postings[idx._term_id["common"]].bits
-        assert bits is not None and len(bits) == 5
-        for i in range(40, 200):  # the rare word alone: candidates, past the bitmap's 40 slots
+        codes = idx._postings[idx._term_id["common"]].codes
+        assert codes is not None and len(codes) == 10
+        for i in range(40, 200):  # the rare word alone: candidates, past the codes' 40 slots
             docs[f"d{i:03d}"] = (f"rare{i % 7} rare{i % 7} other", None)
             idx.add(f"d{i:03d}", docs[f"d{i:03d}"][0])
         for q in ("rare1 common", "rare2 rare3 common", "common"):
