@@ -149,7 +149,7 @@ _MERGE = 2
 # slot's frequency in two bits, 0 to 3 (3: three times or more), so a lookup of many memories in it
 # reads their frequencies at once, not binary searches of large arrays (at 1M, a common word's
 # lookups ~8x faster; codes rather than a bitmap of the slots and lookups of the memories held twice
-# and more: ~15 numpy calls less a lookup, at 100k 4% of a search). Codes cost a quarter byte a slot:
+# and more: ~20 numpy calls less a lookup, at 100k 6% of a search). Codes cost a quarter byte a slot:
 # in benchmarks/store_scale.py's stores, ~8 B a memory once all 33 such words were looked up (as a
 # bitmap, 1/16 was 4% slower at 1M than 1/32)
 _CODES = 1 / 32
@@ -297,7 +297,7 @@ class _Postings(_Run):
         if slot >> 2 >= len(self.codes):
             self._room(slot + 1)
         shift = (slot & 3) << 1
-        self.codes[slot >> 2] = int(self.codes[slot >> 2]) & ~(3 << shift) | min(tf, 3) << shift
+        self.codes[slot >> 2] = (int(self.codes[slot >> 2]) & ~(3 << shift)) | (min(tf, 3) << shift)
 
     @classmethod
     def of(cls, slots: Any, tfs: Any) -> "_Postings":
