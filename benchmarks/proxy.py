@@ -486,8 +486,7 @@ def _run_client(main: Any) -> Any:
         import uvloop
     except ImportError:
         return asyncio.run(main)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(main)
+    return uvloop.run(main)  # asyncio.Runner(loop_factory=...) is Python 3.11+; memwire runs on 3.10
 
 
 def throughput(port: int, key: str, bodies: list[dict[str, Any]], clients: int, seconds: float,

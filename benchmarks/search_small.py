@@ -16,13 +16,12 @@ import pickle
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import proxy as bench  # noqa: E402
-from proxy_phases import wrap_step  # noqa: E402
+from proxy_phases import _MEMORY_ROUTE, _timed, wrap_step  # noqa: E402
 
 # (module, attribute path): the steps timed, outermost first
 STEPS = [
@@ -43,17 +42,6 @@ STEPS = [
 ]
 
 
-def _timed(fn: Callable[..., Any], out: list[float]) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            out.append(time.perf_counter() - start)
-    return call
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=3000)
@@ -68,7 +56,7 @@ def main() -> int:
     times: dict[str, list[float]] = {}
     for module, path in STEPS:
         out: list[float] = []
-        if wrap_step(module, path, functools.partial(_timed, out=out)):
+        if wrap_step(module, path, functools.partial(_timed, out=out, marks=False)):
             times[path] = out
     seen: list[tuple[Any, ...]] = []
     if args.dump:  # record what the index is asked and answers (outside the timers' lists)
@@ -92,6 +80,7 @@ def main() -> int:
                     for values in times.values():
                         values.clear()
                 await mw.aprepare_request(body, "openai.chat", headers={"authorization": "Bearer k"})
+        _MEMORY_ROUTE.set(True)  # every search here is a memory route's: _timed records it
         asyncio.run(run())
     if args.dump:
         Path(args.dump).write_bytes(pickle.dumps(seen))

@@ -24,9 +24,8 @@ from typing import Any, TypeVar
 
 import httpx
 
-from .._errors import RequestFormatError
+from .._errors import RequestFormatError, UsageError
 from .._json import load_json
-from .._errors import UsageError
 from ..middleware._core import Middleware, Prepared
 from ..middleware._reply import ReplyTap, tap_reply
 from ._common import NAMESPACE_HEADER, SESSION_HEADER, dump_json, fail_open
