@@ -75,6 +75,10 @@ DEFAULT_ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # Anthropic's own limit for the Messages API
 MAX_CACHE_BREAKPOINTS = 4  # Anthropic rejects a request with more cache_control blocks
 OFFLOAD_BYTES = 256 * 1024  # bodies bigger than this are parsed and prepared in a worker thread
+# a pass-through body of a declared length up to this is read whole before it is sent: one write
+# upstream instead of a stream, and sent again when a pooled connection turns out closed; a bigger
+# one (a file upload) streams through as it arrives
+BUFFER_BYTES = 1024 * 1024
 
 OPENAI, ANTHROPIC = "openai", "anthropic"
 
@@ -375,6 +379,8 @@ class _Proxy:
         through untouched. ``tap(status, headers)``: what reads the reply, if anything."""
         headers = request.headers
         base = self.upstreams[upstream_family(request.scope["path"], headers)]
+        if body is None and _declared_small(headers):
+            body = await read_all(request, self.body_timeout)
         streamed = body is None and ("content-length" in headers or "transfer-encoding" in headers)
         url = base + _raw_path(request)
         if request.scope.get("query_string"):
@@ -470,6 +476,14 @@ def _raw_path(request: Request) -> str:
     """The path as the client encoded it (``%2F`` stays ``%2F``)."""
     raw = request.scope.get("raw_path")
     return raw.decode("latin-1") if raw else str(request.scope["path"])
+
+
+def _declared_small(headers: Mapping[str, str]) -> bool:
+    """Whether the request declares a body of at most BUFFER_BYTES (and is not chunked)."""
+    length = headers.get("content-length")
+    if length is None or "transfer-encoding" in headers:
+        return False
+    return length.isascii() and length.isdigit() and int(length) <= BUFFER_BYTES
 
 
 def _upstream_headers(raw: Sequence[tuple[bytes, bytes]], keep_length: bool) -> list[tuple[bytes, bytes]]:

@@ -745,7 +745,10 @@ async def test_a_client_gone_on_an_asgi_2_4_server_closes_the_upstream_answer(mw
     assert [r.getMessage()[:20] for r in caplog.records] == ["GET /v1/models 200 i"]
 
 
-async def test_a_streamed_body_is_not_sent_twice(mw: Middleware) -> None:
+@pytest.mark.parametrize("buffer", [4, 1024], ids=["streamed", "buffered"])
+async def test_a_streamed_body_is_not_sent_twice_a_buffered_one_is(mw: Middleware, buffer: int,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("memwire.adapters.proxy.BUFFER_BYTES", buffer)
     calls: list[bytes] = []
 
     def closed(request: httpx.Request) -> httpx.Response:
@@ -754,9 +757,9 @@ async def test_a_streamed_body_is_not_sent_twice(mw: Middleware) -> None:
 
     app = create_app(mw, client=mock_upstream(closed))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=PROXY) as http:
-        r = await http.post("/v1/files", content=b"file bytes")  # passed through as it streams in: read once
+        r = await http.post("/v1/files", content=b"file bytes")  # 10 bytes: over a buffer of 4, streamed (read once)
     assert r.status_code == 502 and r.json()["error"]["code"] == "upstream_unreachable"
-    assert calls == [b"file bytes"]
+    assert calls == [b"file bytes"] * (1 if buffer < 10 else 2)
 
 
 def test_pooled_upstream_connections_expire_before_a_uvicorn_upstream_closes_them() -> None:

@@ -157,8 +157,9 @@ class ClosesIdleConnections(RawUpstream):
                 self.dropped += 1
 
 
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/embeddings"])  # a memory route; a pass-through one
 @pytest.mark.parametrize("aio", [True, False], ids=["aiohttp", "httpx"])
-def test_a_pooled_connection_the_upstream_closed_is_retried_once(tmp_path: Any, aio: bool,
+def test_a_pooled_connection_the_upstream_closed_is_retried_once(tmp_path: Any, aio: bool, path: str,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("memwire.adapters.proxy.aio_available", lambda: aio)
     up = ClosesIdleConnections()
@@ -169,7 +170,7 @@ def test_a_pooled_connection_the_upstream_closed_is_retried_once(tmp_path: Any, 
         with httpx.Client(timeout=10) as client:
             chat = {"model": "m", "messages": [{"role": "user", "content": "hello there"}]}
             # 10: httpx's transport has 8 pools used in turn, so the 9th request reuses a connection
-            answers = [client.post(proxy.url + "/v1/chat/completions", json=chat) for _ in range(10)]
+            answers = [client.post(proxy.url + path, json=chat) for _ in range(10)]
     finally:
         proxy.stop()
         up.sock.close()

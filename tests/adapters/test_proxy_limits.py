@@ -20,7 +20,7 @@ import pytest
 import uvicorn
 
 from memwire import MemoryStore, Middleware
-from memwire.adapters.proxy import OFFLOAD_BYTES, create_app
+from memwire.adapters.proxy import BUFFER_BYTES, OFFLOAD_BYTES, create_app
 from memwire.adapters._server import protocol_with_header_timeout
 from memwire.cli import main
 from memwire.middleware import _replay as ledger
@@ -240,6 +240,39 @@ def test_a_passthrough_body_that_stalls_gets_a_408_too(tmp_path: Path) -> None:
     assert answer.startswith("HTTP/1.1 408")
     error = json.loads(answer.split("\r\n\r\n", 1)[1])["error"]
     assert error["code"] == "request_timeout" and "11 bytes arrived" in error["message"]
+
+
+def test_an_upload_bigger_than_the_buffer_streams_through_as_it_arrives(tmp_path: Path) -> None:
+    first_part = threading.Event()
+    got: list[int] = []
+
+    async def upstream(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        size = 0
+        while True:
+            message = await receive()
+            size += len(message.get("body", b""))
+            if size:
+                first_part.set()
+            if not message.get("more_body"):
+                break
+        got.append(size)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    _, _, mw = _proxy(tmp_path)
+    size = BUFFER_BYTES + 1
+    with serve_in_thread(upstream) as up:
+        app = create_app(mw, openai_upstream=up.base_url, anthropic_upstream=up.base_url)
+        with _Server(app, lifespan="on") as srv:
+            s = srv.sock()
+            s.sendall(b"POST /v1/files HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+                      b"Content-Length: %d\r\n\r\n" % size + b"x" * (size // 2))
+            arrived = first_part.wait(10)  # before the rest is sent: the proxy did not wait for it
+            s.sendall(b"x" * (size - size // 2))
+            answer = _read_response(s)
+    assert arrived and answer.startswith("HTTP/1.1 200") and got == [size]
 
 
 @pytest.mark.parametrize("path", ["/v1/files", "/v1/chat/completions"])  # streamed through; read first
