@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
@@ -88,9 +88,15 @@ async def _receive_all(request: Request, chunks: list[bytes], limit: int | None)
             return b"".join(chunks)
 
 
+def declared_length(headers: Mapping[str, str]) -> int | None:
+    """The body length the request's ``content-length`` declares, or None (none, or not a number)."""
+    declared = headers.get("content-length", "")
+    return int(declared) if declared.isascii() and declared.isdigit() else None
+
+
 def _check_declared(request: Request, limit: int | None) -> None:
-    declared = request.headers.get("content-length", "")
-    if limit is not None and declared.isdigit() and int(declared) > limit:
+    declared = declared_length(request.headers)
+    if limit is not None and declared is not None and declared > limit:
         raise Refusal(413, f"request body of {declared} bytes exceeds the proxy's limit of {limit} bytes")
 
 

@@ -58,7 +58,7 @@ from ._aio import AioTransport, Answer, Outgoing
 from ._aio import available as aio_available
 from ._common import dump_json
 from ._keys import KEY_HEADER, Access, Caller, Denied, KeyRing
-from ._limits import NamespaceQuota, Refusal, read_all, read_body
+from ._limits import NamespaceQuota, Refusal, declared_length, read_all, read_body
 from ._metrics import Metrics
 from ._ui import ui_routes
 from ._memory_api import memory_api
@@ -379,7 +379,8 @@ class _Proxy:
         through untouched. ``tap(status, headers)``: what reads the reply, if anything."""
         headers = request.headers
         base = self.upstreams[upstream_family(request.scope["path"], headers)]
-        if body is None and _declared_small(headers):
+        declared = declared_length(headers)
+        if body is None and declared is not None and declared <= BUFFER_BYTES and "transfer-encoding" not in headers:
             body = await read_all(request, self.body_timeout)
         streamed = body is None and ("content-length" in headers or "transfer-encoding" in headers)
         url = base + _raw_path(request)
@@ -476,14 +477,6 @@ def _raw_path(request: Request) -> str:
     """The path as the client encoded it (``%2F`` stays ``%2F``)."""
     raw = request.scope.get("raw_path")
     return raw.decode("latin-1") if raw else str(request.scope["path"])
-
-
-def _declared_small(headers: Mapping[str, str]) -> bool:
-    """Whether the request declares a body of at most BUFFER_BYTES (and is not chunked)."""
-    length = headers.get("content-length")
-    if length is None or "transfer-encoding" in headers:
-        return False
-    return length.isascii() and length.isdigit() and int(length) <= BUFFER_BYTES
 
 
 def _upstream_headers(raw: Sequence[tuple[bytes, bytes]], keep_length: bool) -> list[tuple[bytes, bytes]]:
