@@ -340,10 +340,10 @@ class _Postings(_Run):
         return run if run is not None else _empty()
 
 
-# ``_score_all``: the live slots (ascending), their ``_forward`` runs, and ``_score_runs`` of them
-#: the ``_forward`` runs of some memories: each run's memory (an index into them), term id and
-#: frequency, the memories' lengths, and each run's ``_saturation`` where kept (else None)
+# the ``_forward`` runs of some memories: each run's memory (an index into them), term id and
+# frequency, the memories' lengths, and each run's ``_saturation`` where kept (else None)
 _Runs = tuple[Any, Any, Any, Any, Any]
+# ``_score_all``: the live slots (ascending), their ``_forward`` runs, and ``_score_runs`` of them
 _Scored = tuple[Any, _Runs, Any, Any, Any]
 
 
@@ -379,7 +379,7 @@ class BM25Index:
         self._tcoef: Any = None  # per-query scratch: term id -> the query's coef (_score_runs), zero but there
         self._tmark: Any = None  # and whether it is one of the terms scored (bool), False but there
         self._quantum = 2.0**32  # the current query's (see _quantum_for)
-        self._whole: tuple[Any, tuple[Any, Any, Any, Any]] | None = None  # _score_all's slots and runs, until a change
+        self._whole: tuple[Any, _Runs] | None = None  # _score_all's slots and runs, until a change
         # term id -> idf, until a change: feedback weighs the terms of the same few memories again
         # and again (in a small store, query after query), each a count of postings and a log
         self._idfs: dict[int, float] = {}
