@@ -523,7 +523,8 @@ class PgStore:
 
     def add_many(self, memories: Iterable[Memory | str], *, cue: str = "explicit") -> list[Memory]:
         """Add many memories in one transaction."""
-        items = [_checked(Memory.create(m) if isinstance(m, str) else m) for m in memories]
+        items = [_checked(Memory.create(m) if isinstance(m, str) else m, screen=self.kind != "archive")
+                 for m in memories]
         for m in items:
             if any("\0" in s for s in (m.text, m.topic or "", m.date or "", *m.tags)):
                 raise InvalidMemoryError(f"a memory cannot hold a NUL character: {m.text[:80]!r}")
@@ -556,7 +557,7 @@ class PgStore:
         with self._writing() as w:
             mem, _ = w.find(self.kind, mid)
             if reason is not None:
-                w.merge("archive", [_checked(archived(mem, reason))])
+                w.merge("archive", [_checked(archived(mem, reason), screen=False)])
             w.delete(self.kind, mem.id)
         if reason is not None and self.track:
             self.lifecycle.forgotten([mem.id])

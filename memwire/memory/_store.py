@@ -47,6 +47,7 @@ from .._errors import (
 )
 from .._locks import write_lock
 from ..policies._query import Query
+from ..policies._screen import refusal
 from . import _snapshot
 from ._index import BM25Index
 from ._lifecycle import Lifecycle, Scoring
@@ -475,14 +476,18 @@ def _insert_under_topic(data: bytes, topic: str, lines_to_add: list[str]) -> byt
     return data[:end] + block + data[end:]
 
 
-def _checked(mem: Memory) -> Memory:
-    """The memory ``add`` will write, validated: it must read back as exactly this memory."""
+def _checked(mem: Memory, *, screen: bool = True) -> Memory:
+    """The memory ``add`` will write, validated: it must read back as exactly this memory. With
+    ``screen`` (every new memory; not a copy into the archive) what may never be stored (a secret,
+    control characters: ``policies._screen``) is refused, naming the rule, never the text."""
     text = " ".join(mem.text.split())  # one memory is one line
     if not text:
         raise InvalidMemoryError("a memory needs some text")
     if len(text) > MAX_MEMORY_CHARS:  # one memory is one fact; a pasted file would crowd every block
         raise InvalidMemoryError(f"a memory is at most {MAX_MEMORY_CHARS:,} characters, this one has {len(text):,}; "
                                  "split it, or keep the file and remember where it is")
+    if screen and (why := refusal(" ".join([text, mem.topic or "", *mem.tags]))) is not None:
+        raise InvalidMemoryError(why)
     pinned, tags = mem.pinned, []
     for raw in mem.tags:
         tag = unicodedata.normalize("NFC", str(raw).strip().lstrip("#").lower())
@@ -531,6 +536,7 @@ class MemoryStore:
         self.path = Path(dir)
         self.scoring = scoring
         self.track = track  # record lifecycle metadata (the inbox and the archive do not)
+        self.screens = True  # refuse what may never be stored (the archive takes copies as they were)
         self._lifecycle: Lifecycle | None = None
         self._archive: MemoryStore | None = None
         self._inbox: MemoryStore | None = None
@@ -592,6 +598,7 @@ class MemoryStore:
         injected, searchable, restorable. One store per store: it re-reads only what changed."""
         if self._archive is None:
             self._archive = MemoryStore(self.path / ARCHIVE_DIR, min_score=self.min_score, track=False)
+            self._archive.screens = False
         return self._archive
 
     @property
@@ -793,7 +800,7 @@ class MemoryStore:
 
     def add_many(self, memories: Iterable[Memory | str], *, cue: str = "explicit") -> list[Memory]:
         """Write many memories in one locked file write."""
-        items = [_checked(Memory.create(m) if isinstance(m, str) else m) for m in memories]
+        items = [_checked(Memory.create(m) if isinstance(m, str) else m, screen=self.screens) for m in memories]
         d = self._dirs[-1]
         by_topic: dict[str, list[Memory]] = {}
         result: list[Memory] = []
