@@ -178,7 +178,8 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
     spec = {"config": cfg.model_dump(mode="json"), "openai_upstream": args.openai_upstream,
             "anthropic_upstream": args.anthropic_upstream, "timeout": args.timeout,
             "max_body_bytes": int(args.max_body_mb * 2**20), "cache_breakpoint": args.cache_breakpoint,
-            "memory": usable, "log_level": args.log_level, "log_format": args.log_format}
+            "memory": usable, "log_level": args.log_level, "log_format": args.log_format,
+            "supervisor": os.getpid()}  # its workers exit when this process dies, even by SIGKILL
     server: dict[str, Any] = dict(
         host=args.host, port=args.port, log_level=args.log_level, access_log=False,
         log_config=None,  # logging is configure_logging's (text or JSON), in every process

@@ -14,17 +14,24 @@ Workers: ``memwire proxy --workers N`` runs N processes with uvicorn's superviso
 app as an import string: :func:`worker_app` builds it in each worker from the spec the command
 wrote (a private file named by ``SPEC_ENV``), so every worker has the same settings, key checks,
 limits and header timeout. They share nothing but the memory directory, whose files (memories,
-ledgers, turn memos) are the source of truth (see ``middleware/_replay``).
+ledgers, turn memos) are the source of truth (see ``middleware/_replay``). A worker exits with
+its supervisor (:func:`exit_with_parent`): when the command's process is killed outright (SIGKILL,
+the OOM killer), nobody else would stop its workers, and they would go on holding the port.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import gc
 import json
 import os
+import signal
 import socket
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +40,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from .._logs import configure_logging
 
 __all__ = ["protocol_with_header_timeout", "http_protocol", "worker_app", "build_app", "freeze_startup", "SPEC_ENV",
-           "GuardedH11Protocol"]
+           "GuardedH11Protocol", "exit_with_parent"]
 
 SPEC_ENV = "MEMWIRE_PROXY_WORKER_SPEC"
 
@@ -155,11 +162,55 @@ def freeze_startup() -> None:
     gc.freeze()
 
 
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _parent_death_signal(sig: int) -> bool:
+    """Linux: ask the kernel to send ``sig`` to this process when its parent dies (``prctl
+    PR_SET_PDEATHSIG``). False where that is not available."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_PDEATHSIG, ctypes.c_ulong(sig), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                              ctypes.c_ulong(0))) == 0
+    except (OSError, AttributeError):  # no libc or no prctl in it
+        return False
+
+
+def _watch_parent(parent: int, sig: int, every: float) -> None:
+    while os.getppid() == parent:
+        time.sleep(every)
+    os.kill(os.getpid(), sig)
+
+
+def exit_with_parent(parent: int, sig: int = signal.SIGTERM, every: float = 1.0, prctl: bool = True) -> str:
+    """Send ``sig`` to this process when its parent (pid ``parent``) dies; returns how: "prctl" or
+    "poll".
+
+    On Linux the kernel does it (``PR_SET_PDEATHSIG``), and the parent is checked once more after
+    the call, in case it died before: an orphan's parent is then init or a subreaper, never
+    ``parent``. Elsewhere (or with ``prctl=False``) a daemon thread compares ``os.getppid()`` with
+    ``parent`` every ``every`` seconds. The death signal follows the parent *thread* that started
+    this process: uvicorn's supervisor starts and restarts its workers from its main thread.
+    In a worker, SIGTERM is uvicorn's graceful shutdown: the listening socket is closed at once,
+    requests in flight are answered.
+    """
+    if prctl and _parent_death_signal(sig):
+        if os.getppid() != parent:
+            os.kill(os.getpid(), sig)
+        return "prctl"
+    threading.Thread(target=_watch_parent, args=(parent, sig, every), name="memwire-parent", daemon=True).start()
+    return "poll"
+
+
 def worker_app() -> Any:
     """The app one ``--workers`` process serves (a uvicorn factory): built from the spec file."""
     import logging
 
     spec = json.loads(Path(os.environ[SPEC_ENV]).read_text(encoding="utf-8"))
+    if spec.get("supervisor"):  # first: the supervisor may die while this worker builds its app
+        exit_with_parent(int(spec["supervisor"]))
     configure_logging(spec["log_level"], spec.get("log_format", "text"))
     for cls in (GuardedH11Protocol, GuardedHttpToolsProtocol):  # loaded by uvicorn before the app
         if cls is not None:

@@ -288,3 +288,85 @@ async def test_the_workers_flag_serves_every_guarantee_from_two_processes(
     while any(running(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(running(pid) for pid in workers)
+
+
+def _port_open(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        return True
+    except OSError:
+        return False
+
+
+def _running(pid: int) -> bool:
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the worker processes through /proc")
+def test_workers_exit_when_the_main_process_is_killed(tmp_path: Path, upstream: tuple[FakeProvider, str]) -> None:
+    """kill -9 of ``memwire proxy`` (the OOM killer, a supervisor's timeout): its workers must not
+    go on serving the port with nobody to stop them."""
+    _, url = upstream
+    make_store(tmp_path / "mem")
+    proxy = Proxy(tmp_path, tmp_path / "mem", url, "--workers", "2", "--log-level", "info")
+    try:
+        proxy.wait()
+        deadline = time.monotonic() + 60  # warm-up: both workers have built their app and serve
+        while proxy.log.read_text().count("Application startup complete") < 2 and time.monotonic() < deadline:
+            assert proxy.proc.poll() is None, proxy.log.read_text()
+            time.sleep(0.1)
+        assert proxy.log.read_text().count("Application startup complete") == 2, proxy.log.read_text()
+        workers = _children(proxy.proc.pid)
+        assert len(workers) >= 2 and all(_running(pid) for pid in workers)
+        proxy.proc.kill()
+        proxy.proc.wait()
+        deadline = time.monotonic() + 2
+        while _port_open(proxy.port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _port_open(proxy.port), "the workers went on serving the port after their supervisor died"
+        deadline = time.monotonic() + 30  # the processes end too (a hang guard, not a timing)
+        while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_running(pid) for pid in workers)
+        with socket.socket() as s:  # a new proxy can take the port
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", proxy.port))
+            s.listen()
+    finally:
+        if proxy.proc.poll() is None:
+            proxy.stop()
+
+
+@pytest.mark.parametrize("prctl", [True, False], ids=["prctl", "poll"])
+def test_a_process_whose_parent_died_before_it_asked_stops_at_once(prctl: bool) -> None:
+    """The parent may die while a worker starts, before it asks to be signalled: it checks once."""
+    code = ("import os, time; from memwire.adapters._server import exit_with_parent; "
+            f"exit_with_parent(os.getpid(), prctl={prctl}); time.sleep(30); print('alive')")  # its own pid: never its parent
+    run = subprocess.run([sys.executable, "-c", code], env=env(Path("/nonexistent")), capture_output=True, timeout=60)
+    assert run.returncode == -15 and b"alive" not in run.stdout, run
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="follows the processes through /proc")
+def test_without_prctl_a_child_notices_its_parent_gone_each_second() -> None:
+    """Where PR_SET_PDEATHSIG does not exist, a thread compares the parent pid once a second."""
+    child = ("import os, sys, time; from memwire.adapters._server import exit_with_parent; "
+             "print(os.getpid(), exit_with_parent(os.getppid(), prctl=False), flush=True); time.sleep(60)")
+    parent = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys, time; "
+                               f"subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(60)"],
+                              env=env(Path("/nonexistent")), stdout=subprocess.PIPE)
+    try:
+        assert parent.stdout is not None
+        pid, how = parent.stdout.readline().split()
+        assert how == b"poll" and _running(int(pid))
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 30  # a hang guard: it checks every second
+        while _running(int(pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(int(pid))
+    finally:
+        if parent.poll() is None:
+            parent.kill()
