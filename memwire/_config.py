@@ -7,9 +7,11 @@ Precedence, lowest first: defaults, ``memwire.toml`` (``[memwire]`` table or top
 variables, keyword overrides. Every bad key or value raises :class:`ConfigError` naming it.
 
 A ``memwire.toml`` memwire finds by itself in the working directory is the *project's* config (it
-may come with a cloned repository): it cannot set the keys in :data:`PROJECT_REFUSED` nor give
-memory the system role; those keys are ignored, each with a notice. A file the person names
-(``path``, ``--config``, ``$MEMWIRE_CONFIG``) is the person's own and may set every key.
+may come with a cloned repository): it is read only once the directory is trusted (the decision is
+``memwire._trust.resolve_config``'s, for the command line and the library alike), and even then it
+cannot set the keys in :data:`PROJECT_REFUSED`, give memory the system role nor choose a mode outside
+:data:`PROJECT_MODES`; those keys are ignored, each with a notice. A file the person names (``path``,
+``--config``, ``$MEMWIRE_CONFIG``) is the person's own and may set every key.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Config", "MODES", "PROJECT_REFUSED", "normalize_mode", "load_config", "make_config", "restrict_project_config"]
+__all__ = ["Config", "MODES", "PROJECT_MODES", "PROJECT_REFUSED", "normalize_mode", "load_config", "make_config", "restrict_project_config"]
 
 log = logging.getLogger("memwire")
 
@@ -90,9 +92,28 @@ PROJECT_REFUSED: dict[str, str] = {
 }
 
 
+#: The modes a project's memwire.toml may choose: those that leave the system prompt byte-identical
+#: (DESIGN, rule 2) and put memory in a message of the ``user`` role. ``systemPromptPerTurn`` writes
+#: memory into the system prompt, where it carries the authority of the person's own prompt: like a
+#: ``memory_role`` other than ``user``, it needs the person's own settings. A mode registered later is
+#: not a project's to choose until it is added here.
+PROJECT_MODES: tuple[str, ...] = ("contextPerTurn", "startup")
+
+
+def _project_mode(value: Any) -> str | None:
+    """The mode ``value`` names when a project config may not choose it, else None (a value that
+    names no mode is left to the validation, which names the valid ones)."""
+    try:
+        mode = normalize_mode(value)
+    except ConfigError:
+        return None
+    return None if mode in PROJECT_MODES else mode
+
+
 def restrict_project_config(values: Mapping[str, Any], source: str) -> tuple[dict[str, Any], list[str]]:
-    """Drop what a project config may not set (:data:`PROJECT_REFUSED`, and ``memory_role`` other
-    than ``"user"``); returns the rest and one notice per dropped key."""
+    """Drop what a project config may not set (:data:`PROJECT_REFUSED`, ``memory_role`` other than
+    ``"user"``, a ``mode`` outside :data:`PROJECT_MODES`); returns the rest and one notice per
+    dropped key, naming the key, the file and where to set it instead."""
     kept: dict[str, Any] = {}
     notices: list[str] = []
     for key, value in values.items():
@@ -101,6 +122,10 @@ def restrict_project_config(values: Mapping[str, Any], source: str) -> tuple[dic
         elif key == "memory_role" and value != "user":
             notices.append(f"ignoring memory_role = {value!r} in {source}: a project config cannot give memory "
                            "the system role; use MEMWIRE_MEMORY_ROLE or your own --config file")
+        elif key == "mode" and _project_mode(value) is not None:
+            notices.append(f"ignoring mode = {value!r} in {source}: a project config cannot put memory in the "
+                           f"system prompt (it may choose {' or '.join(PROJECT_MODES)}); use --mode, MEMWIRE_MODE, "
+                           "your own --config file or Middleware(mode=...)")
         else:
             kept[key] = value
     return kept, notices
@@ -110,16 +135,18 @@ def load_config(
     path: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     *,
-    project_config: bool = True,
+    project_config: bool = False,
     notices: list[str] | None = None,
     **overrides: Any,
 ) -> Config:
     """Build a Config from ``memwire.toml`` (``path``, ``$MEMWIRE_CONFIG`` or ./memwire.toml), the
     ``MEMWIRE_*`` environment and keyword overrides (None values are ignored).
 
-    ./memwire.toml is the project's config: it is read only when ``project_config`` is true, and
-    what it may not set (:func:`restrict_project_config`) is ignored with a notice, appended to
-    ``notices`` when given, else logged as a warning."""
+    ./memwire.toml is the project's config: it is read only when ``project_config`` is true, which
+    says the caller checked that the directory is trusted (``memwire._trust.resolve_config`` does,
+    and is what the command line and ``Middleware`` call); what it may not set
+    (:func:`restrict_project_config`) is ignored with a notice, appended to ``notices`` when given,
+    else logged as a warning."""
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
     named = path or env.get("MEMWIRE_CONFIG")  # a file the person named must exist

@@ -1,8 +1,10 @@
 """Trust for project memory: a cloned repository's ``.memwire/`` and ``memwire.toml`` are not used
 until the person says so.
 
-The command line finds a project memory directory (``./.memwire``) and a project config
-(``./memwire.toml``) in the working directory. It uses them only when
+memwire finds a project memory directory (``./.memwire``) and a project config (``./memwire.toml``)
+in the working directory. The command line and the library (``Middleware()``,
+``Middleware.from_config()``) decide alike, in one function (:func:`resolve_config`): they use them
+only when
 
 - the person trusted that directory once (``memwire trust [PATH]``). The trust is recorded outside
   the repository, in ``trusted.json`` in the memwire home (``$MEMWIRE_HOME``, default
@@ -13,12 +15,14 @@ The command line finds a project memory directory (``./.memwire``) and a project
   This is what keeps the quick start working: ``memwire add`` in a new project creates the
   directory and records it, and ``memwire proxy`` then uses it.
 
-A directory named explicitly needs no trust: ``--dir``, ``MEMWIRE_DIR``, a ``dir`` in the person's
-own config file (``--config``, ``MEMWIRE_CONFIG``), and in Python ``MemoryStore(dir)`` or
-``Middleware(store=...)``. Whatever the trust, a project config cannot choose where memory is read
-or written nor give memory the system role (:func:`memwire._config.restrict_project_config`).
-An untrusted directory is not an error: the command says so in one line and goes on with the
-global memory only. See docs/trust.md.
+What the person names needs no trust: ``--dir``, ``MEMWIRE_DIR``, a ``dir`` in their own config
+file (``--config``, ``MEMWIRE_CONFIG``, ``Middleware.from_config(FILE)``), and in Python
+``MemoryStore(dir)``, ``Middleware(store=...)``, ``Middleware(dir=...)`` or a ``Config`` naming its
+``dir``. Whatever the trust, a project config cannot choose where memory is read or written, give
+memory the system role nor put it in the system prompt
+(:func:`memwire._config.restrict_project_config`). An untrusted directory is not an error: the
+command says so in one line (the library logs it as a warning) and goes on with the global memory
+only. See docs/trust.md.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._config import load_config
+from ._config import load_config, make_config
 from ._locks import write_lock
 
 if TYPE_CHECKING:
@@ -250,25 +254,42 @@ def create_project_dir(memdir: Path, home: str | os.PathLike[str]) -> str | None
 
 @dataclass
 class Resolution:
-    """The command line's settings after the trust check."""
+    """The settings after the trust check."""
 
     config: Config
-    notices: list[str] = field(default_factory=list)  # one line each, for standard error
+    notices: list[str] = field(default_factory=list)  # one line each: standard error, or the library's log
     missing_dir: Path | None = None  # the project memory directory, not there yet (memwire may create it)
 
 
 def resolve_config(
     config_path: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
+    *,
+    config: Config | None = None,
+    memory_dir: bool = True,
     **overrides: Any,
 ) -> Resolution:
-    """The command line's config: the person's own settings (a config file they named, the
-    environment, flags), plus the project's ``./memwire.toml`` and ``./.memwire`` only when the
-    working directory is trusted (or memwire created ``./.memwire``). What is ignored is said in
-    ``notices``; the global memory stands in for an ignored project directory."""
+    """The settings memwire runs with, after the trust check: the one place that decides, called by
+    the command line and by the library (``Middleware()``, ``Middleware.from_config()``).
+
+    The person's own settings always apply: a config file they named (``config_path`` or
+    ``$MEMWIRE_CONFIG``), the ``MEMWIRE_*`` environment and ``overrides`` (flags, keyword
+    arguments); or ``config``, a Config the caller built, with ``overrides`` on top (no file nor
+    environment is read then). What memwire finds by itself in the working directory applies only
+    when the directory is trusted: ``./memwire.toml`` (read when no config is named or given, and
+    restricted even then: :func:`memwire._config.restrict_project_config`), and ``./.memwire``
+    (the default ``dir``, when no setting names one; also used when memwire created it). What is
+    ignored is said in ``notices``; the global memory stands in for an ignored project directory.
+    ``memory_dir=False``: the caller brings its own store, so the memory directory is not looked at.
+
+    The returned config's ``dir`` counts as set: a config resolved once is not resolved again."""
     env = os.environ if env is None else env
-    cfg = load_config(config_path, env, project_config=False, **overrides)
-    named = bool(config_path or env.get("MEMWIRE_CONFIG"))  # a named config replaces ./memwire.toml
+    if config is None:
+        cfg = load_config(config_path, env, **overrides)
+    else:  # the caller's object: what it leaves unset stays unset (its dir is still the default's)
+        cfg = make_config({**config.model_dump(exclude_unset=True),
+                           **{k: v for k, v in overrides.items() if v is not None}})
+    named = config is not None or bool(config_path or env.get("MEMWIRE_CONFIG"))  # replaces ./memwire.toml
     trust = TrustFile(cfg.global_dir)
     cwd = Path.cwd()
     notices: list[str] = []
@@ -282,17 +303,18 @@ def resolve_config(
 
     if not named and Path(PROJECT_CONFIG).is_file():
         if state() == "trusted":
-            cfg = load_config(config_path, env, notices=notices, **overrides)
+            cfg = load_config(config_path, env, project_config=True, notices=notices, **overrides)
         else:
             ignored.append(f"./{PROJECT_CONFIG}")
     missing = None
-    if "dir" not in cfg.model_fields_set:  # the default: the project directory found here
+    if memory_dir and "dir" not in cfg.model_fields_set:  # the default: the project directory found here
         memdir = cwd / cfg.dir
         if not os.path.lexists(memdir):
             missing = memdir
         elif not (_same(memdir, cfg.global_dir) or state() == "trusted" or trust.created(memdir)):
             ignored.insert(0, f"./{cfg.dir}")
             cfg.dir = cfg.global_dir  # the global memory only
+        cfg.dir = cfg.dir  # decided: a Config that names its dir is not checked again
     if ignored:
         changed = states == ["changed"]
         why = f"{PROJECT_CONFIG} changed since you trusted this directory" if changed else "this directory is not trusted"

@@ -13,13 +13,14 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from .._config import load_config, make_config, normalize_mode
+from .._config import make_config, normalize_mode
 from .._errors import NamespaceError, RequestFormatError, StoreBusyError, StoreUnavailableError
 from .._worker import Traffic
 from ..memory._store import MemoryStore
@@ -99,9 +100,16 @@ class Middleware:
     """Per-turn memory for LLM requests, without breaking the prompt cache.
 
     ``Middleware(store=MemoryStore(dir), mode="contextPerTurn")``; other settings as keyword
-    arguments (see :class:`memwire.Config`) or ``config=``. ``Middleware.from_config()`` reads
-    ``memwire.toml`` and ``MEMWIRE_*`` variables. ``mode`` may also be a mode object
+    arguments (see :class:`memwire.Config`) or ``config=``. ``mode`` may also be a mode object
     (``memwire.policies.modes``), with its own settings: ``mode=ContextPerTurn(history="drop")``.
+
+    Without ``config``, the ``MEMWIRE_*`` environment applies, as the SDKs read theirs;
+    ``Middleware.from_config(FILE)`` reads a config file you name. What memwire finds by itself in
+    the working directory follows the command line's trust rules (``memwire._trust.resolve_config``,
+    docs/trust.md): ``./memwire.toml`` and ``./.memwire`` are used only once the directory is
+    trusted (``memwire trust``) or memwire created ``./.memwire``; otherwise a warning is logged and
+    the global memory is used. What you pass (``store=``, ``dir=``, a file, a ``Config`` naming its
+    ``dir``) is yours and needs no trust.
     """
 
     def __init__(
@@ -115,10 +123,7 @@ class Middleware:
         updates = dict(options)
         if mode is not None:
             updates["mode"] = mode.name if isinstance(mode, Mode) else mode
-        if config is None:  # like the SDKs: the environment and ./memwire.toml apply by default
-            self.config = load_config(**updates)
-        else:
-            self.config = _with(config, updates)
+        self.config = _settings(config, updates, own_store=store is not None)
         if store is None:
             from ..memory._open import open_store
 
@@ -139,9 +144,11 @@ class Middleware:
         self._views = Views()  # each conversation's previous request: a request reads only what is new
 
     @classmethod
-    def from_config(cls, path: str | None = None, **overrides: Any) -> "Middleware":
-        """Read ``path`` (or ./memwire.toml) and the ``MEMWIRE_*`` environment."""
-        return cls(config=load_config(path, **overrides))
+    def from_config(cls, path: str | os.PathLike[str] | None = None, **overrides: Any) -> "Middleware":
+        """Read the config file ``path`` (or ``$MEMWIRE_CONFIG``; yours, every key applies) and the
+        ``MEMWIRE_*`` environment. Without a file named, ``./memwire.toml`` applies once the
+        directory is trusted, as on the command line."""
+        return cls(config=_settings(None, overrides, path=path))
 
     @property
     def mode(self) -> str:
@@ -421,6 +428,28 @@ def _unchanged(body: Mapping[str, Any], api: str, exc: BaseException, mode: str)
     else:
         log.warning("memwire: prepare failed (%s: %s); request sent unchanged", type(exc).__name__, exc, exc_info=exc)
     return Prepared(dict(body), Injection(mode, skipped="error", error=f"{type(exc).__name__}: {exc}"), api)
+
+
+def _settings(config: Config | None, updates: dict[str, Any], *, path: str | os.PathLike[str] | None = None,
+              own_store: bool = False) -> Config:
+    """A middleware's settings. The caller's own (``config``, ``updates``, the file ``path``, the
+    environment) apply as given; what memwire would find by itself in the working directory
+    (``./memwire.toml``, ``./.memwire`` as the default ``dir`` when no store is given) is decided by
+    the command line's one trust check, :func:`memwire._trust.resolve_config`. What it ignores is
+    logged as a warning; a project directory not there yet is created and recorded as memwire's,
+    as ``memwire proxy`` does, so what this middleware writes there is used next time."""
+    if config is not None and (own_store or "dir" in config.model_fields_set):
+        return _with(config, updates)  # nothing to find: the caller's settings as they are
+    from .._trust import create_project_dir, resolve_config
+
+    res = resolve_config(path, config=config, memory_dir=not own_store, **updates)
+    for notice in res.notices:
+        log.warning("memwire: %s", notice)
+    if res.missing_dir is not None and not res.config.store:  # a PostgreSQL store needs no directory
+        warning = create_project_dir(res.missing_dir, res.config.global_dir)
+        if warning:
+            log.warning("memwire: %s", warning)
+    return res.config
 
 
 def _with(config: Config, updates: dict[str, Any]) -> Config:
