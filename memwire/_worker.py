@@ -9,7 +9,12 @@ job longer than ``max_defer_s``: under sustained saturation the work runs anyway
 
 Work that comes one item per request (capture's turns, telemetry's replies, the request log's
 records) is ``offer``-ed instead: the items waiting are handed over together, so a deferred backlog
-costs one thread hand-off (and one append to each log), not one per request."""
+costs one thread hand-off (and one append to each log), not one per request.
+
+What a worker drops past its bound is counted by kind (``telemetry``, ``records``, ``replies``;
+capture's distillation counts its own) and told to each function given to :func:`on_dropped`: the
+proxy's ``/metrics`` (``memwire_capture_dropped_total{kind}``). Only work that may be shed goes to a
+worker: explicit captures never do (``middleware/_capture``: a durable queue)."""
 
 from __future__ import annotations
 
@@ -17,9 +22,12 @@ import concurrent.futures
 import logging
 import threading
 import time
+import weakref
 from typing import Any, Callable
 
-__all__ = ["Worker", "Traffic", "QUIET_S", "MAX_DEFER_S"]
+from ._logs import describe
+
+__all__ = ["Worker", "Traffic", "QUIET_S", "MAX_DEFER_S", "on_dropped", "dropped"]
 
 QUIET_S = 0.02      # a request leaves within a few ms of prepare(); a provider takes 100s of ms to answer
 MAX_DEFER_S = 5.0   # a job waits for a quiet moment at most this long
@@ -44,15 +52,50 @@ class Traffic:
 
 log = logging.getLogger("memwire")
 
+_listeners: list[Callable[[], Any]] = []  # each returns the listener (None: it is gone)
+_listeners_lock = threading.Lock()
+
+
+def on_dropped(listen: Callable[[str, int], None]) -> None:
+    """Call ``listen(kind, count)`` whenever work of ``kind`` is shed (a bound method is held
+    weakly: a metrics object that is gone stops being told)."""
+    ref: Any = weakref.WeakMethod(listen) if hasattr(listen, "__self__") else (lambda: listen)
+    with _listeners_lock:
+        _listeners.append(ref)
+
+
+def dropped(kind: str, count: int = 1) -> None:
+    """``count`` items of ``kind`` were shed: tell the listeners (never raises)."""
+    with _listeners_lock:
+        refs = list(_listeners)
+    dead = []
+    for ref in refs:
+        listen = ref()
+        if listen is None:
+            dead.append(ref)
+            continue
+        try:
+            listen(kind, count)
+        except Exception as exc:  # noqa: BLE001 - a count never fails the work
+            log.debug("memwire: a drop listener failed (%s)", describe(exc))
+    if dead:
+        with _listeners_lock:
+            for ref in dead:
+                if ref in _listeners:
+                    _listeners.remove(ref)
+
 
 class Worker:
     """Runs ``submit``-ted jobs one at a time, in order, on a thread started on first use. At most
     ``max_pending`` jobs wait: a worker that cannot keep up must not grow without bound, so past
-    it a job is dropped, said once per backlog as "memwire: {what} is N {unit} behind"."""
+    it a job is dropped, said once per backlog as "memwire: {what} is N {unit} behind", and counted
+    (``dropped``) as ``kind`` (default: ``name`` less its ``memwire-`` prefix)."""
 
     def __init__(self, name: str, what: str, unit: str, max_pending: Callable[[], int],
-                 traffic: Traffic | None = None, quiet_s: float = QUIET_S, max_defer_s: float = MAX_DEFER_S) -> None:
+                 traffic: Traffic | None = None, quiet_s: float = QUIET_S, max_defer_s: float = MAX_DEFER_S,
+                 kind: str | None = None) -> None:
         self.name, self.what, self.unit = name, what, unit
+        self.kind = kind or name.removeprefix("memwire-")
         self.traffic, self.quiet_s, self.max_defer_s = traffic, quiet_s, max_defer_s
         self._max_pending = max_pending  # read per submit: a module constant tests may lower
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -83,25 +126,29 @@ class Worker:
     def submit(self, fn: Callable[..., None], *args: Any) -> bool:
         """Queue ``fn(*args)``; False when it was dropped. A job's exceptions are its own to log."""
         with self._lock:
-            if not self._admit():
-                return False
-            self._queue(fn, args, 1)
-            return True
+            admitted = self._admit()
+            if admitted:
+                self._queue(fn, args, 1)
+        if not admitted:
+            dropped(self.kind)
+        return admitted
 
     def offer(self, handle: Callable[[list[Any]], None], item: Any) -> bool:
         """Queue ``item`` for ``handle``, which is called with every item offered to it since it
         last started, in order (one job however many wait: it may run before jobs ``submit``-ted
         after its first item); False when it was dropped. Each item counts toward ``max_pending``."""
         with self._lock:
-            if not self._admit():
-                return False
-            items = self._batches.get(handle)
-            if items is not None:  # a job for them is queued and not started: it takes this one too
-                items.append(item)
-                return True
-            self._batches[handle] = [item]
-            self._queue(self._hand_over, (handle,), 0)
-            return True
+            admitted = self._admit()
+            if admitted:
+                items = self._batches.get(handle)
+                if items is not None:  # a job for them is queued and not started: it takes this one too
+                    items.append(item)
+                else:
+                    self._batches[handle] = [item]
+                    self._queue(self._hand_over, (handle,), 0)
+        if not admitted:
+            dropped(self.kind)
+        return admitted
 
     def _hand_over(self, handle: Callable[[list[Any]], None]) -> None:
         with self._lock:

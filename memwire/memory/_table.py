@@ -159,8 +159,8 @@ def longer_id(mem: Memory, other: Memory, where: str | None) -> str:
     import hashlib
 
     longer = hashlib.sha1(normalized(mem.text).encode("utf-8")).hexdigest()
-    log.warning("memwire: %smemory id %s is shared by two different texts (%r and %r); the second is %s",
-                f"{where}: " if where else "", mem.id, other.text[:60], mem.text[:60], longer)
+    log.warning("memwire: %smemory id %s is shared by two different texts (%d and %d chars); the second is %s",
+                f"{where}: " if where else "", mem.id, len(other.text), len(mem.text), longer)
     return longer
 
 

@@ -94,7 +94,7 @@ def sweep(store: "MemoryStore", now: float | None = None) -> list[tuple[Memory, 
             log.info("memwire: sweep left %s (%s)", s.memory.id, exc)
     store.lifecycle.flush()
     for mem, why in moved:
-        log.info("memwire: archived %s memory %s: %s", why, mem.id, mem.text)
+        log.info("memwire: archived %s memory %s", why, mem.id)
     return moved
 
 

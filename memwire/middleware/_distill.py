@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import MissingDependencyError
+from .._logs import describe
 from ..policies._secrets import find_secret
 from ..policies._tokens import count_tokens
 from ._session import LRU
@@ -115,13 +116,13 @@ class Distiller:
         spent = self._spent.setdefault(session, [0])
         cost = count_tokens(PROMPT + messages[1]["content"])
         if spent[0] + cost > self.session_tokens:
-            log.info("memwire: distillation skipped: session %s used its %d-token budget", session, self.session_tokens)
+            log.info("memwire: distillation skipped: a session used its %d-token budget", self.session_tokens)
             return []
         spent[0] += cost
         try:
             reply = (complete or self.complete)(messages)
         except Exception as exc:  # noqa: BLE001 - a failed distillation costs a log line
-            log.warning("memwire: distillation failed (%s: %s)", type(exc).__name__, exc)
+            log.warning("memwire: distillation failed (%s)", describe(exc))
             return []
         spent[0] += count_tokens(reply)
         return self._accepted(reply, system_text)
@@ -133,7 +134,8 @@ class Distiller:
             if not isinstance(items, list):
                 raise ValueError("'memories' is not a list")
         except (ValueError, KeyError, TypeError) as exc:
-            log.warning("memwire: distillation answer is not the JSON asked for (%s); nothing stored", exc)
+            log.warning("memwire: distillation answer is not the JSON asked for (%s; %d chars); nothing stored",
+                        describe(exc), len(reply))
             return []
         out = []
         system = _squash(system_text)
