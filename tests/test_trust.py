@@ -445,10 +445,11 @@ def _system_prompts(mw: Middleware) -> list[tuple[Any, Any, Any]]:
     return out
 
 
-@pytest.mark.parametrize("mode", PROJECT_MODES)
+@pytest.mark.parametrize(("mode", "written"), [*((m, m) for m in PROJECT_MODES),
+                                               ("contextPerTurn", "context_per_turn"), ("startup", "Startup")])
 def test_a_project_config_may_choose_a_mode_that_leaves_the_system_prompt_alone(
-        clone: Path, capsys: pytest.CaptureFixture[str], mode: str) -> None:
-    (clone / "memwire.toml").write_text(f'mode = "{mode}"\ntop_k = 3\n')
+        clone: Path, capsys: pytest.CaptureFixture[str], mode: str, written: str) -> None:
+    (clone / "memwire.toml").write_text(f'mode = "{written}"\ntop_k = 3\n')
     code, _, err = run(capsys, "trust")
     assert code == 0 and err == ""
     res = resolve_config()
@@ -600,6 +601,10 @@ def test_one_function_decides_for_the_command_line_and_the_library(clone: Path, 
     Middleware(store=MemoryStore(".memwire"))  # ./memwire.toml is still the trust's to decide
     run(capsys, "list")
     assert len(calls) == 4
+    run(capsys, "trust")
+    calls.clear()
+    assert Middleware.from_config().store.path == Path(".memwire")
+    assert len(calls) == 1  # a config resolved once is not resolved again
 
 
 # --- the README's one line, with the real OpenAI SDK --------------------------------------------
