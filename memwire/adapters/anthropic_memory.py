@@ -27,10 +27,8 @@ The result texts are those of the SDK's own ``BetaLocalFilesystemMemoryTool``, w
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import re
-import stat
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -51,6 +49,7 @@ except ImportError as exc:  # an SDK from before the memory tool helpers
 from anyio import to_thread
 from typing_extensions import override
 
+from .. import _paths
 from .._errors import InvalidMemoryError, MemoryFileError
 from ..memory._markdown import parse_text
 from ..memory._store import MemoryStore, _read_all
@@ -208,30 +207,32 @@ class MemoryTool(BetaAbstractMemoryTool):
         memory (subdirectories, hidden files, other names, symlinks) is left out."""
         found: list[tuple[str, int]] = []
         try:
-            size = os.stat(self.store.path).st_size
-            with os.scandir(self.store.path) as it:
+            size = _paths.lstat(self.store.root, self.store.path).st_size
+            with _paths.scandir(self.store.root, self.store.path) as it:
                 for e in it:
                     with contextlib.suppress(ToolError, OSError):
                         if _name(f"{ROOT}/{e.name}") and e.is_file(follow_symlinks=False):
                             found.append((e.name, e.stat(follow_symlinks=False).st_size))
         except FileNotFoundError:
             size = 0  # the directory appears on the first write
+        except MemoryFileError as exc:
+            raise ToolError(f"The path {ROOT} cannot be used: {exc.problem}") from None
         lines = [f"{_size(size)}\t{ROOT}"] + [f"{_size(n)}\t{ROOT}/{name}" for name, n in sorted(found)]
         return f"Here're the files and directories up to 2 levels deep in {ROOT}, excluding hidden items:\n" + "\n".join(lines)
 
     def _read(self, path: str, name: str) -> str:
-        """A file's text, never through a symlink (``O_NOFOLLOW``), never a FIFO or a device."""
+        """A file's text, never through a symlink (at any component: ``_paths``), never a FIFO or a device."""
         try:
-            fd = os.open(self.store.path / name, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+            fd = _paths.open_fd(self.store.root, self.store.path / name, os.O_RDONLY)
         except FileNotFoundError:
             raise ToolError(f"The path {path} does not exist. Please provide a valid path.") from None
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
+        except MemoryFileError as exc:
+            if exc.problem == _paths.SYMLINK:
                 raise ToolError(f"The path {path} is a symlink; memwire never reads or writes through a symlink") from None
+            raise ToolError(f"The path {path} is not a file.") from None
+        except OSError as exc:
             raise ToolError(f"The path {path} cannot be read: {exc.strerror}") from None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise ToolError(f"The path {path} is not a file.")
             return _read_all(fd).decode("utf-8", errors="replace")
         finally:
             os.close(fd)

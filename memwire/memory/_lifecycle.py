@@ -36,7 +36,6 @@ import logging
 import math
 import os
 import re
-import tempfile
 import threading
 import time
 import weakref
@@ -45,12 +44,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
+from .. import _paths
+from .._errors import MemoryFileError
 from ._model import Memory
 from ._table import Kind
 
 __all__ = ["Lifecycle", "Meta", "Scoring", "CUES", "CATEGORIES", "CATEGORY_TAGS", "STATES", "META_NAME", "category_of"]
 
 log = logging.getLogger("memwire")
+_REFUSED = (-1, -1, -1)  # the signature of a metadata file that is refused (a symlink): warned once
 
 META_NAME = ".meta.json"
 SAVE_INTERVAL_S = 5.0
@@ -188,8 +190,9 @@ class Lifecycle:
     """The metadata of one memory directory (``store.lifecycle``)."""
 
     def __init__(self, path: str | os.PathLike[str], *, scoring: Scoring | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, root: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path)
+        self.root = Path(root) if root is not None else self.path  # nothing below it is a symlink (_paths)
         self.scoring = scoring or Scoring()
         self.clock = clock
         self._disk: dict[str, Meta] = {}
@@ -367,18 +370,23 @@ class Lifecycle:
     def _load(self) -> dict[str, Meta] | None:
         """Everything stored, when it changed since last loaded; else None."""
         try:
-            st = self.file.stat()
+            st = _paths.lstat(self.root, self.file)
+            return self._read() if (st.st_mtime_ns, st.st_size, st.st_ino) != self._sig else None
         except FileNotFoundError:
             return None
-        return self._read() if (st.st_mtime_ns, st.st_size, st.st_ino) != self._sig else None
+        except MemoryFileError as exc:  # a symlink: never read; ranking goes on without what it holds
+            if self._sig != _REFUSED:
+                self._sig = _REFUSED
+                log.warning("memwire: memory metadata not read: %s", exc)
+            return None
 
     def _save(self, delta: Mapping[str, _Delta]) -> dict[str, Meta]:
         """Merge ``delta`` into what is stored, under the file's lock (the counts of processes
         sharing the directory add up); returns everything stored."""
         from .._locks import write_lock
 
-        self.path.mkdir(parents=True, exist_ok=True)
-        with write_lock(self.path / ".meta.lock"):
+        _paths.makedirs(self.root, self.path)
+        with write_lock(_paths.under(self.root, self.path / ".meta.lock")):
             disk = self._read()
             now = self.clock()
             for mid, d in delta.items():
@@ -388,10 +396,11 @@ class Lifecycle:
 
     def _read(self) -> dict[str, Meta]:
         try:
-            raw = self.file.read_bytes()
-            st = self.file.stat()
+            fd = _paths.open_fd(self.root, self.file, os.O_RDONLY)
         except FileNotFoundError:
             return {}
+        with os.fdopen(fd, "rb") as fh:
+            raw, st = fh.read(), os.fstat(fd)
         self._sig = (st.st_mtime_ns, st.st_size, st.st_ino)
         try:
             entries = json.loads(raw)["memories"]
@@ -400,25 +409,25 @@ class Lifecycle:
             # never lose the damaged file: keep it aside, start over (the memories are in the markdown)
             aside = self.file.with_name(f"{META_NAME}.damaged")
             with contextlib.suppress(OSError):
-                os.replace(self.file, aside)
+                _paths.replace(self.root, self.file, aside)
             log.warning("memwire: %s is damaged (%s); moved to %s, metadata starts over", self.file, exc, aside.name)
             return {}
 
     def _write(self, disk: Mapping[str, Meta]) -> None:
         data = json.dumps({"version": 1, "memories": {k: m.to_json() for k, m in sorted(disk.items())}},
                           indent=0, ensure_ascii=False).encode("utf-8")
-        fd, tmp = tempfile.mkstemp(prefix=".meta.", suffix=".tmp", dir=self.path)
+        fd, tmp = _paths.mkstemp(self.root, self.path, prefix=".meta.")
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.replace(tmp, self.file)
+            _paths.replace(self.root, tmp, self.file)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-        st = self.file.stat()
+        st = os.lstat(self.file)
         self._sig = (st.st_mtime_ns, st.st_size, st.st_ino)
 
 

@@ -28,17 +28,18 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
+import stat
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import _paths
 from .._errors import MemoryFileError
 from ._table import Kind, Table
 
 if TYPE_CHECKING:
-    from ._store import MemoryStore, _Dir
+    from ._store import MemoryStore
 
 __all__ = ["SNAPSHOT_NAME", "MIN_MEMORIES", "digest", "save", "restore"]
 
@@ -128,7 +129,10 @@ def save(store: "MemoryStore") -> bool:
     import numpy as np
 
     target = store.path / SNAPSHOT_NAME
-    if len(store._merged) < MIN_MEMORIES or not store.path.is_dir():
+    try:
+        if len(store._merged) < MIN_MEMORIES or not stat.S_ISDIR(_paths.lstat(store.root, store.path).st_mode):
+            return False
+    except FileNotFoundError:
         return False
     header: dict[str, Any] = {"format": FORMAT, "fingerprint": _fingerprint(), "dirs": []}
     arrays: dict[str, Any] = {}
@@ -142,10 +146,10 @@ def save(store: "MemoryStore") -> bool:
         files = []
         for name in d.ordered():
             sig, known = d.sigs.get(name), d.hashes.get(name)
-            if sig is None or name in d.outside:
+            if sig is None or name in d.links:
                 continue
             if known is None:  # patched by an add without a re-read: digest what is there now
-                known = _digest_if_unchanged(d.path / name, sig)
+                known = _digest_if_unchanged(d.root, d.path / name, sig)
                 if known is None:
                     continue  # changed meanwhile: parsed again on the next start
                 d.hashes[name] = known
@@ -178,11 +182,11 @@ def save(store: "MemoryStore") -> bool:
         else:
             arrays[f"i_{key}"] = value
     arrays["header"] = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
-    fd, tmp = tempfile.mkstemp(prefix=".index.", suffix=".tmp", dir=store.path)
+    fd, tmp = _paths.mkstemp(store.root, store.path, prefix=".index.")
     try:
         with os.fdopen(fd, "wb") as fh:
             np.savez(fh, **arrays)
-        os.replace(tmp, target)
+        _paths.replace(store.root, tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -225,17 +229,17 @@ def _hex(b: bytes | None) -> str | None:
     return None if b is None else b.hex()
 
 
-def _digest_if_unchanged(path: Path, sig: Sequence[int]) -> bytes | None:
+def _digest_if_unchanged(root: Path, path: Path, sig: Sequence[int]) -> bytes | None:
     """The digest of the file when it is still what ``sig`` (mtime, size, inode) says, else None."""
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(_paths.open_fd(root, path, os.O_RDONLY), "rb") as fh:
             st = os.fstat(fh.fileno())
             if (st.st_mtime_ns, st.st_size, st.st_ino) != tuple(sig):
                 return None
             found = _digest_file(fh, sig[1])
             longer = bool(fh.read(1))
             st = os.fstat(fh.fileno())  # the same file all along: an edit in place meanwhile moves them
-    except OSError:
+    except (OSError, MemoryFileError):
         return None
     return found if (st.st_mtime_ns, st.st_size, st.st_ino) == tuple(sig) and not longer else None
 
@@ -252,8 +256,8 @@ def restore(store: "MemoryStore") -> bool:
 
     path = store.path / SNAPSHOT_NAME
     try:
-        fh = open(path, "rb")
-    except OSError:
+        fh = os.fdopen(_paths.open_fd(store.root, path, os.O_RDONLY), "rb")
+    except (OSError, MemoryFileError):
         return False
     try:
         with fh, np.load(fh, allow_pickle=False) as z:
@@ -282,7 +286,7 @@ def _restore(store: "MemoryStore", z: Any) -> bool:
         whole = whole and set(on_disk) == {f["name"] for f in saved["files"]}
         for f in saved["files"]:
             sig = tuple(f["sig"])
-            if on_disk.get(f["name"]) == sig and _digest_if_unchanged(d.path / f["name"], sig) == bytes.fromhex(f["digest"]):
+            if on_disk.get(f["name"]) == sig and _digest_if_unchanged(d.root, d.path / f["name"], sig) == bytes.fromhex(f["digest"]):
                 todo.append((d, f, at, k_at, b_at))
             else:
                 whole = False

@@ -15,8 +15,10 @@ Locks, always in this order: the directory's file lock (writers only), then the 
 lock, held only for in-memory work and re-reading changed files. A reader never takes the file
 lock, so a reader never waits on a writer's disk I/O.
 
-Symlinks: a memory file that is a symlink to somewhere outside the memory directory is not read
-(reported as a problem); memwire never writes, replaces or deletes a file through a symlink.
+Symlinks: every path below the memory directory (``root``: the one a person named; a namespace's,
+the archive's and the inbox's stores keep their tree's root) goes through ``memwire._paths``: a
+symlink at any component is never read, written, renamed or removed through. A memory file that is
+a symlink is not read (reported as a problem); a write through one raises ``MemoryFileError``.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ import logging
 import os
 import re
 import stat
-import tempfile
 import threading
 import time
 import unicodedata
@@ -45,6 +46,7 @@ from .._errors import (
     NamespaceError,
     StoreBusyError,
 )
+from .. import _paths
 from .._locks import write_lock
 from ..policies._query import Query
 from ..policies._screen import refusal
@@ -161,8 +163,9 @@ def _row_memory(mid: str, at: tuple[Table, int]) -> Memory:
 class _Dir:
     """The parsed memory files of one directory, re-read per file when it changes."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, root: Path) -> None:
         self.path = path
+        self.root = root  # the memory directory a person named: nothing below it is a symlink (_paths)
         self.sigs: dict[str, _Sig | None] = {}
         self.files: dict[str, Table] = {}  # each file's memories, as columns (see _table)
         self.problems: dict[str, list[MemoryFileError]] = {}
@@ -171,13 +174,9 @@ class _Dir:
         self.hashes: dict[str, bytes | None] = {}  # digests of the files as parsed (None: patched since)
         self._dir_sig: tuple[int, int] | None = None
         self._tick_ns: int | None = None  # the directory's filesystem's tick (fine_tick_ns), once it exists
-        self.outside: set[str] = set()  # symlinked files that point out of the directory (not read)
+        self.links: set[str] = set()  # memory files that are symlinks (not read)
         self.writing = 0  # writes of this process in progress (see MemoryStore.ready)
         self._writing_lock = threading.Lock()
-
-    def _inside(self, path: str) -> bool:
-        real, root = os.path.realpath(path), os.path.realpath(self.path)
-        return real.startswith(root.rstrip(os.sep) + os.sep)
 
     def _scan(self, remember: bool = True) -> dict[str, _Sig]:
         """(mtime, size, inode) of every memory file. Runs on every request, so when the directory
@@ -193,7 +192,7 @@ class _Dir:
         """``_scan``'s files, and the directory's signature to trust for that listing (None: the
         fast path answered, or the directory changed too recently to be trusted)."""
         try:
-            dst = os.stat(self.path)
+            dst = _paths.lstat(self.root, self.path)
         except FileNotFoundError:
             return {}, None  # created on first write
         if not stat.S_ISDIR(dst.st_mode):
@@ -202,22 +201,22 @@ class _Dir:
         if dir_sig == self._dir_sig:
             found: dict[str, _Sig] = {}
             try:
-                for name in self.sigs:
-                    st = os.stat(os.path.join(self.path, name))
+                for name in self.sigs:  # lstat: a file replaced by a symlink changes its inode, then is refused
+                    st = os.lstat(os.path.join(self.path, name))
                     found[name] = (st.st_mtime_ns, st.st_size, st.st_ino)
                 return found, dir_sig
             except FileNotFoundError:
                 pass  # removed in place of a rename: list the directory
         found = {}
         try:
-            with os.scandir(self.path) as it:
+            with _paths.scandir(self.root, self.path) as it:
                 for e in it:
-                    if e.name.endswith(".md") and not e.name.startswith(".") and e.is_file():
-                        if e.is_symlink() and not self._inside(e.path):
-                            self.outside.add(e.name)
-                            continue
-                        st = e.stat()
-                        found[e.name] = (st.st_mtime_ns, st.st_size, st.st_ino)
+                    if e.name.endswith(".md") and not e.name.startswith("."):
+                        if e.is_symlink():
+                            self.links.add(e.name)
+                        elif e.is_file(follow_symlinks=False):
+                            st = e.stat(follow_symlinks=False)
+                            found[e.name] = (st.st_mtime_ns, st.st_size, st.st_ino)
         except FileNotFoundError:
             return {}, None
         # Trust this listing while the directory's mtime stays the same, but only if that mtime is
@@ -255,9 +254,9 @@ class _Dir:
             if self.sigs.get(name) != sig:
                 self._load(name, sig)
                 changed = True
-        for name in self.outside - found.keys():
+        for name in self.links - found.keys():
             if name not in self.problems:
-                problem = MemoryFileError(str(self.path / name), None, "a symlink to outside the memory directory; not read")
+                problem = MemoryFileError(str(self.path / name), None, _paths.SYMLINK + "; not read")
                 self.problems[name] = [problem]
                 log.warning("memwire: %s", problem)
         return changed
@@ -265,7 +264,12 @@ class _Dir:
     def _load(self, name: str, sig: _Sig) -> None:
         path = self.path / name
         try:
-            data = path.read_bytes()
+            data = _paths.read_bytes(self.root, path)
+        except MemoryFileError as exc:
+            self.problems[name] = [exc]
+            self.files[name], self.sigs[name] = Table(str(path)), sig
+            self.heads[name] = self.hashes[name] = None
+            return
         except OSError as exc:
             self.problems[name] = [MemoryFileError(str(path), None, f"cannot read: {exc}")]
             self.files[name], self.sigs[name] = Table(str(path)), sig
@@ -293,14 +297,14 @@ class _Dir:
 
     @contextlib.contextmanager
     def write_lock(self) -> Iterator[None]:
-        self.path.mkdir(parents=True, exist_ok=True)  # directories appear on first write only
-        lock = self.path / ".lock"
+        _paths.makedirs(self.root, self.path)  # directories appear on first write only
+        lock = _paths.under(self.root, self.path / ".lock")
         with contextlib.ExitStack() as held:
             try:
                 held.enter_context(write_lock(lock))
             except OSError as exc:
                 if exc.errno == errno.ELOOP or lock.is_symlink():  # ELOOP: O_NOFOLLOW; Windows: a reparse point
-                    raise MemoryFileError(str(lock), None, "a symlink; memwire does not write through symlinks") from None
+                    raise MemoryFileError(str(lock), None, _paths.SYMLINK) from None
                 raise
             with self._writing_lock:
                 self.writing += 1
@@ -313,7 +317,7 @@ class _Dir:
     def stage(self, name: str, content: str | bytes, mode: int = _NEW_FILE_MODE) -> str:
         """Write the new content of ``name`` to a temp file beside it (fsync'ed, with the file's
         permissions); ``commit`` renames it."""
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.path)
+        fd, tmp = _paths.mkstemp(self.root, self.path, prefix=f".{name}.")
         try:
             os.fchmod(fd, stat.S_IMODE(mode))
             with os.fdopen(fd, "wb") as fh:
@@ -331,28 +335,22 @@ class _Dir:
         """Atomically replace ``name`` with a staged temp file."""
         target = self.path / name
         try:
-            os.replace(tmp, target)
+            _paths.replace(self.root, tmp, target)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-        st = target.stat()
+        st = os.lstat(target)
         return (st.st_mtime_ns, st.st_size, st.st_ino)
 
     def open_for_write(self, name: str, create: bool) -> int:
         """A descriptor of ``name`` for a writer: never through a symlink (``O_NOFOLLOW``)."""
-        flags = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | (os.O_CREAT if create else 0)
-        try:
-            return os.open(self.path / name, flags, _NEW_FILE_MODE)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise MemoryFileError(str(self.path / name), None, "a symlink; memwire does not write through symlinks "
-                                      "(edit the file it points to by hand, or replace the link with the file)") from None
-            raise
+        flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
+        return _paths.open_fd(self.root, self.path / name, flags, _NEW_FILE_MODE)
 
     def current_sig(self, name: str) -> _Sig | None:
         try:
-            st = (self.path / name).stat()
+            st = _paths.lstat(self.root, self.path / name)
         except FileNotFoundError:
             return None
         return (st.st_mtime_ns, st.st_size, st.st_ino)
@@ -410,7 +408,7 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _carry_over(old_fd: int, read: int, new_path: Path) -> None:
+def _carry_over(old_fd: int, read: int, root: Path, new_path: Path) -> None:
     """After replacing a file: bytes appended to the old file after we read it (``echo >>`` by
     hand, which takes no lock) are appended to the new one, so a hand edit is not lost. An
     appender may have opened the old file just before the rename and not written yet: look until
@@ -425,7 +423,7 @@ def _carry_over(old_fd: int, read: int, new_path: Path) -> None:
         quiet = 0
         os.lseek(old_fd, done, os.SEEK_SET)
         extra = os.read(old_fd, size - done)
-        fd = os.open(new_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+        fd = _paths.open_fd(root, new_path, os.O_WRONLY | os.O_APPEND)
         try:
             os.write(fd, extra)
             os.fsync(fd)
@@ -532,18 +530,21 @@ class MemoryStore:
         min_score: float | None = None,
         scoring: Scoring | None = None,
         track: bool = True,
+        root: str | os.PathLike[str] | None = None,
     ) -> None:
         self.path = Path(dir)
+        # the memory directory a person named (``dir`` itself, unless this is a namespace's, the
+        # archive's or the inbox's store): no path below it is read or written through a symlink
+        self.root = Path(root) if root is not None else self.path
         self.scoring = scoring
         self.track = track  # record lifecycle metadata (the inbox and the archive do not)
         self.screens = True  # refuse what may never be stored (the archive takes copies as they were)
         self._lifecycle: Lifecycle | None = None
         self._archive: MemoryStore | None = None
         self._inbox: MemoryStore | None = None
-        self._root: Path | None = None  # the tree's root, for a namespace's store (see namespace_store)
-        self._dirs = [_Dir(self.path)]
+        self._dirs = [_Dir(self.path, self.root)]
         if global_dir is not None and Path(global_dir).resolve() != self.path.resolve():
-            self._dirs.insert(0, _Dir(Path(global_dir)))  # global first: the project overrides it
+            self._dirs.insert(0, _Dir(Path(global_dir), Path(global_dir)))  # global first: the project overrides it
         self.min_score = min_score
         self._index = BM25Index()
         self._merged = Merged()  # what readers see, by id (see _table)
@@ -559,14 +560,12 @@ class MemoryStore:
         if namespace in (None, "", "default"):
             return cls(root, **kw)
         kw.pop("global_dir", None)
-        store = cls(Path(root) / "namespaces" / validate_namespace(namespace), **kw)
-        store._root = Path(root)
-        return store
+        return cls(Path(root) / "namespaces" / validate_namespace(namespace), root=root, **kw)
 
     def namespace_store(self, namespace: str | None) -> "MemoryStore":
         """The store of ``namespace`` in the same tree as this one (``for_namespace`` of its root),
         with this store's settings."""
-        return MemoryStore.for_namespace(self._root or self.path, namespace, min_score=self.min_score,
+        return MemoryStore.for_namespace(self.root, namespace, min_score=self.min_score,
                                          scoring=self.scoring, track=self.track)
 
     @property
@@ -575,21 +574,25 @@ class MemoryStore:
         return str(self.path)
 
     def has_namespace(self, namespace: str) -> bool:
-        """Whether the tree of this store holds ``namespace`` (its directory exists)."""
-        return (Path(self._root or self.path) / "namespaces" / validate_namespace(namespace)).is_dir()
+        """Whether the tree of this store holds ``namespace`` (its directory exists; one reached
+        through a symlink is not one of this tree's)."""
+        try:
+            return stat.S_ISDIR(_paths.lstat(self.root, self.root / "namespaces" / validate_namespace(namespace)).st_mode)
+        except (FileNotFoundError, MemoryFileError):
+            return False
 
     def count_namespaces(self) -> int:
         """How many named namespaces the tree of this store holds."""
         try:
-            with os.scandir(Path(self._root or self.path) / "namespaces") as it:
+            with _paths.scandir(self.root, self.root / "namespaces") as it:
                 return sum(1 for e in it if e.is_dir(follow_symlinks=False))
-        except (FileNotFoundError, NotADirectoryError):
+        except (FileNotFoundError, NotADirectoryError, MemoryFileError):
             return 0
     @property
     def lifecycle(self) -> Lifecycle:
         """The memories' metadata (created, reinforced, evidence, cue, uses) and their scores."""
         if self._lifecycle is None:
-            self._lifecycle = Lifecycle(self.path, scoring=self.scoring)
+            self._lifecycle = Lifecycle(self.path, scoring=self.scoring, root=self.root)
         return self._lifecycle
 
     @property
@@ -597,7 +600,7 @@ class MemoryStore:
         """Where forgotten, superseded, rejected and decayed memories go (``DIR/archive``): never
         injected, searchable, restorable. One store per store: it re-reads only what changed."""
         if self._archive is None:
-            self._archive = MemoryStore(self.path / ARCHIVE_DIR, min_score=self.min_score, track=False)
+            self._archive = MemoryStore(self.path / ARCHIVE_DIR, min_score=self.min_score, track=False, root=self.root)
             self._archive.screens = False
         return self._archive
 
@@ -606,7 +609,7 @@ class MemoryStore:
         """Where captured memories wait for review (``DIR/inbox``, see ``_inbox``): never searched
         with this store."""
         if self._inbox is None:
-            self._inbox = MemoryStore(self.path / INBOX_DIR, min_score=self.min_score, track=False)
+            self._inbox = MemoryStore(self.path / INBOX_DIR, min_score=self.min_score, track=False, root=self.root)
         return self._inbox
 
     # ---------------------------------------------------------------- event logs
@@ -618,11 +621,11 @@ class MemoryStore:
 
     def append_events(self, log: str, records: Sequence[Mapping[str, Any]]) -> None:
         """``append_event`` of each of ``records``, in order, with one open of the log."""
-        append_jsonl_many(self.path / f".{event_log_name(log)}.jsonl", records)
+        append_jsonl_many(self.path / f".{event_log_name(log)}.jsonl", records, root=self.root)
 
     def read_events(self, log: str) -> list[dict[str, Any]]:
         """The records of an event log, oldest first."""
-        return read_jsonl(self.path / f".{event_log_name(log)}.jsonl")
+        return read_jsonl(self.path / f".{event_log_name(log)}.jsonl", root=self.root)
     # ---------------------------------------------------------------- reading
 
     def refresh(self) -> None:
@@ -861,7 +864,7 @@ class MemoryStore:
                     clean = st.st_size == len(new)
                 else:
                     d.commit(d.stage(MAIN_FILE, new, st.st_mode), MAIN_FILE)
-                    _carry_over(fd, len(data), d.path / MAIN_FILE)
+                    _carry_over(fd, len(data), d.root, d.path / MAIN_FILE)
                     sig, clean = d.current_sig(MAIN_FILE), os.fstat(fd).st_size == len(data)
                 head = _last_header(new)
         finally:
@@ -894,7 +897,7 @@ class MemoryStore:
             edit(lines, entry)
             new = "\n".join(lines).encode("utf-8", errors="surrogateescape")
             d.commit(d.stage(name, new, os.fstat(fd).st_mode), name)
-            _carry_over(fd, len(data), path)
+            _carry_over(fd, len(data), d.root, path)
         finally:
             os.close(fd)
         return entry, parse(new, str(path))
@@ -1016,10 +1019,10 @@ class MemoryStore:
                 data = _read_all(fd)
                 new = edit(data.decode("utf-8", errors="surrogateescape"))
                 if new is None:
-                    os.unlink(path)
+                    _paths.unlink(d.root, path)
                 else:
                     d.commit(d.stage(name, new, os.fstat(fd).st_mode), name)
-                    _carry_over(fd, len(data), path)
+                    _carry_over(fd, len(data), d.root, path)
             finally:
                 os.close(fd)
 
@@ -1030,9 +1033,9 @@ class MemoryStore:
         d = self._dirs[-1]
         src, dst = d.path / _file_name(old), d.path / _file_name(new)
         with d.write_lock():
-            if not stat.S_ISREG(os.lstat(src).st_mode):
-                raise MemoryFileError(str(src), None, "a symlink or not a regular file; memwire does not rename it")
-            if os.path.lexists(dst):
+            if not stat.S_ISREG(_paths.lstat(d.root, src).st_mode):
+                raise MemoryFileError(str(src), None, "not a regular file; memwire does not rename it")
+            if os.path.lexists(dst):  # a file, or a link: never replaced (the parents were checked with src's)
                 raise FileExistsError(errno.EEXIST, "a file of that name exists", str(dst))
             os.rename(src, dst)
 

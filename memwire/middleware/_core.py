@@ -297,7 +297,11 @@ class Middleware:
         flush_ledgers()
         for store in {id(s): s for s in (self.store, *self._stores.values())}.values():
             if store.track:
-                store.lifecycle.flush()
+                try:
+                    store.lifecycle.flush()
+                except Exception as exc:  # noqa: BLE001 - counts only, as the timed save: kept for the next one
+                    log.warning("memwire: could not save memory metadata to %s (%s: %s)", store.lifecycle.where,
+                                type(exc).__name__, exc)
 
     def observe_reply(self, injection: Injection | None, text: str) -> None:
         """The model's reply to a request memwire prepared: which of the injected memories it used

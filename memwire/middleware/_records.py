@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._errors import MemoryFileError
 from .._worker import Traffic, Worker
 from ..memory._logfile import append_jsonl, read_jsonl
 
@@ -144,8 +145,8 @@ class Records:
                 log.warning("memwire: request figures not counted (%s: %s)", type(exc).__name__, exc)
         if self.path is not None:
             try:
-                append_jsonl(self.path, record.to_json())
-            except OSError as exc:
+                append_jsonl(self.path, record.to_json(), root=self.path.parent)  # a file the person named
+            except (OSError, MemoryFileError) as exc:
                 log.warning("memwire: request log %s not written (%s)", self.path, exc)
 
     def recent(self, n: int | None = None, *, namespace: str | None = None, session: str | None = None) -> list[Record]:
@@ -160,7 +161,7 @@ class Records:
 def read_records(path: Path) -> list[Record]:
     """The records a request log holds, oldest first (lines that are not records skipped)."""
     out = []
-    for d in read_jsonl(path):
+    for d in read_jsonl(path, root=path.parent):
         try:
             out.append(Record.from_json(d))
         except TypeError:

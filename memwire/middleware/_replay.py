@@ -42,7 +42,6 @@ import os
 import secrets
 import stat
 import sys
-import tempfile
 import threading
 import time
 import weakref
@@ -51,6 +50,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import _paths
+from .._errors import MemoryFileError
 from .._json import dump_json
 from ..policies._tokens import count_tokens
 from ._incremental import count_keys, user_keys
@@ -142,6 +143,8 @@ class Ledger:
     def __init__(self, path: Path | None, session: str = "", entries: Sequence[LedgerEntry] = (),
                  profile: LedgerEntry | None = None) -> None:
         self.path = path
+        # the memory directory the ledger is under: no component below it may be a symlink (_paths)
+        self.root = path.parent if path is not None else Path(".")
         self.session = session
         self._entries: dict[str, LedgerEntry] = {e.key: e for e in entries}
         self._memos: dict[str, LedgerEntry] = {}  # startup / drop / systemPromptPerTurn (``_session.Memo``)
@@ -168,9 +171,12 @@ class Ledger:
         self._reset = 0       # generation of the last full read (every key may have changed)
 
     @classmethod
-    def load(cls, root: Path, session: str) -> "Ledger":
-        ledger = cls(ledger_path(root, session), session)
-        if _unsafe(ledger.path):  # a symlink (or worse) where the ledger goes: this process keeps it in memory
+    def load(cls, directory: Path, session: str, root: Path | None = None) -> "Ledger":
+        """The ledger of ``session`` in the memory directory ``directory`` (a store's, under the
+        tree ``root`` a person named: ``directory`` itself when not given)."""
+        ledger = cls(ledger_path(directory, session), session)
+        ledger.root = directory if root is None else root
+        if _unsafe(ledger.root, ledger.path):  # a symlink (or worse) where the ledger goes: kept in memory
             ledger.path = None
         ledger.sync()
         return ledger
@@ -211,11 +217,11 @@ class Ledger:
         if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == self._sig:
             return
         if not stat.S_ISREG(st.st_mode):  # became a symlink: never read or write through it
-            if _unsafe(path):
+            if _unsafe(self.root, path):
                 self.path = None
             return
         with self._lock:
-            fd = _open(path, os.O_RDONLY)
+            fd = _open(self.root, path, os.O_RDONLY)
             if fd is None:
                 return
             try:
@@ -392,7 +398,7 @@ class Ledger:
 
     def _commit(self, changes: Callable[[], list[LedgerEntry] | None], persist: bool = True) -> bool:
         with self._lock:
-            locked = _lock_file(self.path) if persist and self.path is not None else None
+            locked = _lock_file(self.root, self.path) if persist and self.path is not None else None
             fd = locked[0] if locked is not None else None
             try:
                 if locked is not None:
@@ -427,7 +433,7 @@ class Ledger:
                 new = [*([self.profile] if self.profile is not None else []), *self._entries.values(),
                        *self._memos.values()]
                 data = self._head() + b"".join(_line(e) for e in new)
-                _pruner.created(self.path.parent)
+                _pruner.created(self.root, self.path.parent)
             elif not self._valid or self._offset == 0 or self._lines + len(new) > MAX_LINES:  # 0: no header
                 self._rewrite(stat.S_IMODE(st.st_mode))
                 return
@@ -466,14 +472,14 @@ class Ledger:
         kept = self._compact()
         self._header = self._head()
         data = self._header + b"".join(_line(e) for e in kept)
-        fd, tmp = tempfile.mkstemp(prefix=".ledger.", suffix=".tmp", dir=self.path.parent)
+        fd, tmp = _paths.mkstemp(self.root, self.path.parent, prefix=".ledger.")
         try:
             os.fchmod(fd, mode)  # a rewrite keeps the file's permissions (a new ledger is private)
             _write_all(fd, data)
             st = os.fstat(fd)
             os.close(fd)
             fd = -1
-            os.replace(tmp, self.path)
+            _paths.replace(self.root, tmp, self.path)
         except BaseException:
             if fd >= 0:
                 os.close(fd)
@@ -494,7 +500,7 @@ def open_ledger(store: "MemoryStore", session: str) -> Ledger:
         from ._ledger_pg import PgLedger
 
         return PgLedger.open(db.connection, store.namespace, session)
-    return Ledger.load(store.path, session)
+    return Ledger.load(store.path, session, store.root)
 
 
 def ledger_path(root: Path, session: str) -> Path:
@@ -505,55 +511,56 @@ def ledger_path(root: Path, session: str) -> Path:
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def _open(path: Path, flags: int, plain: bool = True) -> int | None:
-    """An fd of the plain file ``path`` (never through a symlink, never blocking on a FIFO), or None.
-    ``plain=False``: the caller checks it is a plain file (``_is_plain``), from a stat of its own."""
+def _open(root: Path, path: Path, flags: int, plain: bool = True) -> int | None:
+    """An fd of the plain file ``path`` (never through a symlink, at any component below the memory
+    directory ``root``; never blocking on a FIFO), or None. ``plain=False``: the caller checks it
+    is a plain file (``_is_plain``), from a stat of its own."""
     try:
-        fd = os.open(path, flags | _NOFOLLOW, 0o600)
+        fd = os.open(_paths.under(root, path), flags | _NOFOLLOW, 0o600)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        if not _unsafe(path):
+    except (OSError, MemoryFileError) as exc:
+        if not _unsafe(root, path):
             what = "save" if flags & (os.O_WRONLY | os.O_RDWR) else "read"
             log.warning("memwire: could not %s ledger %s (%s)", what, path, exc)
         return None
-    if plain and not _is_plain(fd, path, os.fstat(fd)):
+    if plain and not _is_plain(root, fd, path, os.fstat(fd)):
         return None
     return fd
 
 
-def _is_plain(fd: int, path: Path, st: os.stat_result) -> bool:
+def _is_plain(root: Path, fd: int, path: Path, st: os.stat_result) -> bool:
     """Whether ``st`` (of ``fd``, open at ``path``) is a plain file; if not, ``fd`` is closed and
     ``path`` refused (``_unsafe``: a warning, once)."""
     if stat.S_ISREG(st.st_mode):
         return True
     os.close(fd)
-    _unsafe(path)
+    _unsafe(root, path)
     return False
 
 
-def _lock_file(path: Path) -> tuple[int, os.stat_result] | None:
+def _lock_file(root: Path, path: Path) -> tuple[int, os.stat_result] | None:
     """The session's ledger file, created if missing, open and locked (``flock``: released when
     the fd is closed, or the process dies), with its stat as locked. None when it cannot be (then
     the change stays in memory, with a warning)."""
     for _ in range(100):  # a rewrite renames a new file over the one just locked: lock that one
         # the file is there: O_NOFOLLOW guards it (what it is, the stat under the lock says)
-        fd = _open(path, os.O_RDWR | os.O_APPEND, plain=False)
+        fd = _open(root, path, os.O_RDWR | os.O_APPEND, plain=False)
         if fd is None:  # a new session (or a refused file): create it where it is safe to
+            if _unsafe(root, path):
+                return None
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                _paths.makedirs(root, path.parent)
             except OSError as exc:
                 log.warning("memwire: could not save ledger %s (%s)", path, exc)
                 return None
-            if _unsafe(path):
-                return None
-            fd = _open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+            fd = _open(root, path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         if fd is None:
             return None
         try:
             _flock(fd)
             st = os.fstat(fd)  # one stat: a plain file? which one? its size and mtime, as locked
-            if not _is_plain(fd, path, st):
+            if not _is_plain(root, fd, path, st):
                 return None
             with contextlib.suppress(FileNotFoundError):  # pruned meanwhile: create it again
                 now = os.lstat(path)
@@ -606,9 +613,19 @@ _warned: set[Path] = set()
 _warned_lock = threading.Lock()
 
 
-def _unsafe(path: Path) -> bool:
-    """Whether the ledger directory or file of ``path`` is a symlink or not a plain directory /
-    file (a FIFO would block a read). Logs a warning once per directory or file."""
+def _unsafe(root: Path, path: Path) -> bool:
+    """Whether a component of ``path`` below the memory directory ``root`` is a symlink, or the
+    ledger directory or file is not a plain directory / file (a FIFO would block a read). Logs a
+    warning once per path."""
+    try:
+        _paths.under(root, path)
+    except MemoryFileError as exc:
+        with _warned_lock:  # once per refused component, not per session
+            first = Path(exc.path) not in _warned
+            _warned.add(Path(exc.path))
+        if first:
+            log.warning("memwire: %s; replay ledgers stay in memory for this process", exc)
+        return True
     for p, kind in ((path.parent, stat.S_ISDIR), (path, stat.S_ISREG)):
         try:
             mode = os.lstat(p).st_mode
@@ -643,14 +660,14 @@ class _Pruner:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
 
-    def created(self, directory: Path) -> None:
+    def created(self, root: Path, directory: Path) -> None:
         with self._lock:
             n = self._created[directory] = self._created.get(directory, 0) + 1
             if n < PRUNE_EVERY_FILES and not self._stale(directory):
                 return
             self._created[directory] = 0
             self._threads = [t for t in self._threads if t.is_alive()]
-            t = threading.Thread(target=self._run, args=(directory,), name="memwire-ledger-prune", daemon=True)
+            t = threading.Thread(target=self._run, args=(root, directory), name="memwire-ledger-prune", daemon=True)
             self._threads.append(t)
         t.start()
 
@@ -662,13 +679,13 @@ class _Pruner:
             return True
 
     @staticmethod
-    def _run(directory: Path) -> None:
-        marker = _open(directory / ".pruned", os.O_WRONLY | os.O_CREAT)
+    def _run(root: Path, directory: Path) -> None:
+        marker = _open(root, directory / ".pruned", os.O_WRONLY | os.O_CREAT)
         if marker is not None:
             with contextlib.suppress(OSError):
                 os.utime(marker)
             os.close(marker)
-        _prune(directory)
+        _prune(root, directory)
 
     def flush(self) -> None:
         with self._lock:
@@ -685,12 +702,14 @@ def flush() -> None:
     _pruner.flush()
 
 
-def _prune(directory: Path) -> None:
+def _prune(root: Path, directory: Path) -> None:
     """Drop ledgers older than MAX_AGE_S, then the oldest beyond MAX_FILES. Only plain files in a
     plain directory: never a symlink, nor anything through one."""
-    with contextlib.suppress(OSError):
-        if not stat.S_ISDIR(os.lstat(directory).st_mode):
+    try:
+        if not stat.S_ISDIR(_paths.lstat(root, directory).st_mode):
             return
+    except (OSError, MemoryFileError):
+        return
     now = time.time()
     files = []
     for p in directory.glob("*.jsonl"):

@@ -214,17 +214,17 @@ def test_a_line_appended_by_hand_during_a_rewrite_is_carried_over(tmp_path: Path
     assert {m.text: m.pinned for m in MemoryStore(tmp_path)} == {"a fact to pin": True, "written by hand meanwhile": False}
 
 
-def test_a_symlink_out_of_the_memory_directory_is_not_read(tmp_path: Path) -> None:
+def test_a_symlinked_memory_file_is_not_read(tmp_path: Path) -> None:
     mem, outside = tmp_path / "mem", tmp_path / "outside"
     mem.mkdir()
     outside.mkdir()
     (outside / "secrets.md").write_text("- the deploy key is hunter2\n")
     (mem / "inner.md").write_text("- an inner fact\n")
     (mem / "leak.md").symlink_to(outside / "secrets.md")
-    (mem / "alias.md").symlink_to(mem / "inner.md")  # inside: fine
+    (mem / "alias.md").symlink_to(mem / "inner.md")  # inside too: a link is never followed
     store = MemoryStore(mem)
     assert [m.text for m in store] == ["an inner fact"]
-    assert any("symlink to outside" in str(p) for p in store.problems)
+    assert sorted(Path(p.path).name for p in store.problems if "symlink" in p.problem) == ["alias.md", "leak.md"]
 
 
 def test_memwire_never_writes_through_a_symlinked_memory_file(tmp_path: Path) -> None:

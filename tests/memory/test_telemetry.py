@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from memwire import MemoryStore, Middleware
+from memwire._errors import MemoryFileError
 from memwire.memory._logfile import append_jsonl, append_jsonl_many, read_jsonl
 from memwire.memory._model import Memory
 from memwire.memory._telemetry import _terms, read_telemetry, used
@@ -39,9 +40,9 @@ def test_a_memory_of_one_term_needs_that_term() -> None:
 def test_the_log_is_bounded(tmp_path: Path) -> None:
     path = tmp_path / "x.jsonl"
     for i in range(50):
-        append_jsonl(path, {"i": i, "pad": "x" * 100}, max_bytes=1000)
+        append_jsonl(path, {"i": i, "pad": "x" * 100}, max_bytes=1000, root=tmp_path)
     assert path.stat().st_size <= 1000 + 200
-    kept = [r["i"] for r in read_jsonl(path)]
+    kept = [r["i"] for r in read_jsonl(path, root=tmp_path)]
     assert kept == sorted(kept) and kept[-1] == 49 and len(kept) < 50
 
 
@@ -49,26 +50,30 @@ def test_many_records_are_appended_in_order_and_still_bounded(tmp_path: Path) ->
     """A batch is written in pieces of whole lines, the file rotating between them: a backlog of
     records never makes one file much larger than ``max_bytes``."""
     path = tmp_path / "x.jsonl"
-    append_jsonl_many(path, [{"i": i, "pad": "x" * 100} for i in range(20)], max_bytes=1000)
-    append_jsonl_many(path, [{"i": i, "pad": "x" * 100} for i in range(20, 50)], max_bytes=1000)
-    append_jsonl_many(path, [], max_bytes=1000)
+    append_jsonl_many(path, [{"i": i, "pad": "x" * 100} for i in range(20)], max_bytes=1000, root=tmp_path)
+    append_jsonl_many(path, [{"i": i, "pad": "x" * 100} for i in range(20, 50)], max_bytes=1000, root=tmp_path)
+    append_jsonl_many(path, [], max_bytes=1000, root=tmp_path)
     assert path.stat().st_size <= 1000
     assert path.with_name("x.jsonl.1").stat().st_size <= 1000
-    kept = [r["i"] for r in read_jsonl(path)]
+    kept = [r["i"] for r in read_jsonl(path, root=tmp_path)]
     assert kept == list(range(kept[0], 50)) and len(kept) < 50
 
 
 def test_a_log_starts_in_a_directory_not_made_yet_and_never_through_a_symlink(tmp_path: Path) -> None:
     path = tmp_path / "new" / "deeper" / "x.jsonl"
-    append_jsonl(path, {"i": 1})
-    append_jsonl(path, {"i": 2})
-    assert read_jsonl(path) == [{"i": 1}, {"i": 2}]
+    append_jsonl(path, {"i": 1}, root=tmp_path)
+    append_jsonl(path, {"i": 2}, root=tmp_path)
+    assert read_jsonl(path, root=tmp_path) == [{"i": 1}, {"i": 2}]
     (tmp_path / "elsewhere.jsonl").write_text("")
     link = tmp_path / "link.jsonl"
     link.symlink_to(tmp_path / "elsewhere.jsonl")
-    with pytest.raises(OSError):
-        append_jsonl(link, {"i": 3})
-    assert (tmp_path / "elsewhere.jsonl").read_text() == ""
+    with pytest.raises(MemoryFileError, match="symlink"):
+        append_jsonl(link, {"i": 3}, root=tmp_path)
+    (tmp_path / "real").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "real")  # a linked directory on the way: refused too
+    with pytest.raises(MemoryFileError, match="symlink"):
+        append_jsonl(tmp_path / "linked" / "x.jsonl", {"i": 4}, root=tmp_path)
+    assert (tmp_path / "elsewhere.jsonl").read_text() == "" and not list((tmp_path / "real").iterdir())
 
 
 @pytest.fixture

@@ -1,0 +1,140 @@
+"""Paths under a memory directory: every one memwire opens there is resolved by ``under``.
+
+A memory directory (the one a person named: ``--dir``, ``MEMWIRE_DIR``, the project's
+``.memwire``, the global scope) is trusted as given, whatever it is reached through. Below it,
+nothing is: a cloned repository or a careless ``ln -s`` can put a symlink at any component
+(``namespaces``, ``archive``, ``inbox``, ``.ledger``, a memory file, ``.meta.json``, a lock, a
+log). ``under(root, path)`` checks every component of ``path`` below ``root`` with ``lstat``: none
+may be a symlink, each but the last must be a plain directory; a component that does not exist yet
+ends the check (memwire creates it, with ``makedirs`` or an ``O_CREAT | O_NOFOLLOW`` open, which
+never follow a link either). The helpers here (open, read, make directories, list, stat, rename,
+remove, temp files) call it first, so reads, writes, renames and deletes all refuse the same way:
+``MemoryFileError`` naming the component. The final open also carries ``O_NOFOLLOW``, so a link
+planted between the check and the open is refused too.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from ._errors import MemoryFileError
+
+__all__ = ["under", "open_fd", "read_bytes", "makedirs", "scandir", "lstat", "replace", "unlink", "mkstemp",
+           "SYMLINK"]
+
+SYMLINK = "a symlink inside the memory directory; memwire never reads or writes through a symlink there"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+def under(root: Path, path: Path) -> Path:
+    """``path`` (``root`` or a path below it, lexically) once no component of it below ``root`` is
+    a symlink and each but the last is a directory; else ``MemoryFileError`` naming the first bad
+    one. ``root`` itself is the person's choice and is not checked."""
+    try:
+        rel = Path(path).relative_to(root)
+    except ValueError:
+        raise MemoryFileError(str(path), None, f"not inside the memory directory {root}") from None
+    if ".." in rel.parts:
+        raise MemoryFileError(str(path), None, f"not inside the memory directory {root}")
+    p, last = Path(root), len(rel.parts) - 1
+    for i, part in enumerate(rel.parts):
+        p = p / part
+        try:
+            mode = os.lstat(p).st_mode
+        except FileNotFoundError:
+            return Path(path)  # not there yet: neither is anything below it
+        if stat.S_ISLNK(mode):
+            raise MemoryFileError(str(p), None, SYMLINK)
+        if i < last and not stat.S_ISDIR(mode):
+            raise MemoryFileError(str(p), None, "not a directory")
+    return Path(path)
+
+
+def open_fd(root: Path, path: Path, flags: int, mode: int = 0o600, *, plain: bool = True) -> int:
+    """A descriptor of ``path`` under ``root`` (``under``; the last component opened with
+    ``O_NOFOLLOW``). With ``plain`` only a regular file (a FIFO or a device is refused; reads never
+    block on one)."""
+    under(root, path)
+    try:
+        fd = os.open(path, flags | _NOFOLLOW | (_NONBLOCK if plain else 0), mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or (exc.errno == errno.EMLINK and os.path.islink(path)):  # EMLINK: FreeBSD
+            raise MemoryFileError(str(path), None, SYMLINK) from None
+        raise
+    if plain:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise MemoryFileError(str(path), None, "not a plain file")
+            if _NONBLOCK:
+                os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+    return fd
+
+
+def read_bytes(root: Path, path: Path) -> bytes:
+    """The bytes of the plain file ``path`` under ``root``, never through a symlink."""
+    fd = open_fd(root, path, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+def makedirs(root: Path, path: Path, mode: int = 0o777) -> Path:
+    """Make ``path`` and its missing parents below ``root`` (``root`` and above as ``mkdir -p``
+    would): an existing component that is a symlink or not a directory is refused."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    rel = Path(path).relative_to(root)
+    p = root
+    for part in rel.parts:
+        if part == "..":
+            raise MemoryFileError(str(path), None, f"not inside the memory directory {root}")
+        p = p / part
+        try:
+            os.mkdir(p, mode)
+            continue
+        except FileExistsError:
+            pass
+        st = os.lstat(p)
+        if stat.S_ISLNK(st.st_mode):
+            raise MemoryFileError(str(p), None, SYMLINK)
+        if not stat.S_ISDIR(st.st_mode):
+            raise MemoryFileError(str(p), None, "not a directory")
+    return Path(path)
+
+
+def scandir(root: Path, path: Path) -> "os._ScandirIterator[str]":
+    """``os.scandir`` of the directory ``path`` under ``root`` (entries are the caller's to check:
+    ``DirEntry.is_file(follow_symlinks=False)``)."""
+    return os.scandir(under(root, path))
+
+
+def lstat(root: Path, path: Path) -> os.stat_result:
+    """``lstat`` of ``path`` under ``root`` (a symlink, at the last component too, is refused);
+    ``root`` itself is ``stat``'ed: it may be a link, the person named it."""
+    return os.stat(path) if Path(path) == Path(root) else os.lstat(under(root, path))
+
+
+def replace(root: Path, src: str | Path, dst: Path) -> None:
+    """Rename ``src`` over ``dst``, both under ``root``: a symlink at either, or in a parent, is
+    refused (a person's link is never silently replaced by a file)."""
+    under(root, Path(src))
+    under(root, dst)
+    os.replace(src, dst)
+
+
+def unlink(root: Path, path: str | Path) -> None:
+    """Remove the file ``path`` under ``root`` (a symlink in a parent is refused)."""
+    under(root, Path(path).parent)
+    os.unlink(path)
+
+
+def mkstemp(root: Path, directory: Path, prefix: str, suffix: str = ".tmp") -> tuple[int, str]:
+    """A new temp file in ``directory`` under ``root`` (``tempfile.mkstemp``: ``O_EXCL``, 0600)."""
+    return tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=under(root, directory))
