@@ -4,8 +4,9 @@
       callbacks: memwire_callback.proxy_handler_instance
 
 The proxy imports this file from the config's directory. The middleware comes from the
-configuration (./memwire.toml, MEMWIRE_* variables; MEMWIRE_DIR is the memory directory), and starts
-loading the memories and token encodings in the background as soon as the proxy imports this file.
+configuration (MEMWIRE_* variables, ./memwire.toml once trusted; MEMWIRE_DIR is the memory
+directory), and starts loading the memories and token encodings in the background as soon as the
+proxy imports this file.
 
     LITELLM_MASTER_KEY=sk-... MEMWIRE_DIR=/srv/memwire litellm --config examples/litellm_proxy_config.yaml
 
