@@ -3,7 +3,8 @@
 Counted from each request's :class:`~memwire.middleware._records.Record` as its reply ends:
 requests, injections by mode and outcome (``injected`` or the skip reason), memwire's added latency,
 the provider's prompt, cached, cache-write and output tokens by mode and provider, memory-block
-tokens, errors (memory failures, upstream failures) and capture events. Derived when scraped: the
+tokens, errors (memory failures, upstream failures), capture events and the background work shed
+under load (``memwire_capture_dropped_total{kind}``: distillation, telemetry, records, replies). Derived when scraped: the
 cache hit ratio (cached / prompt tokens) by mode and provider, and the default store's size.
 
 Several worker processes (``memwire proxy --workers N``) share their figures through
@@ -19,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .._worker import on_dropped
 from ..middleware._records import Record
 
 __all__ = ["Metrics", "MULTIPROC_ENV"]
@@ -26,6 +28,7 @@ __all__ = ["Metrics", "MULTIPROC_ENV"]
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 _TOKENS = ("prompt", "cached", "cache_write", "output")
+_SHED_KINDS = ("distillation", "telemetry", "records", "replies")
 
 
 def _status_class(status: int) -> str:
@@ -59,6 +62,11 @@ class Metrics:
                               ["kind"], registry=reg)
         self.captures = Counter("memwire_captures", "Capture events: captured, reinforced, forgotten, ...",
                                 ["event"], registry=reg)
+        self.dropped = Counter("memwire_capture_dropped", "Background work shed under load, by kind: distillation, "
+                               "telemetry, records, replies (an explicit capture is never shed)", ["kind"], registry=reg)
+        for kind in _SHED_KINDS:  # shown at 0 until something is shed
+            self._of(self.dropped, kind)
+        on_dropped(self.shed)
 
     def _of(self, metric: Any, *labels: str) -> Any:
         """``metric.labels(*labels)``, kept: prometheus_client checks and locks on every call, and
@@ -87,6 +95,10 @@ class Metrics:
 
     def capture(self, event: str) -> None:
         self.captures.labels(event).inc()
+
+    def shed(self, kind: str, count: int = 1) -> None:
+        """``count`` items of ``kind`` were shed (``memwire._worker.dropped``)."""
+        self._of(self.dropped, kind).inc(count)
 
     def render(self) -> tuple[bytes, str]:
         """The scrape: every worker's figures (multiprocess mode) or this process's, and the

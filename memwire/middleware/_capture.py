@@ -1,44 +1,71 @@
-"""Explicit capture, off the request path.
+"""Explicit capture: read on the request path, written off it, never dropped.
 
-``Capture.offer(turn)`` runs on the request path and costs a memo lookup: a latest user message
-is read once per turn (never per tool-loop request), and its human text goes to one background
-worker thread. The worker takes up a turn once no request has been prepared for ``settle_s``
-(the request has left and the provider is working on it), or ``MAX_DEFER_S`` after it was
-offered under sustained load (``memwire._worker.Traffic``): its Python work never holds the
-interpreter while a request is being sent (one thread at a time runs Python), nor takes the CPU
-from requests while they keep coming. It finds the statements (``policies/_capture``) and, per statement:
+``Capture.offer(turn)`` runs on the request path, once per turn (a memo lookup: never per
+tool-loop request). It reads the human text of the latest user message for statements
+(``policies/_capture``: a few substring tests for almost every message, regexes for the rest), and
+refuses one that holds a secret (``policies/_secrets``: a log line naming the kind, never the
+value; nothing written anywhere). What it found goes to the store's capture queue
+(``memory/_capture_queue``: an append to a file beside the memories, for a PostgreSQL store this
+process's memory) and the worker thread is woken: only the write waits. A statement is never
+dropped: when the worker is ``MAX_BACKLOG`` statements behind, a request that says one waits for
+it, at most ``BACKPRESSURE_S``, and then queues it anyway. The worker writes queued statements as
+soon as they come when ``URGENT`` of them wait; else once no request has been prepared for
+``settle_s`` (the request has left and the provider is working on it), or ``MAX_DEFER_S`` after
+they came under sustained load (``memwire._worker.Traffic``). What a restart left in a queue is
+written when the store is first seen again (a queued entry is applied once: see
+``_capture_queue``). A store that cannot be written now (a full disk, an outage) keeps its
+statements queued and is tried again every ``RETRY_S``.
 
-1. refuses it when it holds a secret (``policies/_secrets``): a log line naming the kind, never
-   the value, and nothing written;
-2. skips it within ``COOLDOWN_S`` of capturing the same statement (a person repeating it, a
+Per statement, the worker:
+
+1. skips it within ``COOLDOWN_S`` of capturing the same statement (a person repeating it, a
    client re-sending the turn);
-3. reinforces a stored memory it nearly duplicates instead of adding it (an event in the capture
+2. reinforces a stored memory it nearly duplicates instead of adding it (an event in the capture
    log, no new line): BM25 finds it (``search`` score ≥ ``DUPLICATE_SCORE``, the share of the
    statement's weight it matches) and it holds ``DUPLICATE_WORDS`` of the statement's words and
    the same numbers;
-4. supersedes an earlier captured "User's KEY is ..." of the same profile key (the old one goes to
+3. supersedes an earlier captured "User's KEY is ..." of the same profile key (the old one goes to
    the archive);
-5. adds it, tagged with its kind and ``#captured`` and dated, under a topic per kind, to the
-   memory files (``capture = "auto"``) or to the review inbox (``"review"``); a statement a
-   person rejected is not proposed again.
+4. adds it, tagged with its kind and ``#captured`` and dated (the day it was said), under a topic
+   per kind, to the memory files (``capture = "auto"``) or to the review inbox (``"review"``); a
+   statement a person rejected is not proposed again.
 
 "forget that X" archives the captured memory that best matches X (score ≥ ``FORGET_SCORE``);
 "never mind" alone archives what this session captured in the last ``COOLDOWN_S``. Only captured
-memories are ever taken back: what a person wrote by hand stays theirs. A failure costs a log line.
+memories are ever taken back: what a person wrote by hand stays theirs.
+
+Each write is one event in the capture log (``memory/_inbox``). An event that cannot be appended
+(a full disk) once the memory was written is not a failed capture: it is kept and appended again
+every ``RETRY_S`` until it is.
+
+Distillation (``_distill``, opt-in) is the one part that may be shed: at most ``MAX_PENDING``
+exchanges wait for it; past that one is not read, said once per backlog and counted
+(``memwire._worker.dropped("distillation")``: ``memwire_capture_dropped_total`` on ``/metrics``).
+The worker runs it only when no statement waits. A failure costs a log line that names no text.
 """
 
 from __future__ import annotations
 
+import atexit
+import collections
+import hashlib
 import logging
+import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+import weakref
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .._worker import QUIET_S, Traffic, Worker
-from ..memory._inbox import CAPTURED_TAG, inbox_of, log_event, reject, was_rejected
+from .._errors import MemoryFileError, StoreBusyError, StoreUnavailableError
+from .._logs import describe
+from .._worker import MAX_DEFER_S, QUIET_S, Traffic, dropped
+from ..memory._capture_queue import FileQueue, MemoryQueue, Retry, queue_files
+from ..memory._inbox import CAPTURED_TAG, inbox_of, log_event, read_log, reject, was_rejected
 from ..memory._model import Memory, memory_id, normalized
 from ..memory._text import analyze
 from ..memory._upkeep import sweep_if_due
-from ..policies._capture import Statement, statements
+from ..policies._capture import statements
 from ..policies._human_text import human_text
 from ..policies._secrets import find_secret
 from ._distill import Complete, Distiller
@@ -50,7 +77,8 @@ if TYPE_CHECKING:
     from ..policies.modes import Turn
     from ._formats import Format
 
-__all__ = ["Capture", "CAPTURE_SETTINGS", "DUPLICATE_SCORE", "DUPLICATE_WORDS", "FORGET_SCORE", "COOLDOWN_S", "TOPICS"]
+__all__ = ["Capture", "CAPTURE_SETTINGS", "DUPLICATE_SCORE", "DUPLICATE_WORDS", "FORGET_SCORE", "COOLDOWN_S", "TOPICS",
+           "MAX_PENDING", "MAX_BACKLOG", "BACKPRESSURE_S", "URGENT", "RETRY_S"]
 
 log = logging.getLogger("memwire")
 
@@ -59,16 +87,37 @@ DUPLICATE_SCORE = 0.8
 DUPLICATE_WORDS = 0.8
 FORGET_SCORE = 0.5
 COOLDOWN_S = 600.0
-MAX_PENDING = 1000      # turns waiting for the worker at most; past it a turn is not read (logged)
+MAX_PENDING = 1000      # exchanges waiting for distillation at most; past it one is shed (logged, counted)
+MAX_BACKLOG = 1000      # statements waiting to be written past which a request that says one waits ...
+BACKPRESSURE_S = 0.1    # ... at most this long (then its statements are queued all the same)
+URGENT = 16             # statements waiting past which the worker writes them without waiting for a quiet moment
+RETRY_S = 2.0           # a store that could not be written, or a capture event not appended, is tried again
 TOPICS = {"preference": "Preferences", "instruction": "Instructions", "fact": "Facts", "decision": "Decisions",
           "lesson": "Lessons"}
 DISTILLED_TAG = "distilled"
 MAX_EXISTING = 50  # the captured memories a distillation may update, most recent last
 _PROFILE_PREFIX = "User's "
+_KINDS = ("fact", "preference", "instruction", "forget")
+# the store cannot be written now (a full disk, a permission, an outage): keep the statement queued
+_TRANSIENT = (OSError, StoreUnavailableError, StoreBusyError, MemoryFileError)
+
+_alive: "weakref.WeakSet[Capture]" = weakref.WeakSet()
+
+
+@atexit.register
+def _finish_at_exit() -> None:  # what was queued is on disk anyway; this only spares a replay
+    for capture in list(_alive):
+        capture.flush(2.0)
+
+
+def entry_key(session: str, turn: str, kind: str, text: str) -> str:
+    """The queue key of a statement: the same statement of the same turn is one entry."""
+    return hashlib.blake2b("\x00".join((session, turn, kind, normalized(text))).encode("utf-8"),
+                           digest_size=12).hexdigest()
 
 
 class Capture:
-    """One middleware's capture: its setting, its worker and what it has seen."""
+    """One middleware's capture: its setting, its queues, its worker and what it has seen."""
 
     def __init__(self, setting: str = "auto", *, cooldown_s: float = COOLDOWN_S,
                  clock: Callable[[], float] = time.monotonic, memo_size: int = 1024,
@@ -78,76 +127,288 @@ class Capture:
         self.setting = setting
         self.cooldown_s = cooldown_s
         self.distiller = distiller
+        self.settle_s = settle_s  # how long no request must have been prepared before the worker writes
         self._clock = clock
         self._seen: LRU[tuple[str, ...], object] = LRU(memo_size)
         self._recent: LRU[tuple[str, str], float] = LRU(memo_size)  # (store, statement) -> when captured
         self._by_session: LRU[tuple[str, str], list[tuple[float, str]]] = LRU(memo_size)  # -> (when, id)
-        # one worker, in order: a "forget that" follows the capture it takes back
         self.traffic = traffic or Traffic()  # the middleware's: every request touches it
         self.listeners: list[Callable[[str], None]] = []  # told each event's name (captured, reinforced, ...)
-        self._worker = Worker("memwire-capture", "capture", "turns", lambda: MAX_PENDING, self.traffic, settle_s)
+        # one worker thread, in order: a "forget that" follows the capture it takes back
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._queues: dict[str, FileQueue | MemoryQueue] = {}  # by store location
+        self._held: dict[str, MemoryQueue] = {}  # statements a queue file could not take (a full disk)
+        self._due: dict[str, "MemoryStore"] = {}  # stores with statements to write (or to look at)
+        self._due_since: float | None = None
+        self._retry: dict[str, "MemoryStore"] = {}  # stores to try again at _retry_at
+        self._retry_at = 0.0
+        self._known: set[str] = set()  # stores whose leftovers were looked for
+        self._jobs: collections.deque[tuple[Any, ...]] = collections.deque()  # distillation, shed past MAX_PENDING
+        self._shedding = False
+        self._backlog = 0  # statements this process queued and no one has written yet
+        self._busy = False
+        self._unlogged: list[tuple["MemoryStore", str, Memory, dict[str, str]]] = []  # capture events to append
+        self._waiting = False  # said once per outage: the store cannot be written
+        _alive.add(self)
 
-    @property
-    def settle_s(self) -> float:
-        """How long no request must have been prepared before the worker takes up a turn."""
-        return self._worker.quiet_s
-
-    @settle_s.setter
-    def settle_s(self, value: float) -> None:
-        self._worker.quiet_s = value
+    # ------------------------------------------------------------------ the request path
 
     def offer(self, turn: "Turn", complete: Complete | None = None) -> None:
-        """Hand a new turn to the worker (request path: no parsing, no I/O): its human text, and
-        with a distiller the exchange it finishes (the previous user message and the replies)."""
+        """Read a new turn (request path: no I/O unless it says something to remember): its
+        statements are queued, and with a distiller the exchange it finishes (the previous user
+        message and the replies) is handed to the worker."""
         if self.setting == "off":
             return
         key, mine = turn.turn_key(), object()
         if self._seen.setdefault(key, mine) is not mine:  # another request of this turn was first
             return
+        store = turn.store
+        if store.location not in self._known:  # first seen: what a restart left in its queue is written
+            self._wake(store)
         text = "" if turn.gate.skip else turn.view.user_text
+        entries = self._entries(text, turn.session, key[-1]) if text else []
         exchange = _previous_exchange(turn) if self.distiller is not None else None
-        if not text and not exchange:
+        if not entries and not exchange:
             return
         self.traffic.touch()
-        # offered, not submitted: turns that come while the worker waits for a quiet moment join
-        # the waiting job (no thread woken per request)
-        self._worker.offer(self._run_all, (turn.store, turn.session, key[-1], text, exchange, complete))
+        if entries:
+            self._enqueue(store, entries)
+        if exchange:
+            self._offer_exchange(store, turn.session, key[-1], exchange, complete)
+
+    def _entries(self, text: str, session: str, turn: str) -> list[dict[str, Any]]:
+        out = []
+        at = time.time()
+        for st in statements(_without_blocks(text)):
+            if (secret := find_secret(st.said)) is not None:
+                log.warning("memwire: not captured: the statement looks like it holds a secret (%s)", secret)
+                continue
+            out.append({"key": entry_key(session, turn, st.kind, st.text), "kind": st.kind, "text": st.text,
+                        "session": session, "turn": turn, "at": at})
+        return out
+
+    def _queue_of(self, store: "MemoryStore") -> FileQueue | MemoryQueue:
+        q = self._queues.get(store.location)
+        if q is None:
+            path = getattr(store, "path", None)
+            fresh = MemoryQueue() if getattr(store, "remote", False) or path is None else FileQueue(Path(path))
+            q = self._queues.setdefault(store.location, fresh)
+        return q
+
+    def _enqueue(self, store: "MemoryStore", entries: list[dict[str, Any]]) -> None:
+        """Queue ``entries`` (never dropped): back-pressure first when the worker is far behind."""
+        with self._cond:
+            if self._backlog >= MAX_BACKLOG:
+                self._start()
+                self._cond.notify_all()
+                deadline = time.monotonic() + BACKPRESSURE_S
+                while self._backlog >= MAX_BACKLOG and (left := deadline - time.monotonic()) > 0:
+                    self._cond.wait(left)
+            self._backlog += len(entries)
+        try:
+            self._queue_of(store).put(entries)
+        except Exception as exc:  # noqa: BLE001 - the directory cannot take it: held here until it can
+            self._held.setdefault(store.location, MemoryQueue()).put(entries)
+            log.warning("memwire: capture queue in %s not written (%s); %d statement(s) held in memory",
+                        store.location, describe(exc), len(entries))
+        self._wake(store)
+
+    def _wake(self, store: "MemoryStore") -> None:
+        with self._cond:
+            self._due[store.location] = store
+            if self._due_since is None:
+                self._due_since = time.monotonic()
+            self._start()
+            self._cond.notify_all()
+
+    def _offer_exchange(self, store: "MemoryStore", session: str, turn: str,
+                        exchange: tuple["Format", list[Any], str], complete: Complete | None) -> None:
+        with self._cond:
+            shed = len(self._jobs) >= MAX_PENDING
+            if shed:
+                if not self._shedding:
+                    log.warning("memwire: distillation is %d exchanges behind; exchanges are not read until it "
+                                "catches up (counted in memwire_capture_dropped_total)", len(self._jobs))
+                self._shedding = True
+            else:
+                self._shedding = False
+                self._jobs.append((time.monotonic(), store, session, turn, exchange, complete))
+                self._start()
+                self._cond.notify_all()
+        if shed:
+            dropped("distillation")
 
     def _event(self, store: "MemoryStore", event: str, mem: Memory, source: dict[str, str]) -> None:
-        """One capture event: to the capture log, and to the ``listeners`` (the proxy's metrics)."""
-        log_event(store, event, mem, source)
+        """One capture event: to the capture log, and to the ``listeners`` (the proxy's metrics).
+        The memory is written by now: an event that cannot be appended is kept and tried again."""
+        source = {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **source}
+        try:
+            log_event(store, event, mem, source)
+        except _TRANSIENT as exc:
+            with self._cond:
+                first = not self._unlogged
+                self._unlogged.append((store, event, mem, source))
+                self._retry_at = time.monotonic() + RETRY_S
+                self._cond.notify_all()
+            if first:
+                log.warning("memwire: capture event %s of memory %s not appended to the capture log in %s (%s); "
+                            "the memory is stored; the event is kept and appended again", event, mem.id,
+                            store.location, describe(exc))
         for listen in self.listeners:
             listen(event)
 
     def flush(self, timeout: float | None = None) -> None:
-        """Wait until what was offered so far is captured."""
-        self._worker.flush(timeout)
+        """Wait until what was offered so far is written (statements a store cannot take now stay
+        queued, and are not waited for)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._due or self._jobs or self._busy:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return
+                self._cond.wait(left)
 
     # ------------------------------------------------------------------ the worker
 
-    def _run_all(self, turns: list[tuple[Any, ...]]) -> None:
-        for args in turns:
-            self._run(*args)
+    def _start(self) -> None:
+        """Start the worker thread on first use (call with ``_cond`` held)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=_work, args=(weakref.ref(self),), name="memwire-capture",
+                                            daemon=True)
+            self._thread.start()
 
-    def _run(self, store: "MemoryStore", session: str, turn: str, text: str,
-             exchange: tuple["Format", list[Any], str] | None = None, complete: Complete | None = None) -> None:
-        try:
-            for st in statements(_without_blocks(text)):
-                if st.kind == "forget":
-                    self._forget(store, session, st)
-                elif (secret := find_secret(st.said)) is not None:
-                    log.warning("memwire: not captured: the statement looks like it holds a secret (%s)", secret)
-                else:
-                    self._write(store, st.kind, st.text, {"kind": st.kind, "session": session, "turn": turn})
-            if exchange is not None:
+    def _next(self) -> tuple[str, Any] | None:
+        """The worker's next piece of work (call with ``_cond`` held): ("stores", stores due),
+        ("job", a distillation) or ("retry", None); None when there is none."""
+        now = time.monotonic()
+        if (self._retry or self._unlogged) and now >= self._retry_at:
+            self._due.update(self._retry)
+            self._retry.clear()
+            if self._unlogged:
+                return "retry", None
+        if self._due:
+            since = self._due_since or now
+            self._due_since = None
+            due = list(self._due.values())
+            self._due.clear()
+            return "stores", (since, due)
+        if self._jobs:
+            return "job", self._jobs.popleft()
+        return None
+
+    def _wait_s(self) -> float | None:
+        return max(0.0, self._retry_at - time.monotonic()) if (self._retry or self._unlogged) else None
+
+    def _do(self, what: str, arg: Any) -> None:
+        if what == "retry":
+            self._append_unlogged()
+        elif what == "stores":
+            since, stores = arg
+            if self._backlog < URGENT:
+                self.traffic.wait_quiet(self.settle_s, since + MAX_DEFER_S)
+            for store in stores:
+                self._drain(store)
+        else:
+            offered, store, session, turn, exchange, complete = arg
+            self.traffic.wait_quiet(self.settle_s, offered + MAX_DEFER_S)
+            try:
                 self._distill(store, session, turn, *exchange, complete=complete)
-            if store.track:
+                if store.track:
+                    sweep_if_due(store)
+            except Exception as exc:  # noqa: BLE001 - distillation is never worth more than a log line
+                log.warning("memwire: distillation of an exchange failed (%s)", describe(exc))
+
+    def _drain(self, store: "MemoryStore") -> None:
+        """Write what waits in ``store``'s queues (and, the first time, in its namespaces' queues)."""
+        loc = store.location
+        if loc not in self._known:
+            self._known.add(loc)
+            for other in _namespaces_with_queues(store):
+                if other.location not in self._known:
+                    self._drain(other)
+        apply = partial(self._apply, store)
+        try:
+            held = self._held.get(loc)
+            if held is not None:
+                held.drain(apply)
+            self._queue_of(store).drain(apply)
+            if self._waiting:
+                self._waiting = False
+                log.warning("memwire: capture writes to %s again", loc)
+        except Exception as exc:  # noqa: BLE001 - Retry, or the queue itself cannot be read: tried again
+            cause = exc.__cause__ if isinstance(exc, Retry) and exc.__cause__ is not None else exc
+            with self._cond:
+                self._retry[loc] = store
+                self._retry_at = time.monotonic() + RETRY_S
+            if not self._waiting:
+                self._waiting = True
+                log.warning("memwire: capture cannot write to %s now (%s); what was said stays queued and is "
+                            "written when it can be", loc, describe(cause))
+            return
+        if store.track:
+            try:
                 sweep_if_due(store)  # the lifecycle's upkeep, at most every few hours
-        except Exception as exc:  # noqa: BLE001 - capture is never worth more than a log line
-            log.warning("memwire: capture failed (%s: %s)", type(exc).__name__, exc)
+            except Exception as exc:  # noqa: BLE001 - upkeep is never worth more than a log line
+                log.warning("memwire: lifecycle upkeep failed (%s)", describe(exc))
+
+    def _apply(self, store: "MemoryStore", entry: Mapping[str, Any], replayed: bool) -> None:
+        """Write one queued statement (``Retry`` when the store cannot take it now)."""
+        kind, text, session, turn = (entry.get(k) for k in ("kind", "text", "session", "turn"))
+        if kind not in _KINDS or not all(isinstance(v, str) for v in (text, session, turn)):
+            self._written(1)  # not a line memwire wrote: nothing to do
+            return
+        try:
+            if replayed and self._applied_before(store, entry):
+                pass
+            elif kind == "forget":
+                self._forget(store, session, text)
+            else:
+                at = entry.get("at")
+                self._write(store, kind, text, {"kind": kind, "session": session, "turn": turn, "key": entry["key"]},
+                            at=at if isinstance(at, (int, float)) else None)
+        except _TRANSIENT as exc:
+            raise Retry() from exc
+        except Exception as exc:  # noqa: BLE001 - this statement cannot be stored (refused): it is done
+            log.warning("memwire: a statement was not captured (%s)", describe(exc))
+        self._written(1)
+
+    def _written(self, n: int) -> None:
+        with self._cond:
+            self._backlog = max(0, self._backlog - n)
+            self._cond.notify_all()
+
+    def _applied_before(self, store: "MemoryStore", entry: Mapping[str, Any]) -> bool:
+        """Whether a replayed entry was applied before its consumer died: its memory is there, or
+        the capture log has an event of its key."""
+        if entry["kind"] == "forget":
+            return False  # forgetting again finds nothing to forget
+        mid = memory_id(entry["text"])
+        if mid in store or (self.setting == "review" and mid in inbox_of(store)):
+            return True
+        return any(e.get("key") == entry["key"] for e in read_log(store))
+
+    def _append_unlogged(self) -> None:
+        with self._cond:
+            waiting, self._unlogged = self._unlogged, []
+        for i, (store, event, mem, source) in enumerate(waiting):
+            try:
+                log_event(store, event, mem, source)
+            except _TRANSIENT:
+                with self._cond:
+                    self._unlogged[:0] = waiting[i:]
+                    self._retry_at = time.monotonic() + RETRY_S
+                return
+        if waiting:
+            log.warning("memwire: %d capture event(s) appended to the capture log late", len(waiting))
+
+    def _run(self, store: "MemoryStore", session: str, turn: str, text: str) -> None:
+        """Read and write ``text``'s statements now, on this thread (tests, tools)."""
+        for entry in self._entries(text, session, turn):
+            self._apply(store, entry, False)
 
     def _write(self, store: "MemoryStore", kind: str, text: str, source: dict[str, str],
-               extra_tags: tuple[str, ...] = ()) -> None:
+               extra_tags: tuple[str, ...] = (), at: float | None = None) -> None:
         """The one write path of explicit and distilled memories: cooldown, near-duplicates
         reinforced, rejected ones not proposed again, profile facts superseded, review inbox."""
         now = self._clock()
@@ -155,25 +416,27 @@ class Capture:
         last = self._recent.get(recent)
         if last is not None and now - last <= self.cooldown_s:
             return
-        self._recent.setdefault(recent, now, replace=lambda _: True)
         inbox = inbox_of(store) if self.setting == "review" else None
         for where in (store, inbox):
             dup = where is not None and _near_duplicate(where, text)
             if dup:
-                self._event(store, "reinforced", dup, source)
                 if where is store:
                     store.lifecycle.reinforce([dup.id])
+                self._recent.setdefault(recent, now, replace=lambda _: True)
+                self._event(store, "reinforced", dup, source)
                 return
         if was_rejected(store, memory_id(text)):
             return
         if kind == "fact" and text.startswith(_PROFILE_PREFIX) and inbox is None:
             self._supersede(store, text, source)
+        date = time.strftime("%Y-%m-%d", time.localtime(at))  # the day it was said (None: now)
         mem = (store if inbox is None else inbox).add(text, tags=[kind, CAPTURED_TAG, *extra_tags],
-                                                      topic=TOPICS[kind], date=time.strftime("%Y-%m-%d"),
+                                                      topic=TOPICS[kind], date=date,
                                                       cue="distilled" if DISTILLED_TAG in extra_tags else "captured")
-        self._event(store, "captured" if inbox is None else "captured-for-review", mem, source)
+        self._recent.setdefault(recent, now, replace=lambda _: True)
         self._by_session.setdefault((store.location, source["session"]), []).append((now, mem.id))
-        log.info("memwire: captured %s %s: %s", kind, mem.id, mem.text)
+        self._event(store, "captured" if inbox is None else "captured-for-review", mem, source)
+        log.info("memwire: captured %s %s (%d chars)", kind, mem.id, len(mem.text))
 
     def _distill(self, store: "MemoryStore", session: str, turn: str, fmt: "Format", items: list[Any],
                  system_text: str, complete: Complete | None = None) -> None:
@@ -195,10 +458,10 @@ class Capture:
             if CAPTURED_TAG in mem.tags and mem.text.lower().startswith(key) and mem.text != text:
                 self._event(store, "superseded", store.forget(mem.id, reason="superseded"), source)
 
-    def _forget(self, store: "MemoryStore", session: str, st: Statement) -> None:
+    def _forget(self, store: "MemoryStore", session: str, text: str) -> None:
         inbox = inbox_of(store) if self.setting == "review" else None
-        if st.text:
-            gone = [m for where in (store, inbox) if where is not None for m in _captured_match(where, st.text)][:1]
+        if text:
+            gone = [m for where in (store, inbox) if where is not None for m in _captured_match(where, text)][:1]
         else:  # "never mind": what this session captured just now
             now = self._clock()
             recent = self._by_session.get((store.location, session)) or []
@@ -210,7 +473,49 @@ class Capture:
                 reject(store, [mem.id])
             else:
                 self._event(store, "forgotten", store.forget(mem.id), {"session": session})
-            log.info("memwire: forgot captured memory %s: %s", mem.id, mem.text)
+            log.info("memwire: forgot captured memory %s", mem.id)
+
+
+def _work(ref: "weakref.ref[Capture]") -> None:
+    """The worker thread's loop (it holds its capture weakly: a dropped middleware's thread ends)."""
+    while True:
+        capture = ref()
+        if capture is None:
+            return
+        with capture._cond:
+            work = capture._next()
+            if work is None:
+                capture._busy = False
+                capture._cond.notify_all()
+                wait = capture._wait_s()
+                capture._cond.wait(60.0 if wait is None else wait)
+                del capture
+                continue
+            capture._busy = True
+        try:
+            capture._do(*work)
+        except Exception as exc:  # noqa: BLE001 - the worker outlives any one piece of work
+            log.warning("memwire: capture worker: %s", describe(exc))
+        del capture
+
+
+def _namespaces_with_queues(store: "MemoryStore") -> list["MemoryStore"]:
+    """The namespace stores under ``store``'s directory whose queues hold entries (a restart's)."""
+    path = getattr(store, "path", None)
+    if path is None or getattr(store, "remote", False):
+        return []
+    try:
+        names = [p.name for p in (Path(path) / "namespaces").iterdir()
+                 if p.is_dir() and not p.is_symlink() and queue_files(p)]
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        try:
+            out.append(store.namespace_store(name))
+        except Exception:  # noqa: BLE001 - not a namespace memwire made
+            continue
+    return out
 
 
 def _captured_match(store: "MemoryStore", text: str) -> list[Memory]:

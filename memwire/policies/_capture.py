@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Statement", "Kind", "statements", "PROFILE_KEYS", "MAX_SENTENCE_CHARS", "MAX_SCAN_CHARS"]
+__all__ = ["Statement", "Kind", "statements", "might_state", "PROFILE_KEYS", "MAX_SENTENCE_CHARS", "MAX_SCAN_CHARS"]
 
 Kind = Literal["fact", "preference", "instruction", "forget"]
 
@@ -77,6 +77,10 @@ _PROFILE = re.compile(
     _LEAD + r"my\s+(?P<key>" + "|".join(sorted((re.escape(k).replace(r"\ ", r"\s+") for k in PROFILE_KEYS),
                                                key=len, reverse=True))
     + r")\s+(?:is|=|:)\s+(?P<x>.+)$", re.IGNORECASE)
+# what a sentence may begin with (after the lead-in) for any pattern above to match it: most
+# sentences fail this one test, so the request path pays a single match for them, not six
+_TRIGGER = re.compile(_LEAD + r"(?:forget|never|disregard|do|remember|keep|note|for|make|from|going|in|you|always"
+                      r"|i|my|call)", re.IGNORECASE)
 _VALUE_END = re.compile(r",|\s+(?:and|but|so|because|which|though)\s+", re.IGNORECASE)
 _FIRST_PERSON = (
     (re.compile(r"\bI'm\b"), "the user is"), (re.compile(r"\bI've\b"), "the user has"),
@@ -139,7 +143,7 @@ def _words(text: str) -> int:
 
 
 def _one(sentence: str) -> Statement | None:
-    if sentence.endswith("?") or len(sentence) > MAX_SENTENCE_CHARS:
+    if sentence.endswith("?") or len(sentence) > MAX_SENTENCE_CHARS or not _TRIGGER.match(sentence):
         return None
     if m := _FORGET.match(sentence):
         return Statement("forget", _clean(m["x"]) if m["x"].strip() else "", sentence)
@@ -165,8 +169,25 @@ def _one(sentence: str) -> Statement | None:
     return None
 
 
+# one of these (lower-cased) is in every sentence a pattern above matches: a message holding none
+# of them (almost every message) costs a few substring tests, not a split into sentences
+_WORDS = ("remember", "forget", "never", "disregard", "keep in mind", "note", "reference", "from now on",
+          "going forward", "future", "always", "don't ever", "dont ever", "do not ever", "prefer", "rather")
+_CALL_OR_MY = re.compile(r"call\s+me|my\s+(?:" + "|".join(sorted((re.escape(k).replace(r"\ ", r"\s+") for k in PROFILE_KEYS),
+                                                                key=len, reverse=True)) + r")\b")
+
+
+def might_state(human_text: str) -> bool:
+    """False when ``human_text`` surely holds no statement (a cheap test; True: read it)."""
+    low = human_text[:MAX_SCAN_CHARS].lower()
+    return (any(w in low for w in _WORDS)
+            or (("call" in low or "my" in low) and _CALL_OR_MY.search(low) is not None))
+
+
 def statements(human_text: str) -> list[Statement]:
     """The explicit statements in ``human_text``, in order; [] for almost every message."""
+    if not might_state(human_text):
+        return []
     found: dict[tuple[str, str], Statement] = {}
     for sentence in _sentences(human_text):
         st = _one(sentence)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -103,8 +104,8 @@ def test_a_turn_is_read_once_not_per_tool_loop_request(store: MemoryStore, clock
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     mw = middleware(store, clock)
     runs: list[str] = []
-    real = mw.capture._run
-    monkeypatch.setattr(mw.capture, "_run", lambda *a: (runs.append(a[3]), real(*a)))
+    real = mw.capture._entries
+    monkeypatch.setattr(mw.capture, "_entries", lambda *a: (runs.append(a[0]), real(*a))[1])
     loop = chat(PORT)
     mw.prepare(loop, session_id="s")
     loop += [{"role": "assistant", "content": None, "tool_calls": [
@@ -117,18 +118,18 @@ def test_a_turn_is_read_once_not_per_tool_loop_request(store: MemoryStore, clock
     assert captured(store) == ["The staging database listens on port 5433."]
 
 
-def test_capture_never_runs_on_the_request_path(store: MemoryStore, clock: Clock) -> None:
+def test_the_write_never_runs_on_the_request_path(store: MemoryStore, clock: Clock) -> None:
     mw = middleware(store, clock)
     entered, release = threading.Event(), threading.Event()
-    real = mw.capture._run
+    real = mw.capture._apply
 
     def slow(*a: Any) -> None:
         entered.set()
         release.wait(10)
         real(*a)
 
-    mw.capture._run = slow  # type: ignore[method-assign]
-    p = mw.prepare(chat(PORT), session_id="s")  # returns while the capture waits
+    mw.capture._apply = slow  # type: ignore[method-assign]
+    p = mw.prepare(chat(PORT), session_id="s")  # returns while the write waits
     assert entered.wait(5) and p.messages[-1]["content"] == PORT
     assert captured(store) == []
     release.set()
@@ -266,15 +267,39 @@ def test_memwires_own_block_is_never_captured(store: MemoryStore, clock: Clock) 
     assert captured(store) == []
 
 
-def test_a_failing_capture_costs_a_log_line_not_the_call(store: MemoryStore, clock: Clock,
-                                                         caplog: pytest.LogCaptureFixture,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_store_that_cannot_be_written_keeps_the_statement_queued(store: MemoryStore, clock: Clock,
+                                                                  caplog: pytest.LogCaptureFixture,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk under the memory file: the call goes on with its memory, the statement stays
+    queued (one log line, no text) and is written once the store takes writes again."""
+    from memwire.middleware import _capture
+
+    monkeypatch.setattr(_capture, "RETRY_S", 0.05)
     mw = middleware(store, clock)
-    monkeypatch.setattr(MemoryStore, "add", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
-    with caplog.at_level(logging.WARNING, logger="memwire"):
+    real = MemoryStore.add
+    full = threading.Event()
+    full.set()
+
+    def add(self: MemoryStore, *a: Any, **k: Any) -> Any:
+        if full.is_set():
+            raise OSError(28, "No space left on device", str(self.path / "MEMORY.md"))
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(MemoryStore, "add", add)
+    with caplog.at_level(logging.INFO, logger="memwire"):
         p = say(mw, "Remember that the build needs Java 21. When do deploys go out?")
-    assert p.injection.injected
-    assert any("capture failed (OSError: disk full)" in r.getMessage() for r in caplog.records)
+        assert p.injection.injected
+        time.sleep(0.3)  # a few retries, each failing
+        assert captured(store) == []
+        full.clear()
+        deadline = time.monotonic() + 10
+        while captured(store) != ["The build needs Java 21."] and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert captured(store) == ["The build needs Java 21."]
+    said = [r.getMessage() for r in caplog.records]
+    assert len([m for m in said if "capture cannot write" in m and "ENOSPC" in m]) == 1  # once, not per retry
+    assert not any("capture failed" in m or "Java" in m for m in said)
+    assert [e["event"] for e in read_log(store)] == ["captured"]
 
 
 def test_an_unknown_capture_setting_is_a_config_error(store: MemoryStore) -> None:
@@ -295,23 +320,27 @@ def test_the_turn_that_says_it_does_not_get_it_back_as_memory(store: MemoryStore
     assert p.injection.memory_ids == ()
 
 
-def test_a_worker_that_falls_behind_drops_turns_with_one_warning(store: MemoryStore, clock: Clock,
-                                                                 monkeypatch: pytest.MonkeyPatch,
-                                                                 caplog: pytest.LogCaptureFixture) -> None:
+def test_a_worker_that_falls_behind_slows_the_sayer_and_drops_nothing(store: MemoryStore, clock: Clock,
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """Back-pressure, not drops: past ``MAX_BACKLOG`` statements waiting, a request that says one
+    more waits for the worker (at most ``BACKPRESSURE_S``), then queues it all the same."""
     from memwire.middleware import _capture
 
-    monkeypatch.setattr(_capture, "MAX_PENDING", 2)
+    monkeypatch.setattr(_capture, "MAX_BACKLOG", 2)
+    monkeypatch.setattr(_capture, "BACKPRESSURE_S", 0.3)
     mw = middleware(store, clock)
     release = threading.Event()
-    real = mw.capture._run
-    mw.capture._run = lambda *a: (release.wait(10), real(*a))  # type: ignore[method-assign]
+    real = mw.capture._apply
+    mw.capture._apply = lambda *a: (release.wait(20), real(*a))[1]  # type: ignore[method-assign]
+    took = []
     with caplog.at_level(logging.WARNING, logger="memwire"):
         for n in range(4):
+            start = time.monotonic()
             mw.prepare(chat(f"Remember that server {n} runs Debian {n + 10}."), session_id=f"s{n}")
+            took.append(time.monotonic() - start)
+    assert max(took[:2]) < 0.25 <= min(took[2:])  # the first two are queued at once; then each waits
     release.set()
     mw.flush()
-    assert captured(store) == ["Server 0 runs Debian 10.", "Server 1 runs Debian 11."]
-    assert len([r for r in caplog.records if "turns behind" in r.getMessage()]) == 1
-    mw.prepare(chat("Remember that server 9 runs Debian 13."), session_id="s9")  # caught up: read again
-    mw.flush()
-    assert "Server 9 runs Debian 13." in captured(store)
+    assert captured(store) == [f"Server {n} runs Debian {n + 10}." for n in range(4)]
+    assert not [r for r in caplog.records if "behind" in r.getMessage()]
