@@ -35,24 +35,50 @@ def under(root: Path, path: Path) -> Path:
     """``path`` (``root`` or a path below it, lexically) once no component of it below ``root`` is
     a symlink and each but the last is a directory; else ``MemoryFileError`` naming the first bad
     one. ``root`` itself is the person's choice and is not checked."""
-    try:
-        rel = Path(path).relative_to(root)
-    except ValueError:
-        raise MemoryFileError(str(path), None, f"not inside the memory directory {root}") from None
-    if ".." in rel.parts:
-        raise MemoryFileError(str(path), None, f"not inside the memory directory {root}")
-    p, last = Path(root), len(rel.parts) - 1
-    for i, part in enumerate(rel.parts):
-        p = p / part
+    _walk(os.fspath(root), os.fspath(path))
+    return path
+
+
+def _walk(root: str, path: str) -> os.stat_result | None:
+    """``under``'s check; returns the ``lstat`` of ``path`` (None: it does not exist, or it is
+    ``root``). Strings, not ``PurePath`` operations: this runs on every request."""
+    rel = _relative(root, path)
+    if not rel:
+        return None
+    at, parts = root.rstrip(os.sep) or os.sep, rel.split(os.sep)
+    last = len(parts) - 1
+    for i, part in enumerate(parts):
+        at = at + part if at.endswith(os.sep) else at + os.sep + part
         try:
-            mode = os.lstat(p).st_mode
+            st = os.lstat(at)
         except FileNotFoundError:
-            return Path(path)  # not there yet: neither is anything below it
-        if stat.S_ISLNK(mode):
-            raise MemoryFileError(str(p), None, SYMLINK)
-        if i < last and not stat.S_ISDIR(mode):
-            raise MemoryFileError(str(p), None, "not a directory")
-    return Path(path)
+            return None  # not there yet: neither is anything below it
+        if stat.S_ISLNK(st.st_mode):
+            raise MemoryFileError(at, None, SYMLINK)
+        if i < last and not stat.S_ISDIR(st.st_mode):
+            raise MemoryFileError(at, None, "not a directory")
+    return st
+
+
+def _relative(root: str, path: str) -> str:
+    """``path`` relative to ``root`` ("" for ``root`` itself), lexically; ``MemoryFileError`` when
+    it is not below it."""
+    if path == root:
+        return ""
+    head = root if root.endswith(os.sep) else root + os.sep
+    if not path.startswith(head):  # spelled differently ("./mem", "mem/", absolute and relative)
+        root, path = os.path.abspath(root), os.path.abspath(path)
+        if path == root:
+            return ""
+        head = root if root.endswith(os.sep) else root + os.sep
+        if not path.startswith(head):
+            raise MemoryFileError(path, None, f"not inside the memory directory {root}")
+    rel = os.path.normpath(path[len(head):]) if "." in path[len(head):] else path[len(head):]
+    if rel == ".." or rel.startswith(".." + os.sep) or rel in ("", "."):
+        if rel in ("", "."):
+            return ""
+        raise MemoryFileError(path, None, f"not inside the memory directory {root}")
+    return rel.strip(os.sep)
 
 
 def open_fd(root: Path, path: Path, flags: int, mode: int = 0o600, *, plain: bool = True) -> int:
@@ -118,7 +144,13 @@ def scandir(root: Path, path: Path) -> "os._ScandirIterator[str]":
 def lstat(root: Path, path: Path) -> os.stat_result:
     """``lstat`` of ``path`` under ``root`` (a symlink, at the last component too, is refused);
     ``root`` itself is ``stat``'ed: it may be a link, the person named it."""
-    return os.stat(path) if Path(path) == Path(root) else os.lstat(under(root, path))
+    r, p = os.fspath(root), os.fspath(path)
+    if not _relative(r, p):
+        return os.stat(p)
+    st = _walk(r, p)
+    if st is None:
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", p)
+    return st
 
 
 def replace(root: Path, src: str | Path, dst: Path) -> None:

@@ -260,3 +260,15 @@ def test_makedirs_and_open_never_go_through_a_link(tmp_path: Path) -> None:
     with pytest.raises(MemoryFileError, match="not a plain file"):
         open_fd(root, root / "fifo.md", os.O_RDONLY)  # never blocks on a FIFO
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_relative_memory_directory_works_with_absolute_temp_files(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``.memwire`` as the CLI and ``Middleware()`` name it; ``mkstemp`` hands back absolute names."""
+    monkeypatch.chdir(tmp_path)
+    store = MemoryStore.for_namespace(Path(".memwire"), "alice")
+    mem = store.add("Alice deploys on Fridays")
+    store.forget(mem.id)
+    assert [m.text for m in store.archive] == ["Alice deploys on Fridays"]
+    assert under(Path(".memwire"), tmp_path / ".memwire" / "x") == tmp_path / ".memwire" / "x"
+    assert under(Path("./.memwire/"), Path(".memwire/namespaces")) == Path(".memwire/namespaces")
