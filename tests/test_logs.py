@@ -73,3 +73,44 @@ def test_the_proxy_logs_json_and_never_the_message(tmp_path: Path, workers: str)
     assert any(r["logger"] == "memwire.proxy" and "POST /v1/chat/completions 502" in r["message"] for r in records)
     assert any("memwire proxy on" in r["message"] for r in records)
     assert "secret question" not in text
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_an_exception_is_logged_by_its_type_and_safe_detail_never_its_message(
+        fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Exceptions as arguments and tracebacks (chained ones too), from memwire's loggers and any
+    other under ``configure_logging``: the type, the frames and the details that hold no text
+    (an OS error's code and file, a JSON position, an HTTP status), never the message."""
+    import errno
+
+    from memwire._errors import InvalidMemoryError, StoreUnavailableError
+
+    class Status(Exception):
+        response = type("R", (), {"status_code": 503})()
+
+    configure_logging("debug", fmt)
+    try:
+        mine, other = logging.getLogger("memwire"), logging.getLogger("some.library")
+        mine.warning("memwire: capture failed (%s: %s)", "InvalidMemoryError",
+                     InvalidMemoryError("cannot store 'Qz7one'"))
+        mine.warning("memwire: a write failed (%s)", OSError(errno.ENOSPC, "full of Qz7two", "/m/MEMORY.md"))
+        mine.info("memwire: answer not read (%s)", json.JSONDecodeError("Expecting value", '{"Qz7three', 1))
+        other.warning("upstream said %(err)s", {"err": Status("body: Qz7four")})
+        mine.warning("memwire: outage (%s)", StoreUnavailableError("the memory database postgresql://db/x is unavailable"))
+        try:
+            try:
+                raise KeyError("Qz" + "7five")  # built: a traceback's frames quote the source line
+            except KeyError as exc:
+                raise ValueError("while reading Qz" + "7six") from exc
+        except ValueError:
+            other.exception("Exception in ASGI application")
+        err = capsys.readouterr().err
+    finally:
+        configure_logging("warning", "text")
+    assert "Qz7" not in err, err
+    assert "capture failed (InvalidMemoryError: details not logged)" in err
+    assert "OSError: ENOSPC (No space left on device) /m/MEMORY.md" in err
+    assert "JSONDecodeError: Expecting value at line 1 column 2" in err
+    assert "upstream said Status: status 503" in err
+    assert "postgresql://db/x is unavailable" in err  # memwire's own phrase about a database: kept
+    assert "KeyError" in err and "ValueError" in err and "test_logs.py" in err  # the traceback's frames stay
