@@ -66,3 +66,23 @@ def test_a_failing_handler_still_settles_its_items() -> None:
     assert w.offer(got.append, 2) and w.offer(got.append, 3)
     w.flush(10)
     assert got == [[2, 3]] or got == [[2], [3]]
+
+
+def test_each_dropped_job_is_counted_by_kind() -> None:
+    from memwire._worker import on_dropped
+
+    class Counts:
+        def __init__(self) -> None:
+            self.seen: list[tuple[str, int]] = []
+
+        def listen(self, kind: str, count: int) -> None:
+            self.seen.append((kind, count))
+
+    counts, gate = Counts(), threading.Event()
+    on_dropped(counts.listen)
+    w = Worker("memwire-telemetry", "telemetry", "replies", lambda: 1)
+    assert w.submit(gate.wait, 10)
+    assert not w.submit(time.sleep, 0) and not w.offer(print, 1)
+    gate.set()
+    w.flush(10)
+    assert [s for s in counts.seen if s[0] == "telemetry"] == [("telemetry", 1), ("telemetry", 1)]

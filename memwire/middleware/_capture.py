@@ -379,14 +379,20 @@ class Capture:
             self._cond.notify_all()
 
     def _applied_before(self, store: "MemoryStore", entry: Mapping[str, Any]) -> bool:
-        """Whether a replayed entry was applied before its consumer died: its memory is there, or
-        the capture log has an event of its key."""
+        """Whether a replayed entry was applied before its consumer died: the capture log has an
+        event of its key, or its memory is there (then the event it lacks is appended now)."""
         if entry["kind"] == "forget":
             return False  # forgetting again finds nothing to forget
-        mid = memory_id(entry["text"])
-        if mid in store or (self.setting == "review" and mid in inbox_of(store)):
+        if any(e.get("key") == entry["key"] for e in read_log(store)):
             return True
-        return any(e.get("key") == entry["key"] for e in read_log(store))
+        mid = memory_id(entry["text"])
+        inbox = inbox_of(store) if self.setting == "review" else None
+        where = store if mid in store else inbox if inbox is not None and mid in inbox else None
+        if where is None:
+            return False
+        source = {"kind": entry["kind"], "session": entry["session"], "turn": entry["turn"], "key": entry["key"]}
+        self._event(store, "captured" if where is store else "captured-for-review", where.get(mid), source)
+        return True
 
     def _append_unlogged(self) -> None:
         with self._cond:

@@ -344,3 +344,41 @@ def test_a_worker_that_falls_behind_slows_the_sayer_and_drops_nothing(store: Mem
     mw.flush()
     assert captured(store) == [f"Server {n} runs Debian {n + 10}." for n in range(4)]
     assert not [r for r in caplog.records if "behind" in r.getMessage()]
+
+
+def test_a_full_disk_after_the_memory_was_written_retries_the_event_not_the_capture(
+        store: MemoryStore, clock: Clock, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENOSPC appending the capture event, once the memory is in MEMORY.md: no "capture failed",
+    the memory is not written again; the event is kept and appended once the disk has room."""
+    import errno
+
+    from memwire.middleware import _capture
+
+    monkeypatch.setattr(_capture, "RETRY_S", 0.05)
+    full, real = threading.Event(), _capture.log_event
+    full.set()
+
+    def log_event(*a: Any, **k: Any) -> None:
+        if full.is_set():
+            raise OSError(errno.ENOSPC, "No space left on device", str(store.path / ".captured.jsonl"))
+        real(*a, **k)
+
+    monkeypatch.setattr(_capture, "log_event", log_event)
+    mw = middleware(store, clock)
+    with caplog.at_level(logging.INFO, logger="memwire"):
+        say(mw, PORT, "a")
+        say(mw, "Remember that the build needs Java 21.", "b")
+        time.sleep(0.3)  # retries meanwhile, failing
+        assert captured(store) == ["The staging database listens on port 5433.", "The build needs Java 21."]
+        assert read_log(store) == []
+        full.clear()
+        deadline = time.monotonic() + 10
+        while len(read_log(store)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+    assert [(e["event"], e["session"]) for e in read_log(store)] == [("captured", "a"), ("captured", "b")]
+    assert captured(store) == ["The staging database listens on port 5433.", "The build needs Java 21."]
+    said = [r.getMessage() for r in caplog.records]
+    assert not any("capture failed" in m or "cannot write" in m for m in said)
+    assert len([m for m in said if "not appended to the capture log" in m and "ENOSPC" in m]) == 1
+    assert any("2 capture event(s) appended to the capture log late" in m for m in said)
