@@ -22,8 +22,12 @@ the consumer died, so ``apply`` checks by the entry's key that it was not (see
 ``apply`` raising ``Retry`` (the store cannot be written now: a full disk, a database outage)
 stops the drain with the entry and those after it kept, for the next drain.
 
-A PostgreSQL store has no directory; its queue is :class:`MemoryQueue` (this process's memory):
-never dropped while the process lives, not kept across a restart.
+A PostgreSQL store's queue is the table ``memwire_capture_queue`` (:class:`PgQueue`), a row per
+entry, shared by the replicas: ``put`` inserts (a key already queued is not queued twice); a drain
+holds the namespace's advisory lock, marks each row claimed (committed) before applying it and
+deletes it after; a claimed row found again was being applied by a consumer that died, and is
+``replayed``. :class:`MemoryQueue` (this process's memory) holds what a queue could not take (a
+full disk, an outage) until it can: never dropped while the process lives.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ except ImportError:  # Windows: appends are whole lines; the claim by rename is 
 
 from .._locks import write_lock
 
-__all__ = ["FileQueue", "MemoryQueue", "Retry", "QUEUE_NAME", "WORK_NAME", "LOCK_NAME", "queue_files"]
+__all__ = ["FileQueue", "MemoryQueue", "PgQueue", "Retry", "QUEUE_NAME", "WORK_NAME", "LOCK_NAME", "queue_files"]
 
 QUEUE_NAME = ".capture-queue.jsonl"
 WORK_NAME = ".capture-queue.work.jsonl"
@@ -213,3 +217,87 @@ class MemoryQueue:
                 self._entries.pop(0)
                 self._tried.discard(id(entry))
             applied += 1
+
+
+_PG_TABLE = """CREATE TABLE IF NOT EXISTS memwire_capture_queue (
+    seq bigserial PRIMARY KEY,
+    namespace text NOT NULL,
+    key text NOT NULL,
+    entry jsonb NOT NULL,
+    claimed timestamptz,
+    UNIQUE (namespace, key)
+)"""
+_PG_LOCK = 0x6D656D77_63617074  # advisory lock class of the capture queues ("memwcapt"); the namespace's hash is the key
+_pg_ready: set[str] = set()  # database URLs whose table this process made sure of
+_pg_ready_lock = threading.Lock()
+
+
+class PgQueue:
+    """A PostgreSQL namespace's capture queue (see the module). ``store``: a ``PgStore``."""
+
+    durable = True
+    BATCH = 100
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.namespace: str = store.namespace
+
+    def _connection(self) -> Any:
+        db = self.store.db
+        if db.url not in _pg_ready:
+            with _pg_ready_lock, db.connection() as conn:
+                if db.url not in _pg_ready:
+                    with conn.transaction():
+                        conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_PG_LOCK & 0x7FFFFFFF,))
+                        conn.execute(_PG_TABLE)
+                    _pg_ready.add(db.url)
+        return db.connection()
+
+    def put(self, entries: Sequence[Mapping[str, Any]]) -> None:
+        from psycopg.types.json import Jsonb
+
+        with self._connection() as conn, conn.cursor() as cur:
+            cur.executemany("INSERT INTO memwire_capture_queue (namespace, key, entry) VALUES (%s, %s, %s) "
+                            "ON CONFLICT (namespace, key) DO NOTHING",
+                            [(self.namespace, e["key"], Jsonb(dict(e))) for e in entries])
+
+    def namespaces(self) -> list[str]:
+        """The namespaces of this database with entries waiting (what a restart left)."""
+        with self._connection() as conn:
+            return [r[0] for r in conn.execute("SELECT DISTINCT namespace FROM memwire_capture_queue").fetchall()]
+
+    def pending(self) -> bool:
+        with self._connection() as conn:
+            return conn.execute("SELECT EXISTS (SELECT 1 FROM memwire_capture_queue WHERE namespace = %s)",
+                                (self.namespace,)).fetchone()[0]  # type: ignore[index,no-any-return]
+
+    def drain(self, apply: Apply) -> int:
+        applied = 0
+        with self._connection() as conn:
+            conn.commit()
+            lock = (_PG_LOCK & 0x7FFFFFFF, self.namespace)
+            conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", lock)  # one consumer per namespace
+            conn.commit()
+            try:
+                while True:
+                    rows = conn.execute("SELECT seq, entry, claimed IS NOT NULL FROM memwire_capture_queue "
+                                        "WHERE namespace = %s ORDER BY seq LIMIT %s",
+                                        (self.namespace, self.BATCH)).fetchall()
+                    conn.commit()
+                    if not rows:
+                        return applied
+                    for seq, entry, claimed in rows:
+                        if not claimed:  # committed before the entry is applied: a replay knows
+                            conn.execute("UPDATE memwire_capture_queue SET claimed = now() WHERE seq = %s", (seq,))
+                            conn.commit()
+                        apply(entry, bool(claimed))  # Retry: the row stays, claimed
+                        conn.execute("DELETE FROM memwire_capture_queue WHERE seq = %s", (seq,))
+                        conn.commit()
+                        applied += 1
+            finally:
+                try:
+                    conn.rollback()
+                    conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", lock)
+                    conn.commit()
+                except Exception:  # noqa: BLE001 - a lost connection took its lock with it
+                    pass

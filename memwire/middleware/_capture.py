@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from .._errors import MemoryFileError, StoreBusyError, StoreUnavailableError
 from .._logs import describe
 from .._worker import MAX_DEFER_S, QUIET_S, Traffic, dropped
-from ..memory._capture_queue import FileQueue, MemoryQueue, Retry, queue_files
+from ..memory._capture_queue import FileQueue, MemoryQueue, PgQueue, Retry, queue_files
 from ..memory._inbox import CAPTURED_TAG, inbox_of, log_event, read_log, reject, was_rejected
 from ..memory._model import Memory, memory_id, normalized
 from ..memory._text import analyze
@@ -137,7 +137,7 @@ class Capture:
         # one worker thread, in order: a "forget that" follows the capture it takes back
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
-        self._queues: dict[str, FileQueue | MemoryQueue] = {}  # by store location
+        self._queues: dict[str, FileQueue | PgQueue | MemoryQueue] = {}  # by store location
         self._held: dict[str, MemoryQueue] = {}  # statements a queue file could not take (a full disk)
         self._due: dict[str, "MemoryStore"] = {}  # stores with statements to write (or to look at)
         self._due_since: float | None = None
@@ -188,12 +188,10 @@ class Capture:
                         "session": session, "turn": turn, "at": at})
         return out
 
-    def _queue_of(self, store: "MemoryStore") -> FileQueue | MemoryQueue:
+    def _queue_of(self, store: "MemoryStore") -> FileQueue | PgQueue | MemoryQueue:
         q = self._queues.get(store.location)
         if q is None:
-            path = getattr(store, "path", None)
-            fresh = MemoryQueue() if getattr(store, "remote", False) or path is None else FileQueue(Path(path))
-            q = self._queues.setdefault(store.location, fresh)
+            q = self._queues.setdefault(store.location, _new_queue(store))
         return q
 
     def _enqueue(self, store: "MemoryStore", entries: list[dict[str, Any]]) -> None:
@@ -209,9 +207,11 @@ class Capture:
         try:
             self._queue_of(store).put(entries)
         except Exception as exc:  # noqa: BLE001 - the directory cannot take it: held here until it can
-            self._held.setdefault(store.location, MemoryQueue()).put(entries)
-            log.warning("memwire: capture queue in %s not written (%s); %d statement(s) held in memory",
-                        store.location, describe(exc), len(entries))
+            held = self._held.setdefault(store.location, MemoryQueue())
+            if not held.pending():  # said once while it lasts (an outage is not a line per statement)
+                log.warning("memwire: capture queue of %s not written (%s); what is said is held in memory until "
+                            "it can be", store.location, describe(exc))
+            held.put(entries)
         self._wake(store)
 
     def _wake(self, store: "MemoryStore") -> None:
@@ -505,15 +505,27 @@ def _work(ref: "weakref.ref[Capture]") -> None:
         del capture
 
 
+def _new_queue(store: "MemoryStore") -> FileQueue | PgQueue | MemoryQueue:
+    """A markdown directory's queue file, a PostgreSQL namespace's table, else this process's memory."""
+    if not getattr(store, "remote", False) and getattr(store, "path", None) is not None:
+        return FileQueue(Path(store.path))
+    if getattr(store, "db", None) is not None and getattr(store, "namespace", None) is not None:
+        return PgQueue(store)
+    return MemoryQueue()
+
+
 def _namespaces_with_queues(store: "MemoryStore") -> list["MemoryStore"]:
-    """The namespace stores under ``store``'s directory whose queues hold entries (a restart's)."""
+    """The other namespaces of ``store``'s tree or database whose queues hold entries (a restart's)."""
     path = getattr(store, "path", None)
-    if path is None or getattr(store, "remote", False):
-        return []
     try:
-        names = [p.name for p in (Path(path) / "namespaces").iterdir()
-                 if p.is_dir() and not p.is_symlink() and queue_files(p)]
-    except OSError:
+        if isinstance(q := _new_queue(store), PgQueue):
+            names = [n for n in q.namespaces() if n != q.namespace]
+        elif path is not None and not getattr(store, "remote", False):
+            names = [p.name for p in (Path(path) / "namespaces").iterdir()
+                     if not p.is_symlink() and p.is_dir() and queue_files(p)]
+        else:
+            return []
+    except Exception:  # noqa: BLE001 - no tree, no table yet: nothing left
         return []
     out = []
     for name in names:

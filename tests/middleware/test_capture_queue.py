@@ -21,6 +21,7 @@ from memwire import MemoryStore, Middleware
 from memwire.memory._capture_queue import QUEUE_NAME, WORK_NAME, FileQueue, MemoryQueue, Retry
 from memwire.memory._inbox import read_log
 from memwire.policies import _capture as rules
+from tests.stores import StoreSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 SAID = "Remember that the payroll export runs at 02:00 UTC."
@@ -28,70 +29,86 @@ STORED = "The payroll export runs at 02:00 UTC."
 
 CHILD = """
 import os, signal, sys, time
-from memwire import MemoryStore, Middleware
+from memwire import Middleware
 from memwire.middleware import _capture
+from tests.stores import StoreSpec
 
-how = sys.argv[2]
+how = sys.argv[3]
 if how == "before-write":  # killed with the statement queued, before the worker writes it
     _capture.Capture._apply = lambda *a: time.sleep(3600)
 else:  # killed just after the memory is written, before its event and its done mark
     _capture.Capture._event = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
-mw = Middleware(store=MemoryStore(sys.argv[1]), mode="contextPerTurn", capture="auto")
-mw.prepare([{"role": "user", "content": sys.argv[3]}], session_id="monday")
+mw = Middleware(store=StoreSpec(sys.argv[1], sys.argv[2])(), mode="contextPerTurn", capture="auto")
+mw.prepare([{"role": "user", "content": sys.argv[4]}], session_id="monday")
 print("prepared", flush=True)
 time.sleep(3600)
 """
 
 
-def captured(store: MemoryStore) -> list[str]:
+def captured(store: Any) -> list[str]:
     return [m.text for m in store.memories() if "captured" in m.tags]
 
 
-def child(tmp_path: Path, how: str) -> subprocess.Popen[str]:
+def child(tmp_path: Path, spec: StoreSpec, how: str) -> subprocess.Popen[str]:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMWIRE_")}, "PYTHONPATH": str(ROOT),
            "MEMWIRE_HOME": str(tmp_path / "home"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    return subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path / "mem"), how, SAID], env=env, cwd=tmp_path,
+    return subprocess.Popen([sys.executable, "-c", CHILD, spec.backend, spec.where, how, SAID], env=env, cwd=tmp_path,
                             stdout=subprocess.PIPE, text=True)
 
 
-def restart(tmp_path: Path) -> MemoryStore:
-    """A new process's middleware on the same directory: its first request finds what was left."""
-    store = MemoryStore(tmp_path / "mem")
+def restart(spec: StoreSpec) -> Any:
+    """A new process's middleware on the same store: its first request finds what was left."""
+    store = spec()
     mw = Middleware(store=store, mode="contextPerTurn", capture="auto")
     mw.prepare([{"role": "user", "content": "Which day is it?"}], session_id="tuesday")
     mw.flush(30)
     return store
 
 
-def test_a_statement_survives_a_kill_between_queueing_and_writing(tmp_path: Path) -> None:
-    proc = child(tmp_path, "before-write")
+def waiting(spec: StoreSpec) -> list[dict[str, Any]]:
+    """The queued entries (the queue file, or the table's rows) and whether each was claimed."""
+    if spec.backend == "markdown":
+        return [json.loads(ln) | {"claimed": False} for name in (QUEUE_NAME, WORK_NAME)
+                if (Path(spec.where) / name).exists()
+                for ln in (Path(spec.where) / name).read_text().splitlines() if "done" not in json.loads(ln)]
+    import psycopg
+
+    with psycopg.connect(spec.where) as conn:
+        try:
+            rows = conn.execute("SELECT entry, claimed IS NOT NULL FROM memwire_capture_queue ORDER BY seq").fetchall()
+        except psycopg.errors.UndefinedTable:
+            return []
+    return [entry | {"claimed": claimed} for entry, claimed in rows]
+
+
+def test_a_statement_survives_a_kill_between_queueing_and_writing(tmp_path: Path, make_store: StoreSpec) -> None:
+    proc = child(tmp_path, make_store, "before-write")
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "prepared\n"
-        queued = [json.loads(ln) for ln in (tmp_path / "mem" / QUEUE_NAME).read_text().splitlines()]
-        assert [(e["kind"], e["text"], e["session"]) for e in queued] == [("fact", STORED, "monday")]
+        assert [(e["kind"], e["text"], e["session"]) for e in waiting(make_store)] == [("fact", STORED, "monday")]
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
-    assert captured(MemoryStore(tmp_path / "mem")) == []  # killed before the write
-    store = restart(tmp_path)
+    assert captured(make_store()) == []  # killed before the write
+    store = restart(make_store)
     assert captured(store) == [STORED]
     assert [(e["event"], e["session"]) for e in read_log(store)] == [("captured", "monday")]
-    assert not (tmp_path / "mem" / QUEUE_NAME).exists() and not (tmp_path / "mem" / WORK_NAME).exists()
+    assert waiting(make_store) == []
 
 
-def test_a_consumer_killed_after_writing_does_not_write_twice(tmp_path: Path) -> None:
+def test_a_consumer_killed_after_writing_does_not_write_twice(tmp_path: Path, make_store: StoreSpec) -> None:
     """Killed between the memory's write and the entry's done mark: the replay finds the memory by
     the entry's key, writes nothing twice, reinforces nothing, and appends the missing event."""
-    proc = child(tmp_path, "after-write")
+    proc = child(tmp_path, make_store, "after-write")
     assert proc.wait(60) == -signal.SIGKILL
-    assert (tmp_path / "mem" / WORK_NAME).exists() and read_log(MemoryStore(tmp_path / "mem")) == []
-    assert captured(MemoryStore(tmp_path / "mem")) == [STORED]
-    store = restart(tmp_path)
+    assert [e["claimed"] or make_store.backend == "markdown" for e in waiting(make_store)] == [True]
+    assert captured(make_store()) == [STORED] and read_log(make_store()) == []
+    store = restart(make_store)
     assert captured(store) == [STORED]
     assert [e["event"] for e in read_log(store)] == ["captured"]
     assert store.lifecycle.get(store.memories()[0]).evidence == 1  # not reinforced by its own replay
-    assert not (tmp_path / "mem" / WORK_NAME).exists()
-    store = restart(tmp_path)  # a second restart finds nothing left to do
+    assert waiting(make_store) == []
+    store = restart(make_store)  # a second restart finds nothing left to do
     assert [e["event"] for e in read_log(store)] == ["captured"]
 
 
