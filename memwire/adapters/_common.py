@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import hmac
 import logging
+import re
+import secrets
+import threading
+import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -13,7 +17,8 @@ from .._json import dump_json
 
 __all__ = [
     "SESSION_KW", "NAMESPACE_KW", "SESSION_HEADER", "NAMESPACE_HEADER", "split_kwargs", "fail_open", "as_list",
-    "readable", "restore", "dump_json",
+    "readable", "restore", "dump_json", "error_id", "fold_namespace", "public_message",
+    "Failures",
 ]
 
 log = logging.getLogger("memwire")
@@ -81,3 +86,65 @@ def wrong_key(headers: Mapping[str, str], key: bytes | None) -> bool:
     """A proxy key is set and the request does not carry it in ``x-memwire-key`` (compared in
     constant time): the proxy's routes and its memory API refuse it alike."""
     return key is not None and not hmac.compare_digest(headers.get("x-memwire-key", "").encode("latin-1"), key)
+
+
+def error_id() -> str:
+    """A short id for one failure: the client gets it in place of the details (paths, database
+    URLs), the log line that has them carries it too."""
+    return "mw-" + secrets.token_hex(4)
+
+
+def fold_namespace(name: str) -> str:
+    """How namespaces compare: NFKC case-folded (``tenA``, ``TENA`` and ``ｔｅｎａ`` are one), so
+    that no two tenants' directories can be one directory on a case-insensitive filesystem."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+
+
+# an absolute path (POSIX, or a Windows drive's) or a URL, where a message names one
+_WHERE = re.compile(r"""(?<![\w.~-])(?:[A-Za-z][A-Za-z0-9+.-]*://[^\s'"]+|(?:[A-Za-z]:)?[\\/](?=[^\s'"])[^\s'",;]*)""")
+
+# "... in PATH" up to the end of the clause: a path may hold spaces
+_IN_PATH = re.compile(r"""\s+in\s+(?:[A-Za-z]:)?[\\/][^;'"]*?(?=;|$)""")
+
+
+def public_message(exc: BaseException) -> str:
+    """The message of an error that is the client's (an unknown id, a text that cannot be stored),
+    without the server's paths or addresses: "no memory with id 'x' in /srv/mem" becomes "no
+    memory with id 'x' in this namespace"."""
+    text = _IN_PATH.sub(" in this namespace", str(exc))
+    return _WHERE.sub("(a server path)", text)
+
+
+class Failures:
+    """A memory store's failures as a server tells its clients (the memory API, the page, the MCP
+    server): the client gets an error id, never the details (a path, a database's address); the
+    log line that has them carries the id. A failure is logged once: the same one again (its kind:
+    the exception's type and errno) before a call succeeds answers with the same id and is not
+    logged again, so a database outage or a full disk is one line, not one per write; the first
+    success after it logs, once, that it is over."""
+
+    def __init__(self, where: str, logger: logging.Logger = log) -> None:
+        self.where, self.log = where, logger
+        self._open: tuple[str, str] | None = None  # (kind, id) of the failure going on
+        self._lock = threading.Lock()
+
+    def failed(self, exc: BaseException) -> str:
+        """The error id for ``exc``; logged unless it is the failure going on."""
+        kind = type(exc).__name__ + (f"/{exc.errno}" if isinstance(exc, OSError) else "")
+        with self._lock:
+            if self._open is not None and self._open[0] == kind:
+                return self._open[1]
+            eid = error_id()
+            self._open = (kind, eid)
+        self.log.warning("memwire: %s: the memory store cannot be used (%s: %s) [error %s]; the same failure is "
+                         "not logged again until the store works", self.where, type(exc).__name__, exc, eid)
+        return eid
+
+    def ok(self) -> None:
+        """A call succeeded: a failure going on is over."""
+        if self._open is None:  # the usual case: no lock
+            return
+        with self._lock:
+            over, self._open = self._open, None
+        if over is not None:
+            self.log.warning("memwire: %s: the memory store works again (error %s is over)", self.where, over[1])

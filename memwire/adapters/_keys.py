@@ -4,7 +4,10 @@ A keys file (``memwire proxy --keys-file FILE``, config ``proxy_keys_file``) map
 namespaces. A client sends its key in ``x-memwire-key``; the key, not a header the client picks,
 decides its namespace: ``x-memwire-namespace`` may name that namespace or a sub-namespace of it
 (``alice.work``), and nothing else (403). The proxy key, when set too, stays the operator's key
-and may name any namespace.
+and may name any namespace. Namespaces compare NFKC case-folded everywhere here (``TENA`` is
+``tenA``): no two keys' namespaces may differ only in case, and a header naming the key's own
+namespace in another case means that namespace, spelt as the key's; on a case-insensitive
+filesystem two such names would be one directory.
 
 The file holds, per key, the SHA-256 of the key (hex), its namespace, a label and a date: never
 the key. The keys are 256 random bits (``secrets.token_urlsafe(32)``), so a plain hash cannot be
@@ -40,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError, MemwireError, NamespaceError
 from ..memory._store import validate_namespace
-from ._common import WRONG_KEY
+from ._common import WRONG_KEY, fold_namespace
 
 if TYPE_CHECKING:
     from .._config_model import Config
@@ -96,7 +99,8 @@ def _parse(raw: bytes, path: Path) -> list[KeyEntry]:
         raise ConfigError(f'keys file {path}: expected {{"version": 1, "keys": [...]}}')
     if data.get("version") != VERSION:
         raise ConfigError(f"keys file {path}: version {data.get('version')!r} is not {VERSION}")
-    out = []
+    out: list[KeyEntry] = []
+    spelt: dict[str, str] = {}  # folded namespace -> its spelling in the file
     for i, item in enumerate(data["keys"]):
         where = f"keys file {path}: keys[{i}]"
         if not isinstance(item, dict):
@@ -108,8 +112,12 @@ def _parse(raw: bytes, path: Path) -> list[KeyEntry]:
             ns = validate_namespace(ns)  # type: ignore[arg-type]
         except NamespaceError as exc:
             raise ConfigError(f"{where}: {exc}") from None
-        if ns == "default":
+        if fold_namespace(ns) == "default":
             raise ConfigError(f"{where}: a key cannot be bound to the default namespace (the proxy key's)")
+        other = spelt.setdefault(fold_namespace(ns), ns)
+        if other != ns:
+            raise ConfigError(f"{where}: namespace {ns!r} differs from {other!r} of another key only in case; "
+                              "namespaces are compared case-insensitively: give both keys one spelling")
         out.append(KeyEntry(digest, ns, str(item.get("label") or ""), str(item.get("created") or "")))
     return out
 
@@ -174,16 +182,21 @@ def add_key(path: str | os.PathLike[str], namespace: str, label: str = "") -> tu
         validate_namespace(namespace)
     except NamespaceError as exc:
         raise ConfigError(str(exc)) from None
-    if namespace == "default":
+    folded = fold_namespace(namespace)
+    if folded == "default":
         raise ConfigError("the default namespace is the proxy key's (the operator's); bind a key to a named namespace")
     label = label.strip()
     with _update(path) as entries:
         for e in entries:
             if label and e.label == label:
                 raise ConfigError(f"label {label!r} is taken (key {e.fingerprint}); choose another or revoke that key")
+            theirs = fold_namespace(e.namespace)
+            if theirs == folded and e.namespace != namespace:  # one directory on a case-insensitive filesystem
+                raise ConfigError(f"namespace {namespace!r} differs from {e.namespace!r} of key {e.fingerprint} only "
+                                  "in case: namespaces are compared case-insensitively (NFKC case-folded); use "
+                                  f"{e.namespace!r} for another key of that namespace, or another name")
             # a namespace inside another key's would let that key read it (a header may narrow to it)
-            if e.namespace != namespace and (namespace.startswith(e.namespace + ".")
-                                             or e.namespace.startswith(namespace + ".")):
+            if theirs != folded and (folded.startswith(theirs + ".") or theirs.startswith(folded + ".")):
                 raise ConfigError(f"namespace {namespace!r} overlaps {e.namespace!r} of key {e.fingerprint}: a key "
                                   "reaches its namespace's sub-namespaces, so one tenant's may not lie inside another's")
         key = KEY_PREFIX + secrets.token_urlsafe(32)
@@ -261,7 +274,7 @@ class KeyRing:
             self._problem, self._sig = problem, None
             return
         self._by_hash = {e.sha256: e for e in entries}
-        self._namespaces = frozenset(e.namespace for e in entries)
+        self._namespaces = frozenset(fold_namespace(e.namespace) for e in entries)
         self._sig, self._problem = sig, None
 
     def _fresh(self) -> None:
@@ -282,8 +295,9 @@ class KeyRing:
 
     def owner_of(self, namespace: str, besides: str) -> str | None:
         """A namespace bound to a key other than ``besides``'s that holds ``namespace`` (itself or as
-        a sub-namespace), if any."""
-        parts = namespace.split(".")
+        a sub-namespace), if any (compared case-folded; the folded name)."""
+        parts = fold_namespace(namespace).split(".")
+        besides = fold_namespace(besides)
         for i in range(1, len(parts) + 1):  # each dotted head of the name: a set lookup, whatever the file's size
             head = ".".join(parts[:i])
             if head != besides and head in self._namespaces:
@@ -351,17 +365,22 @@ class Access:
 
     def namespace(self, caller: Caller, asked: str | None) -> str | None:
         """The namespace a request uses: for a bound key, its own or a sub-namespace of it named in
-        ``asked`` (else 403); for any other caller ``asked`` as it is (the route validates it)."""
+        ``asked`` (else 403), compared case-folded and spelt as the key's (``TENA.x`` for a key of
+        ``tenA``: ``tenA.x``); for any other caller ``asked`` as it is (the route validates it)."""
         bound = caller.namespace
         if bound is None:
             return asked or None
-        if not asked or asked == bound:
+        if not asked:
             return bound
-        if asked.startswith(bound + ".") and len(asked) > len(bound) + 1:
+        home, folded = fold_namespace(bound), fold_namespace(asked)
+        if folded == home:
+            return bound
+        if folded.startswith(home + ".") and len(folded) > len(home) + 1:
             try:
-                validate_namespace(asked)
+                validate_namespace(asked)  # ASCII: folding kept its length
             except NamespaceError as exc:
                 raise Denied(400, f"x-memwire-namespace: {exc}", "invalid_namespace") from None
+            asked = bound + asked[len(bound):]
             owner = self.keys.owner_of(asked, besides=bound) if self.keys is not None else None
             if owner is None:
                 return asked

@@ -5,7 +5,9 @@ A slow client holds a connection slot: its body must arrive within a deadline (e
 namespace directory appears on its first write, and any client may name any namespace in
 ``x-memwire-namespace``: without a cap, a client could fill the disk with directories. A client
 may start ``per_minute`` new namespaces a minute, and the memory directory holds ``total``
-namespaces at most; namespaces that exist keep working.
+namespaces at most; namespaces that exist keep working. Namespaces compare NFKC case-folded: a
+namespace whose folded name is an existing one's (``ALICE`` beside ``alice``) is refused, for on a
+case-insensitive filesystem the two would be one directory.
 """
 
 from __future__ import annotations
@@ -16,12 +18,17 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import anyio
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Message
+
+from .. import _paths
+from .._errors import MemoryFileError, NamespaceError
+from ._common import fold_namespace
 
 __all__ = ["NamespaceQuota", "Refusal", "read_all", "read_body"]
 
@@ -125,9 +132,16 @@ class NamespaceQuota:
         return namespace in self._known
 
     def admit(self, namespace: str, client: str) -> str | None:
-        """None when the request may go on, else why not (for a 429)."""
+        """None when the request may go on, else why not (for a 429). ``NamespaceError`` (a 400)
+        when ``namespace`` is another spelling of an existing namespace's name."""
         if namespace in self._known:
             return None
+        twin = self._twin(namespace)
+        if twin is not None:
+            raise NamespaceError(
+                f"namespace {namespace[:130]!r} differs from the existing namespace {twin!r} only in case: namespaces "
+                f"are compared case-insensitively (NFKC case-folded), as a case-insensitive filesystem would; "
+                f"use {twin!r}")
         if self.store.has_namespace(namespace):
             self._known.add(namespace)
             return None
@@ -153,4 +167,21 @@ class NamespaceQuota:
             self._known.add(namespace)
             self._count += 1
             return None
+
+    def _twin(self, namespace: str) -> str | None:
+        """An existing namespace whose name folds to ``namespace``'s, if ``namespace`` itself does
+        not exist (two that exist already, made before this rule, keep being served). A directory
+        tree only: a database's names are never one another's."""
+        root = getattr(self.store, "root", None)
+        if not isinstance(root, Path):
+            return None
+        try:
+            with _paths.scandir(root, root / "namespaces") as it:
+                names = [e.name for e in it if e.is_dir(follow_symlinks=False)]
+        except (FileNotFoundError, NotADirectoryError, MemoryFileError):  # none yet, or not memwire's to read
+            return None
+        if namespace in names:
+            return None
+        folded = fold_namespace(namespace)
+        return next((n for n in names if fold_namespace(n) == folded), None)
 

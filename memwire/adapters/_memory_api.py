@@ -4,16 +4,21 @@ key (``x-memwire-key``) when it has one. With a keys file, a client key decides 
 header may only narrow it to a sub-namespace (else 403). Adding to a namespace that does not exist
 yet spends the caller's budget of new namespaces, as on the proxy's memory routes.
 
-Every error has one shape, ``{"error": {"code": ..., "message": ...}}``, with a 4xx status; the
-OpenAPI document is at ``/memwire/v1/openapi.json``. Store calls are blocking file work, so the
-endpoints are plain functions Starlette runs in its thread pool. A forgotten memory goes to the
-archive, never away. A text that looks like it holds a secret is refused, as capture refuses it:
-agents write here too.
+Every error has one shape, ``{"error": {"code": ..., "message": ...}}``, with a 4xx status, or 503
+when the store cannot be used: then the message holds an error id, and the log line with the
+details (the path, the database) carries it; an outage is logged once, not once per call
+(:class:`~memwire.adapters._common.Failures`). The OpenAPI document is at
+``/memwire/v1/openapi.json``, under the proxy's keys like every route. Store calls are blocking
+file work, so the endpoints are plain functions Starlette runs in its thread pool. A forgotten
+memory goes to the archive, never away. A text that looks like it holds a secret is refused, as
+capture refuses it: agents write here too.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
@@ -30,7 +35,8 @@ from ..memory._model import Memory
 from ..memory._store import MemoryStore
 from ..middleware._core import Middleware
 from ..policies._secrets import find_secret
-from ._keys import Access, Denied
+from ._common import Failures, error_id, public_message
+from ._keys import KEY_HEADER, Access, Denied
 from ._limits import NamespaceQuota
 
 __all__ = ["memory_api", "PREFIX"]
@@ -83,6 +89,7 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None, access: 
     """The memory API's routes, mounted at ``PREFIX``, with their own error shape. ``access``: the
     proxy's keys (default: ``proxy_key`` alone); ``quota``: the proxy's namespace caps, for adds."""
     access = access if access is not None else Access(proxy_key)
+    failures = Failures("memory API")
 
     def store(request: Request, write: bool = False) -> MemoryStore:
         try:
@@ -94,7 +101,10 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None, access: 
         except NamespaceError as exc:
             raise _Fail(400, "invalid_namespace", f"x-memwire-namespace: {exc}") from None
         if write and quota is not None and ns not in (None, "default"):
-            refused = quota.admit(ns, caller.budget(request.client.host if request.client else None))
+            try:
+                refused = quota.admit(ns, caller.budget(request.client.host if request.client else None))
+            except NamespaceError as exc:  # another spelling of an existing namespace's name
+                raise _Fail(400, "invalid_namespace", f"x-memwire-namespace: {exc}") from None
             if refused:
                 raise _Fail(429, "memwire_namespace_limit", refused)
         return s
@@ -131,7 +141,7 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None, access: 
         try:
             mem = await run_in_threadpool(s.add, body.text, body.tags, body.pinned, topic=body.topic)
         except InvalidMemoryError as exc:
-            raise _Fail(400, "invalid_memory", str(exc)) from None
+            raise _Fail(400, "invalid_memory", public_message(exc)) from None
         return JSONResponse(_out(mem), status_code=201)
 
     def get_one(request: Request) -> JSONResponse:
@@ -150,39 +160,79 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None, access: 
             try:
                 done = move(store(request), [request.path_params["id"]])
             except MemoryNotFoundError as exc:
-                raise _Fail(404, "not_found", str(exc)) from None
+                raise _Fail(404, "not_found", public_message(exc)) from None
             return JSONResponse(_out(done[0]))
         return endpoint
 
     def openapi(request: Request) -> JSONResponse:
+        try:  # like every route but /memwire/healthz: the proxy's key or a client key when it has keys
+            access.caller(request.headers.get(KEY_HEADER))
+        except Denied as exc:
+            raise _Fail(exc.status, exc.code, exc.message) from None
         return JSONResponse(_openapi())
 
+    def tracked(endpoint: Callable[[Request], Any]) -> Callable[[Request], Any]:
+        """``endpoint``, telling ``failures`` when it worked (a store failure going on is over); an
+        error it was not made for is a 500 in the API's shape with an error id, as the log line."""
+        if inspect.iscoroutinefunction(endpoint):
+            async def run_async(request: Request) -> Any:
+                try:
+                    response = await endpoint(request)
+                except (HTTPException, MemwireError, OSError):
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a bug: one line, and an answer in the API's shape
+                    raise _unexpected(request, exc) from None
+                failures.ok()
+                return response
+            return run_async
+
+        def run(request: Request) -> Any:
+            try:
+                response = endpoint(request)
+            except (HTTPException, MemwireError, OSError):
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise _unexpected(request, exc) from None
+            failures.ok()
+            return response
+        return run
+
     async def failed(request: Request, exc: Exception) -> JSONResponse:
-        if not isinstance(exc, HTTPException):  # the memory directory cannot be read or written
-            log.warning("memwire: memory API: %s: %s", type(exc).__name__, exc)
-            exc = _Fail(503, "memory_unavailable", f"the memory store cannot be used: {exc}")
+        if not isinstance(exc, HTTPException):  # the memory store cannot be read or written
+            eid = failures.failed(exc)  # the details (a path, the database) go to the log, once
+            exc = _Fail(503, "memory_unavailable",
+                        f"the memory store cannot be used now (error {eid}; the proxy's log has the details)")
         code = exc.code if isinstance(exc, _Fail) else {404: "not_found", 405: "method_not_allowed"}.get(
             exc.status_code, "error")
         return JSONResponse({"error": {"code": code, "message": exc.detail}}, status_code=exc.status_code)
 
     app = Starlette(routes=[
-        Route("/memories", list_or_search, methods=["GET"]),
-        Route("/memories", add, methods=["POST"]),
-        Route("/memories/{id}", get_one, methods=["GET"]),
-        Route("/memories/{id}", forget, methods=["DELETE"]),
-        Route("/inbox", inbox, methods=["GET"]),
-        Route("/inbox/{id}/approve", review(approve), methods=["POST"]),
-        Route("/inbox/{id}/reject", review(reject), methods=["POST"]),
+        Route("/memories", tracked(list_or_search), methods=["GET"]),
+        Route("/memories", tracked(add), methods=["POST"]),
+        Route("/memories/{id}", tracked(get_one), methods=["GET"]),
+        Route("/memories/{id}", tracked(forget), methods=["DELETE"]),
+        Route("/inbox", tracked(inbox), methods=["GET"]),
+        Route("/inbox/{id}/approve", tracked(review(approve)), methods=["POST"]),
+        Route("/inbox/{id}/reject", tracked(review(reject)), methods=["POST"]),
         Route("/openapi.json", openapi, methods=["GET"]),
     ], exception_handlers={HTTPException: failed, MemwireError: failed, OSError: failed})
     return Mount(PREFIX, app=app)
+
+
+def _unexpected(request: Request, exc: Exception) -> _Fail:
+    eid = error_id()
+    log.error("memwire: memory API: %s %s failed: unexpected %s [error %s]", request.method, request.url.path,
+              type(exc).__name__, eid)
+    log.debug("memwire: memory API: error %s", eid, exc_info=exc)
+    return _Fail(500, "memwire_error", f"the memory API failed on this request (error {eid}; the proxy's log "
+                                       "has the details)")
 
 
 def _found(s: MemoryStore, mid: str) -> Memory:
     try:
         return s.get(mid)
     except MemoryNotFoundError as exc:
-        raise _Fail(404, "not_found", str(exc)) from None
+        raise _Fail(404, "not_found", public_message(exc)) from None
 
 
 def _openapi() -> dict[str, Any]:

@@ -20,6 +20,7 @@ and its own sessions.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from html import escape
 from typing import Any
@@ -31,17 +32,20 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from .._charts import CHART_CSS, share_chart
-from .._errors import InvalidMemoryError, MemoryNotFoundError, NamespaceError, StoreUnavailableError
+from .._errors import InvalidMemoryError, MemoryNotFoundError, MemwireError, NamespaceError
 from ..memory._inbox import approve, inbox_of, reject
 from ..memory._model import Memory
 from ..memory._store import MemoryStore, validate_namespace
 from ..middleware._core import Middleware
 from ..middleware._records import Record, session_records
 from ..policies._secrets import find_secret
+from ._common import Failures, error_id, public_message
 from ._keys import Access, Caller, Denied
 from ._limits import NamespaceQuota, Refusal, read_all, read_body
 
 __all__ = ["ui_routes", "UI_PREFIX"]
+
+log = logging.getLogger("memwire")
 
 UI_PREFIX = "/memwire/ui"
 COOKIE = "memwire_key"
@@ -76,6 +80,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
     ``proxy_key`` alone); ``quota``: the proxy's namespace caps, for adds to a new namespace."""
     access = access if access is not None else Access(proxy_key)
     tenants = access.keys is not None
+    failures = Failures("memory page")
 
     def caller(request: Request) -> Caller | None:
         """Who holds the page's key (None: ask for one)."""
@@ -102,7 +107,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         try:
             return validate_namespace(ns)
         except NamespaceError as exc:
-            raise _Refused(400, str(exc)) from None
+            raise _Refused(400, public_message(exc)) from None
 
     def page(handler: Callable[..., Any], write: bool = False, creates: bool = False) -> Callable[[Request], Any]:
         """``creates``: the handler may start a namespace (the quota's to admit)."""
@@ -118,14 +123,27 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
                     try:
                         refused = await run_in_threadpool(
                             quota.admit, ns, who.budget(request.client.host if request.client else None))
-                    except (OSError, StoreUnavailableError) as exc:  # nothing can be added now
-                        raise _Refused(503, f"the memory store cannot be used: {exc}") from None
+                    except NamespaceError as exc:  # the name of another namespace but for its case
+                        raise _Refused(400, public_message(exc)) from None
                     if refused:
                         raise _Refused(429, refused)
                 form = await _form(request, middleware.config.proxy_body_timeout) if write else {}
-                return await run_in_threadpool(handler, request, ns, form)
+                response = await run_in_threadpool(handler, request, ns, form)
+                failures.ok()
+                return response
             except _Refused as exc:
                 return _html("memwire: refused", f'<p class="error">{escape(str(exc))}</p>', exc.status)
+            except (OSError, MemwireError) as exc:  # the store cannot be used: its details go to the log only
+                eid = failures.failed(exc)
+                return _html("memwire: unavailable", f'<p class="error">The memory store cannot be used now (error '
+                             f"{escape(eid)}; the proxy's log has the details).</p>", 503)
+            except Exception as exc:  # a bug: one line, and a page, never a server's path
+                eid = error_id()
+                log.error("memwire: memory page: %s %s failed: unexpected %s [error %s]", request.method,
+                          request.url.path, type(exc).__name__, eid)
+                log.debug("memwire: memory page: error %s", eid, exc_info=exc)
+                return _html("memwire: error", f'<p class="error">memwire failed on this request (error '
+                             f"{escape(eid)}; the proxy's log has the details).</p>", 500)
         return endpoint
 
     async def login(request: Request) -> Response:
@@ -174,7 +192,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         try:
             store(ns).add(text, tags=tags, pinned=bool(form.get("pinned")))
         except InvalidMemoryError as exc:
-            raise _Refused(400, str(exc)) from None
+            raise _Refused(400, public_message(exc)) from None
         return _back(ns)
 
     def edit(request: Request, ns: str | None, form: dict[str, Any]) -> Response:
@@ -185,7 +203,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
             try:
                 s.add(text, tags=old.tags, pinned=old.pinned, topic=old.topic)
             except InvalidMemoryError as exc:
-                raise _Refused(400, str(exc)) from None
+                raise _Refused(400, public_message(exc)) from None
             s.forget(old.id, reason="superseded")  # the old text goes to the archive
         return _back(ns)
 
@@ -204,7 +222,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         try:
             (approve if request.path_params["verdict"] == "approve" else reject)(s, [mid])
         except MemoryNotFoundError as exc:
-            raise _Refused(404, str(exc)) from None
+            raise _Refused(404, public_message(exc)) from None
         return _back(ns)
 
     def sessions(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
@@ -275,7 +293,7 @@ def _get(s: MemoryStore, mid: str) -> Memory:
     try:
         return s.get(mid)
     except MemoryNotFoundError as exc:
-        raise _Refused(404, str(exc)) from None
+        raise _Refused(404, public_message(exc)) from None
 
 
 def _url(path: str, ns: str | None) -> str:

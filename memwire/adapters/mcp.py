@@ -6,7 +6,9 @@ server starts: ``memory_search``, ``memory_add`` and ``memory_forget``. What the
 plain markdown the proxy and the adapters inject from. The rules are the HTTP memory API's
 (``_memory_api.py``): text that looks like a secret is refused, a forgotten memory moves to the
 archive (``DIR/archive/MEMORY.md``), never away. Every failure (an unknown id, a bad tag, an
-unwritable directory) is a tool error with a message for the model; the server keeps running.
+unwritable directory) is a tool error with a message for the model; the server keeps running. A
+store that cannot be used is named to the model by an error id only: the path or the database
+goes to the log (stderr), once per failure, with that id.
 
 stdout carries the protocol, so everything else (warnings, logs) goes to stderr.
 
@@ -24,11 +26,12 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from .. import __version__
-from .._errors import MemwireError
+from .._errors import InvalidMemoryError, MemoryNotFoundError, MemwireError, NamespaceError
 from ..memory._model import Memory
 from ..memory._store import MAX_MEMORY_CHARS, MemoryStore
 from ..middleware._core import Middleware
 from ..policies._secrets import find_secret
+from ._common import Failures, public_message
 
 __all__ = ["build_server", "run_stdio"]
 
@@ -83,12 +86,15 @@ def _out(mem: Memory) -> MemoryOut:
     return MemoryOut(id=mem.id, text=mem.text, tags=list(mem.tags), pinned=mem.pinned)
 
 
-def _failed(action: str, exc: Exception) -> ToolError:
+def _failed(exc: Exception, failures: Failures) -> ToolError:
     """A store error as a tool error (the SDK prefixes "Error executing tool NAME: "): the model
-    reads the message; the server keeps running."""
-    if not isinstance(exc, MemwireError):  # OSError: a full disk, a permission; the operator's to see
-        log.warning("memwire mcp: %s: %s: %s", action, type(exc).__name__, exc)
-    return ToolError(str(exc) if isinstance(exc, MemwireError) else f"the memory store cannot be used: {exc}")
+    reads the message; the server keeps running. The model's own mistakes (an unknown id, a text
+    that cannot be stored) are named, without the server's paths; a store that cannot be used (a
+    full disk, a lock, the database) gets an error id, its details go to the log."""
+    if isinstance(exc, (InvalidMemoryError, MemoryNotFoundError, NamespaceError)):
+        return ToolError(public_message(exc))
+    eid = failures.failed(exc)
+    return ToolError(f"the memory store cannot be used now (error {eid}; the memwire mcp log has the details)")
 
 
 def build_server(source: Middleware | MemoryStore, namespace: str | None = None) -> MCPServer:
@@ -102,6 +108,7 @@ def build_server(source: Middleware | MemoryStore, namespace: str | None = None)
         store = source.namespace_store(namespace)
 
     server: MCPServer = MCPServer("memwire", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    failures = Failures("memwire mcp", log)
 
     @server.tool(description=SEARCH_DESCRIPTION, annotations=ToolAnnotations(read_only_hint=True))
     def memory_search(
@@ -113,7 +120,8 @@ def build_server(source: Middleware | MemoryStore, namespace: str | None = None)
             # (the HTTP API's ?q= does the same); injection keeps its own, stricter threshold
             hits = store.search(query, k, min_score=0.0)
         except (MemwireError, OSError) as exc:
-            raise _failed("search", exc) from None
+            raise _failed(exc, failures) from None
+        failures.ok()
         return [Hit(**_out(h.memory).model_dump(), score=round(h.score, 3)) for h in hits]
 
     @server.tool(description=ADD_DESCRIPTION,
@@ -128,9 +136,11 @@ def build_server(source: Middleware | MemoryStore, namespace: str | None = None)
             raise ToolError(f"not stored: the text looks like it holds a secret ({secret}). Memory is shown "
                             "to models in later sessions; save where the secret is kept, never its value")
         try:
-            return _out(store.add(text, tags, pinned))
+            added = store.add(text, tags, pinned)
         except (MemwireError, OSError) as exc:
-            raise _failed("add", exc) from None
+            raise _failed(exc, failures) from None
+        failures.ok()
+        return _out(added)
 
     @server.tool(description=FORGET_DESCRIPTION,
                  annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False))
@@ -138,9 +148,11 @@ def build_server(source: Middleware | MemoryStore, namespace: str | None = None)
         id: Annotated[str, Field(min_length=1, description="the memory's id (or a unique prefix of 4+ characters)")],
     ) -> MemoryOut:
         try:
-            return _out(store.forget(id))  # to the archive
+            forgotten = store.forget(id)  # to the archive
         except (MemwireError, OSError) as exc:
-            raise _failed("forget", exc) from None
+            raise _failed(exc, failures) from None
+        failures.ok()
+        return _out(forgotten)
 
     return server
 

@@ -34,6 +34,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
+from contextvars import ContextVar
 from functools import lru_cache, partial
 from typing import Any, TypeVar
 
@@ -56,7 +57,7 @@ from ..middleware._records import record_of
 from ..middleware._reply import Reply, ReplyTap, tap_reply
 from ._aio import AioTransport, Answer, Outgoing
 from ._aio import available as aio_available
-from ._common import dump_json
+from ._common import dump_json, error_id
 from ._keys import KEY_HEADER, Access, Caller, Denied, KeyRing
 from ._limits import NamespaceQuota, Refusal, declared_length, read_all, read_body
 from ._metrics import Metrics
@@ -81,6 +82,7 @@ OFFLOAD_BYTES = 256 * 1024  # bodies bigger than this are parsed and prepared in
 BUFFER_BYTES = 1024 * 1024
 
 OPENAI, ANTHROPIC = "openai", "anthropic"
+_NAMES = {OPENAI: "OpenAI-compatible", ANTHROPIC: "Anthropic"}
 
 # POST routes whose body memwire transforms: path -> (request format, upstream)
 _ROUTES: dict[str, tuple[str, str]] = {
@@ -220,6 +222,7 @@ def create_app(
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[AsgiMiddleware(_AccessLog)],
                     exception_handlers={HTTPException: _error_response})
     app.state.proxy = proxy
+    _quiet_cut_relays()
     return app
 
 
@@ -334,6 +337,8 @@ class _Proxy:
                 client = caller.budget(request.client.host if request.client else None)
                 refused = (None if self.quota.known(namespace)
                            else await run_in_threadpool(self.quota.admit, namespace, client))
+            except NamespaceError as exc:  # the name of an existing namespace but for its case
+                raise Refusal(400, f"x-memwire-namespace: {exc}", "invalid_namespace") from None
             except (OSError, StoreUnavailableError) as exc:  # the namespaces cannot be read: no memory for this call
                 return (*_unchanged(raw, exc), "")
             if refused:
@@ -378,7 +383,8 @@ class _Proxy:
         """Send the request upstream and relay the answer. ``body=None``: stream the client's body
         through untouched. ``tap(status, headers)``: what reads the reply, if anything."""
         headers = request.headers
-        base = self.upstreams[upstream_family(request.scope["path"], headers)]
+        family = upstream_family(request.scope["path"], headers)
+        base = self.upstreams[family]
         declared = declared_length(headers)
         if body is None and declared is not None and declared <= BUFFER_BYTES and "transfer-encoding" not in headers:
             body = await read_all(request, self.body_timeout)
@@ -389,8 +395,8 @@ class _Proxy:
         upstream = self._request(request.method, url, _upstream_headers(headers.raw, keep_length=streamed),
                                  read_body(request, self.body_timeout) if streamed else body)
         if streamed:  # read from the client's messages, which the relay listens to for a disconnect: sent first
-            return _Relay(await self._send(upstream, base, retry=False), extra, tap)
-        return _Relay(partial(self._send, upstream, base, retry=True), extra, tap)  # sent while the relay listens
+            return _Relay(await self._send(upstream, family, retry=False), extra, tap)
+        return _Relay(partial(self._send, upstream, family, retry=True), extra, tap)  # sent while the relay listens
 
     def _request(self, method: str, url: str, headers: list[tuple[bytes, bytes]],
                  content: bytes | AsyncIterator[bytes] | None) -> httpx.Request | Outgoing:
@@ -414,8 +420,9 @@ class _Proxy:
         response.request = request
         return response
 
-    async def _send(self, request: httpx.Request | Outgoing, base: str, retry: bool) -> _Answer:
-        """Send upstream; failures become 504 and 502 refusals. ``retry``: the body can be sent again."""
+    async def _send(self, request: httpx.Request | Outgoing, family: str, retry: bool) -> _Answer:
+        """Send upstream; failures become 504 and 502 refusals naming the upstream by ``family``
+        (its address is the operator's). ``retry``: the body can be sent again."""
         try:
             try:
                 return await self._send_once(request)
@@ -426,10 +433,11 @@ class _Proxy:
                 # request was read: send it once more, on a fresh connection.
                 log.info("upstream closed a pooled connection; retrying once")
                 return await self._send_once(request, fresh=True)
-        except httpx.TimeoutException:
-            raise Refusal(504, f"upstream {base} timed out", "upstream_timeout") from None
+        except httpx.TimeoutException:  # the upstream's address is the operator's: not in the client's error
+            raise Refusal(504, f"the {_NAMES[family]} upstream timed out", "upstream_timeout") from None
         except httpx.HTTPError as exc:
-            raise Refusal(502, f"upstream {base} unreachable: {type(exc).__name__}", "upstream_unreachable") from None
+            raise Refusal(502, f"the {_NAMES[family]} upstream is unreachable ({type(exc).__name__})",
+                          "upstream_unreachable") from None
 
 
 @lru_cache(maxsize=256)
@@ -543,6 +551,7 @@ class _Relay(StreamingResponse):
                 tap.finish()
         except httpx.HTTPError as exc:  # the headers are gone already: all we can do is cut the stream
             log.warning("memwire proxy: upstream stream broke off (%s)", type(exc).__name__)
+            _cut()  # the server closes the client's connection (a short body must not pass for a whole one)
         finally:
             if tap is not None:  # the client left (an SDK closes at [DONE]) or the stream broke: the
                 tap.finish(ended=False)  # request still gets its record (a no-op after the finish above)
@@ -614,10 +623,42 @@ async def _error_response(request: Request, exc: Exception) -> Response:
     return Response(json.dumps(body), status, media_type="application/json")
 
 
+# uvicorn's words when an app returns with its response unfinished: it then closes the connection
+_UNFINISHED = "ASGI callable returned without completing response."
+# per request (set by _AccessLog in the request's task; the relay's task shares it): [cut on purpose]
+_CUT: ContextVar[list[bool] | None] = ContextVar("memwire_cut", default=None)
+
+
+def _cut() -> None:
+    """This request's response is left unfinished on purpose: the server closes the connection, and
+    its line about it is not logged (memwire said why in one line)."""
+    mark = _CUT.get()
+    if mark is not None:
+        mark[0] = True
+
+
+class _QuietCut(logging.Filter):
+    """Drops uvicorn's ERROR line about an unfinished response when memwire left it so on purpose
+    (an upstream stream that broke off: the client must see the break, not a short body that looks
+    whole)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        mark = _CUT.get()
+        return not (mark is not None and mark[0] and record.msg == _UNFINISHED)
+
+
+def _quiet_cut_relays() -> None:
+    logger = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _QuietCut) for f in logger.filters):
+        logger.addFilter(_QuietCut())
+
+
 class _AccessLog:
     """One log line per request: method, path, status, memories injected, time; never headers or
     bodies (they carry keys and user data). A client that left before its answer gets none and is
-    logged as 499."""
+    logged as 499. An unexpected error is one line with an error id (the traceback at debug
+    level), and the client gets a 500 in the API's format with that id, never a server's path;
+    when the answer had begun, its connection is closed."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -628,6 +669,7 @@ class _AccessLog:
             return
         start = time.perf_counter()
         status = "-"
+        _CUT.set([False])
 
         async def sending(message: Message) -> None:
             nonlocal status
@@ -640,6 +682,21 @@ class _AccessLog:
                 await self.app(scope, receive, sending)
             if status == "-":  # Starlette stops, without a word, a response whose client left
                 status = "499"
+        except Exception as exc:  # a bug: one line, and the client an answer in its API's format
+            eid = error_id()
+            tb = exc.__traceback__
+            while tb is not None and tb.tb_next is not None:
+                tb = tb.tb_next
+            at = f"{os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}" if tb is not None else "?"
+            log.error("memwire proxy: %s %s failed: unexpected %s at %s [error %s]", scope["method"], scope["path"],
+                      type(exc).__name__, at, eid)
+            log.debug("memwire proxy: error %s", eid, exc_info=exc)
+            if status == "-":
+                refusal = Refusal(500, f"memwire failed on this request (error {eid}; the proxy's log has the details)",
+                                  "memwire_error")
+                await (await _error_response(Request(scope), refusal))(scope, receive, sending)
+            else:
+                _cut()
         finally:
             injected = scope.get("state", {}).get("injected", 0)  # set by the memory routes (request.state)
             log.info("%s %s %s injected=%d %.1fms", scope["method"], scope["path"], status, injected,

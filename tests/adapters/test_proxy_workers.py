@@ -345,7 +345,8 @@ def test_a_process_whose_parent_died_before_it_asked_stops_at_once(prctl: bool) 
     """The parent may die while a worker starts, before it asks to be signalled: it checks once."""
     code = ("import os, time; from memwire.adapters._server import exit_with_parent; "
             f"exit_with_parent(os.getpid(), prctl={prctl}); time.sleep(30); print('alive')")  # its own pid: never its parent
-    run = subprocess.run([sys.executable, "-c", code], env=env(Path("/nonexistent")), capture_output=True, timeout=60)
+    run = subprocess.run([sys.executable, "-c", code], env=env(Path("/nonexistent")), capture_output=True, timeout=60,
+                         check=False)
     assert run.returncode == -15 and b"alive" not in run.stdout, run
 
 
@@ -354,9 +355,8 @@ def test_without_prctl_a_child_notices_its_parent_gone_each_second() -> None:
     """Where PR_SET_PDEATHSIG does not exist, a thread compares the parent pid once a second."""
     child = ("import os, sys, time; from memwire.adapters._server import exit_with_parent; "
              "print(os.getpid(), exit_with_parent(os.getppid(), prctl=False), flush=True); time.sleep(60)")
-    parent = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys, time; "
-                               f"subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(60)"],
-                              env=env(Path("/nonexistent")), stdout=subprocess.PIPE)
+    spawn = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(60)"
+    parent = subprocess.Popen([sys.executable, "-c", spawn], env=env(Path("/nonexistent")), stdout=subprocess.PIPE)
     try:
         assert parent.stdout is not None
         pid, how = parent.stdout.readline().split()
