@@ -207,6 +207,8 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
     from ._metrics import MULTIPROC_ENV
 
     figures = None if os.environ.get(MULTIPROC_ENV) else tempfile.mkdtemp(prefix="memwire-metrics-")
+    # what this process removes when it ends; its workers do, if it is killed outright
+    spec["leftovers"] = {"spec": spec_path, "figures": figures}
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(spec, fh)

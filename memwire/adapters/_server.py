@@ -27,6 +27,7 @@ import ctypes
 import gc
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -204,6 +205,27 @@ def exit_with_parent(parent: int, sig: int = signal.SIGTERM, every: float = 1.0,
     return "poll"
 
 
+def _tidy_if_orphaned(app: Any, parent: int, leftovers: dict[str, str | None]) -> None:
+    """When a worker stops because its supervisor died (killed outright: its own clean-up never
+    ran), it removes what the supervisor would have: the spec file (it holds the proxy key) and
+    the metrics directory the command made. Done after the app's own shutdown; both workers may
+    try, the first one does it."""
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(a: Any) -> Any:
+        async with inner(a) as state:
+            yield state
+        if os.getppid() != parent:
+            if leftovers.get("spec"):
+                with contextlib.suppress(OSError):
+                    os.unlink(str(leftovers["spec"]))
+            if leftovers.get("figures"):
+                shutil.rmtree(str(leftovers["figures"]), ignore_errors=True)
+
+    app.router.lifespan_context = lifespan
+
+
 def worker_app() -> Any:
     """The app one ``--workers`` process serves (a uvicorn factory): built from the spec file."""
     import logging
@@ -216,6 +238,8 @@ def worker_app() -> Any:
         if cls is not None:
             cls.header_timeout = float(spec["config"]["proxy_header_timeout"])
     app = build_app(spec)
+    if spec.get("supervisor"):
+        _tidy_if_orphaned(app, int(spec["supervisor"]), spec.get("leftovers") or {})
     for problem in app.state.proxy.middleware.store.problems if spec["memory"] else ():
         logging.getLogger("memwire").warning("memwire: %s", problem)
     freeze_startup()

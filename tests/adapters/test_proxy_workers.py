@@ -321,6 +321,10 @@ def test_workers_exit_when_the_main_process_is_killed(tmp_path: Path, upstream: 
         assert proxy.log.read_text().count("Application startup complete") == 2, proxy.log.read_text()
         workers = _children(proxy.proc.pid)
         assert len(workers) >= 2 and all(_running(pid) for pid in workers)
+        environ = dict(v.split("=", 1) for v in Path(f"/proc/{workers[-1]}/environ").read_text().split("\0") if "=" in v)
+        leftovers = [Path(environ["MEMWIRE_PROXY_WORKER_SPEC"])] + [  # and the metrics directory the command made
+            Path(d) for d in [environ["PROMETHEUS_MULTIPROC_DIR"]] if Path(d).name.startswith("memwire-metrics-")]
+        assert all(p.exists() for p in leftovers)
         proxy.proc.kill()
         proxy.proc.wait()
         deadline = time.monotonic() + 2
@@ -331,6 +335,7 @@ def test_workers_exit_when_the_main_process_is_killed(tmp_path: Path, upstream: 
         while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not any(_running(pid) for pid in workers)
+        assert not any(p.exists() for p in leftovers)  # the spec (it holds the proxy key) and the figures: removed
         with socket.socket() as s:  # a new proxy can take the port
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind(("127.0.0.1", proxy.port))
