@@ -11,6 +11,7 @@ the load's req/s, the statements' request latency, what the proxy logged about c
 behind or dropping work, and ``memwire_capture_dropped_total`` from ``/metrics``.
 
     python benchmarks/capture_load.py [--clients 32] [--statements 100] [--rate 4] [--upstream-ms 0]
+    git archive REV memwire | tar -x -C /tmp/old && python benchmarks/capture_load.py --memwire-path /tmp/old
 """
 
 from __future__ import annotations
@@ -99,6 +100,24 @@ async def scenario(port: int, args: argparse.Namespace, run: str) -> tuple[int, 
     return count, took, latencies
 
 
+def start_memwire(workdir: Path, upstream: str, port: int, path: str | None) -> subprocess.Popen[bytes]:
+    """``memwire proxy --workers 1``, capture on, on a store of 200 memories; ``path``: a checkout
+    whose ``memwire`` package runs instead of the installed one (``git archive REV memwire | tar -x``)."""
+    from memwire import MemoryStore
+
+    memory = workdir / "memory-replay-auto"
+    MemoryStore(memory).add_many(bench.memories())
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMWIRE_")},
+           "MEMWIRE_HOME": str(workdir / "home"), "MEMWIRE_CAPTURE": "auto"}
+    if path:
+        env["PYTHONPATH"] = path
+    with open(workdir / "memwire-replay-auto.log", "wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "memwire.cli", "proxy", "--port", str(port), "--openai-upstream", upstream,
+             "--dir", str(memory), "--mode", "contextPerTurn", "--workers", "1"],
+            cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--clients", type=int, default=32)
@@ -106,6 +125,7 @@ def main() -> int:
     p.add_argument("--rate", type=float, default=4.0, help="statements per second")
     p.add_argument("--upstream-ms", type=float, default=0.0, help="the fake provider's time to answer")
     p.add_argument("--settle", type=float, default=60.0, help="seconds to wait for the store after the load")
+    p.add_argument("--memwire-path", help="run the proxy from this checkout (a directory holding memwire/)")
     args = p.parse_args()
     run = secrets.token_hex(3)
     with tempfile.TemporaryDirectory(prefix="memwire-capture-load-") as tmp:
@@ -116,7 +136,7 @@ def main() -> int:
         try:
             bench.wait_ready(f"http://127.0.0.1:{up}/health", procs[0], 30)
             port = bench.free_port()
-            procs.append(bench.start_memwire(workdir, f"http://127.0.0.1:{up}", port, "replay", "auto", workers=1))
+            procs.append(start_memwire(workdir, f"http://127.0.0.1:{up}", port, args.memwire_path))
             bench.wait_ready(f"http://127.0.0.1:{port}/memwire/healthz", procs[1], 90)
             memory = workdir / "memory-replay-auto"
             count, took, latencies = bench._run_client(scenario(port, args, run))
@@ -135,6 +155,7 @@ def main() -> int:
         log = (workdir / "memwire-replay-auto.log").read_text(errors="replace")
     dropped = [ln for ln in metrics.splitlines() if ln.startswith("memwire_capture_dropped_total")]
     behind = [ln for ln in log.splitlines() if re.search(r"behind|dropped|shed|capture failed", ln)]
+    print(f"memwire from {args.memwire_path or 'the installed package'}")
     print(f"memwire proxy --workers 1, {os.cpu_count()} CPUs shared with the client and the upstream; fake upstream "
           f"answering in {args.upstream_ms:g} ms; {args.clients} clients sending new turns for {took:.1f} s "
           f"({count / took:.0f} req/s) while one more sent {args.statements} distinct 'Remember that ...' at "
