@@ -11,13 +11,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from memwire import MemoryStore, Middleware
+from memwire import Middleware
 from memwire.memory._capture_queue import QUEUE_NAME, WORK_NAME, FileQueue, MemoryQueue, Retry
 from memwire.memory._inbox import read_log
 from memwire.policies import _capture as rules
