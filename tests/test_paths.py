@@ -39,14 +39,18 @@ CANARY = "zebracanary"  # in every file outside: a model must never be shown it
 # added here, and so is walked by the test below.
 CREATED = sorted("""
 MEMORY.md .lock .index .meta.json .meta.lock .captured.jsonl .telemetry.jsonl .requests.jsonl
-.ledger/ .ledger/.pruned .ledger/LEDGER
+.capture-queue.lock .ledger/ .ledger/.pruned .ledger/LEDGER
 archive/ archive/MEMORY.md archive/.lock archive/.index
 inbox/ inbox/MEMORY.md inbox/.lock inbox/.index
 namespaces/ namespaces/team/ namespaces/team/MEMORY.md namespaces/team/.lock namespaces/team/.index
 namespaces/team/.meta.json namespaces/team/.meta.lock namespaces/team/.captured.jsonl
-namespaces/team/.telemetry.jsonl namespaces/team/.requests.jsonl
+namespaces/team/.telemetry.jsonl namespaces/team/.requests.jsonl namespaces/team/.capture-queue.lock
 namespaces/team/.ledger/ namespaces/team/.ledger/.pruned namespaces/team/.ledger/LEDGER
 """.split())
+
+# Files a use creates and removes again (the capture queue, drained once written): walked as links
+# put there before the use.
+TRANSIENT = [".capture-queue.jsonl", ".capture-queue.work.jsonl", "namespaces/team/.capture-queue.jsonl"]
 
 FACTS = ["The staging database listens on port 5433", "Deploys go out on Tuesdays via GitHub Actions",
          "User prefers tabs over spaces in Python files", "The billing service is written in Go"]
@@ -186,7 +190,7 @@ def _poison(top: Path) -> None:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
-@pytest.mark.parametrize("rel", CREATED)
+@pytest.mark.parametrize("rel", CREATED + TRANSIENT)
 async def test_a_symlink_anywhere_is_never_followed(rel: str, used: Path, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_snapshot, "MIN_MEMORIES", 1)
@@ -195,7 +199,10 @@ async def test_a_symlink_anywhere_is_never_followed(rel: str, used: Path, tmp_pa
     (target,) = [p for p in _expand(root, rel)]
     outside = tmp_path / "outside" / target.name
     outside.parent.mkdir()
-    shutil.move(target, outside)
+    if rel in TRANSIENT:  # a queued statement a read would store
+        outside.write_text(f'{{"key": "k1", "text": "Remember that {CANARY} is the release name."}}\n')
+    else:
+        shutil.move(target, outside)
     target.symlink_to(outside, target_is_directory=outside.is_dir())
     _poison(outside)
     before = _state(outside)

@@ -44,6 +44,8 @@ try:
 except ImportError:  # Windows: appends are whole lines; the claim by rename is not guarded
     fcntl = None  # type: ignore[assignment]
 
+from .. import _paths
+from .._errors import MemoryFileError
 from .._locks import write_lock
 
 __all__ = ["FileQueue", "MemoryQueue", "PgQueue", "Retry", "QUEUE_NAME", "WORK_NAME", "LOCK_NAME", "queue_files"]
@@ -65,9 +67,14 @@ def _sync(fd: int) -> None:
     (os.fdatasync if hasattr(os, "fdatasync") else os.fsync)(fd)
 
 
-def queue_files(directory: Path) -> bool:
-    """Whether ``directory`` holds a queue or a work file (entries may be waiting)."""
-    return any(os.path.lexists(directory / name) for name in (QUEUE_NAME, WORK_NAME))
+def queue_files(directory: Path, root: Path | None = None) -> bool:
+    """Whether ``directory`` (under the memory directory ``root``) holds a queue or a work file
+    (entries may be waiting); a symlink on the way holds none."""
+    try:
+        return any(_paths.under(root or directory, directory / name) and os.path.lexists(directory / name)
+                   for name in (QUEUE_NAME, WORK_NAME))
+    except MemoryFileError:
+        return False
 
 
 def _lines(entries: Sequence[Mapping[str, Any]]) -> bytes:
@@ -75,10 +82,10 @@ def _lines(entries: Sequence[Mapping[str, Any]]) -> bytes:
                     for e in entries)
 
 
-def _read(path: Path) -> list[dict[str, Any]]:
+def _read(root: Path, path: Path) -> list[dict[str, Any]]:
     """The records of ``path`` ([] if missing); a torn or unreadable line is skipped."""
     try:
-        fd = os.open(path, _READ)
+        fd = _paths.open_fd(root, path, _READ)
     except FileNotFoundError:
         return []
     with os.fdopen(fd, "rb") as fh:
@@ -99,8 +106,10 @@ class FileQueue:
 
     durable = True
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, root: Path | None = None) -> None:
         self.directory = Path(directory)
+        # the memory directory a person named: no path below it is used through a symlink (_paths)
+        self.root = Path(root) if root is not None else self.directory
         self.path = self.directory / QUEUE_NAME
         self.work = self.directory / WORK_NAME
         self.lock = self.directory / LOCK_NAME
@@ -110,10 +119,10 @@ class FileQueue:
         data = _lines(entries)
         while True:
             try:
-                fd = os.open(self.path, _FLAGS, 0o600)
+                fd = _paths.open_fd(self.root, self.path, _FLAGS)
             except FileNotFoundError:  # the directory is created lazily, on first write
-                self.directory.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.path, _FLAGS, 0o600)
+                _paths.makedirs(self.root, self.directory)
+                fd = _paths.open_fd(self.root, self.path, _FLAGS)
             try:
                 if fcntl is not None:
                     fcntl.flock(fd, fcntl.LOCK_SH)
@@ -132,7 +141,7 @@ class FileQueue:
                 os.close(fd)
 
     def pending(self) -> bool:
-        return queue_files(self.directory)
+        return queue_files(self.directory, self.root)
 
     def drain(self, apply: Apply) -> int:
         """Apply every waiting entry, in order (the work file left by a consumer that died first);
@@ -140,7 +149,7 @@ class FileQueue:
         if not self.pending():
             return 0
         applied = 0
-        with write_lock(self.lock):
+        with write_lock(_paths.under(self.root, self.lock)):
             while True:
                 replayed = os.path.lexists(self.work)
                 if not replayed and not self._claim():
@@ -150,7 +159,7 @@ class FileQueue:
     def _claim(self) -> bool:
         """Rename the queue file to the work file (False: nothing is waiting)."""
         try:
-            fd = os.open(self.path, _READ)
+            fd = _paths.open_fd(self.root, self.path, _READ)
         except FileNotFoundError:
             return False
         try:
@@ -158,13 +167,13 @@ class FileQueue:
                 return False
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # appenders in the middle of a line finish first
-            os.rename(self.path, self.work)
+            _paths.replace(self.root, self.path, self.work)
             return True
         finally:
             os.close(fd)
 
     def _apply_work(self, apply: Apply, replayed: bool) -> int:
-        records = _read(self.work)
+        records = _read(self.root, self.work)
         done = {r["done"] for r in records if "done" in r}
         applied = 0
         for entry in records:
@@ -175,11 +184,11 @@ class FileQueue:
             done.add(key)
             applied += 1
             try:
-                with open(os.open(self.work, _FLAGS, 0o600), "ab") as fh:
+                with open(_paths.open_fd(self.root, self.work, _FLAGS), "ab") as fh:
                     fh.write(_lines([{"done": key}]))
-            except OSError:  # a full disk: a replay finds the entry applied by its key
+            except (OSError, MemoryFileError):  # a full disk: a replay finds the entry applied by its key
                 pass
-        os.unlink(self.work)
+        _paths.unlink(self.root, self.work)
         return applied
 
 

@@ -57,6 +57,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from .. import _paths
 from .._errors import MemoryFileError, StoreBusyError, StoreUnavailableError
 from .._logs import describe
 from .._worker import MAX_DEFER_S, QUIET_S, Traffic, dropped
@@ -508,7 +509,7 @@ def _work(ref: "weakref.ref[Capture]") -> None:
 def _new_queue(store: "MemoryStore") -> FileQueue | PgQueue | MemoryQueue:
     """A markdown directory's queue file, a PostgreSQL namespace's table, else this process's memory."""
     if not getattr(store, "remote", False) and getattr(store, "path", None) is not None:
-        return FileQueue(Path(store.path))
+        return FileQueue(Path(store.path), Path(getattr(store, "root", store.path)))
     if getattr(store, "db", None) is not None and getattr(store, "namespace", None) is not None:
         return PgQueue(store)
     return MemoryQueue()
@@ -521,8 +522,10 @@ def _namespaces_with_queues(store: "MemoryStore") -> list["MemoryStore"]:
         if isinstance(q := _new_queue(store), PgQueue):
             names = [n for n in q.namespaces() if n != q.namespace]
         elif path is not None and not getattr(store, "remote", False):
-            names = [p.name for p in (Path(path) / "namespaces").iterdir()
-                     if not p.is_symlink() and p.is_dir() and queue_files(p)]
+            root = Path(getattr(store, "root", path))
+            with _paths.scandir(root, root / "namespaces") as it:
+                names = [e.name for e in it if e.is_dir(follow_symlinks=False)
+                         and queue_files(root / "namespaces" / e.name, root)]
         else:
             return []
     except Exception:  # noqa: BLE001 - no tree, no table yet: nothing left
