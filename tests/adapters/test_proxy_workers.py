@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -312,6 +313,7 @@ def test_workers_exit_when_the_main_process_is_killed(tmp_path: Path, upstream: 
     _, url = upstream
     make_store(tmp_path / "mem")
     proxy = Proxy(tmp_path, tmp_path / "mem", url, "--workers", "2", "--log-level", "info")
+    workers: list[int] = []
     try:
         proxy.wait()
         deadline = time.monotonic() + 60  # warm-up: both workers have built their app and serve
@@ -343,6 +345,9 @@ def test_workers_exit_when_the_main_process_is_killed(tmp_path: Path, upstream: 
     finally:
         if proxy.proc.poll() is None:
             proxy.stop()
+        for pid in workers:  # a failed run leaves no orphan serving a port
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("prctl", [True, False], ids=["prctl", "poll"])
