@@ -178,6 +178,12 @@ class Capture:
         if exchange:
             self._offer_exchange(store, turn.session, key[-1], exchange, complete)
 
+    def resume(self, store: "MemoryStore") -> None:
+        """Write, in the background, what a restart left in ``store``'s queues and its namespaces'
+        (done anyway when a request first uses a store; a server calls this as it starts)."""
+        if self.setting != "off":
+            self._wake(store)
+
     def _entries(self, text: str, session: str, turn: str) -> list[dict[str, Any]]:
         out = []
         at = time.time()

@@ -232,3 +232,19 @@ def test_the_quick_test_skips_ordinary_messages() -> None:
     for text in ("What did we decide about the schema?", "Fix the failing test in payments/test_api.py",
                  "Here is the log:\n" + "ERROR connection reset by peer\n" * 200):
         assert not rules.might_state(text)
+
+
+def test_resume_writes_what_a_restart_left_without_a_request(tmp_path: Path) -> None:
+    from memwire import MemoryStore
+    from memwire.middleware._capture import entry_key
+
+    store = MemoryStore(tmp_path / "mem")
+    ns = store.namespace_store("team-a")
+    for where, text in ((store, STORED), (ns, "The team-a standup is at 09:30.")):
+        FileQueue(Path(where.path), Path(tmp_path / "mem")).put([{"key": entry_key("s", "t", "fact", text), "kind": "fact",
+                                                                 "text": text, "session": "s", "turn": "t"}])
+    mw = Middleware(store=store, mode="contextPerTurn", capture="auto")
+    mw.capture.resume(store)
+    mw.flush(30)
+    assert captured(store) == [STORED]
+    assert captured(store.namespace_store("team-a")) == ["The team-a standup is at 09:30."]
