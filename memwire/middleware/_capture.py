@@ -312,8 +312,7 @@ class Capture:
             self._append_unlogged()
         elif what == "stores":
             since, stores = arg
-            if self._backlog < URGENT:
-                self.traffic.wait_quiet(self.settle_s, since + MAX_DEFER_S)
+            self._wait_quiet(since)
             for store in stores:
                 self._drain(store)
         else:
@@ -325,6 +324,15 @@ class Capture:
                     sweep_if_due(store)
             except Exception as exc:  # noqa: BLE001 - distillation is never worth more than a log line
                 log.warning("memwire: distillation of an exchange failed (%s)", describe(exc))
+
+    def _wait_quiet(self, since: float) -> None:
+        """Wait for a quiet moment (at most until ``MAX_DEFER_S`` after ``since``), and no longer
+        once ``URGENT`` statements wait."""
+        until = since + MAX_DEFER_S
+        while self._backlog < URGENT and (now := time.monotonic()) < until:
+            self.traffic.wait_quiet(self.settle_s, min(until, now + 0.05))
+            if time.monotonic() - self.traffic.last >= self.settle_s:
+                return
 
     def _drain(self, store: "MemoryStore") -> None:
         """Write what waits in ``store``'s queues (and, the first time, in its namespaces' queues)."""

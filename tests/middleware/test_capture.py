@@ -382,3 +382,37 @@ def test_a_full_disk_after_the_memory_was_written_retries_the_event_not_the_capt
     assert not any("capture failed" in m or "cannot write" in m for m in said)
     assert len([m for m in said if "not appended to the capture log" in m and "ENOSPC" in m]) == 1
     assert any("2 capture event(s) appended to the capture log late" in m for m in said)
+
+
+def test_urgent_statements_do_not_wait_for_a_quiet_moment(store: MemoryStore, clock: Clock,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under sustained traffic the worker holds statements for a quiet moment, but not once
+    ``URGENT`` of them wait."""
+    from memwire.middleware import _capture
+
+    monkeypatch.setattr(_capture, "URGENT", 3)
+    monkeypatch.setattr(_capture, "MAX_DEFER_S", 60.0)
+    mw = middleware(store, clock)
+    busy = threading.Event()
+    busy.set()
+
+    def traffic() -> None:  # a request every 5 ms: never quiet
+        while busy.is_set():
+            mw.capture.traffic.touch()
+            time.sleep(0.005)
+
+    toucher = threading.Thread(target=traffic)
+    toucher.start()
+    try:
+        for n in range(2):
+            mw.prepare(chat(f"Remember that server {n} runs Debian {n + 10}."), session_id=f"s{n}")
+        time.sleep(0.5)
+        assert captured(store) == []  # held for a quiet moment
+        mw.prepare(chat("Remember that server 2 runs Debian 12."), session_id="s2")
+        deadline = time.monotonic() + 5
+        while len(captured(store)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(captured(store)) == 3  # written while the traffic goes on
+    finally:
+        busy.clear()
+        toucher.join()
