@@ -279,3 +279,15 @@ def test_a_relative_memory_directory_works_with_absolute_temp_files(tmp_path: Pa
     assert [m.text for m in store.archive] == ["Alice deploys on Fridays"]
     assert under(Path(".memwire"), tmp_path / ".memwire" / "x") == tmp_path / ".memwire" / "x"
     assert under(Path("./.memwire/"), Path(".memwire/namespaces")) == Path(".memwire/namespaces")
+
+
+def test_a_namespace_spelt_like_another_but_for_case_is_refused(tmp_path: Path) -> None:
+    """Two spellings would be one directory on a case-insensitive filesystem (macOS, Windows)."""
+    from memwire._errors import NamespaceError
+
+    MemoryStore.for_namespace(tmp_path, "alice").add("Alice deploys on Fridays")
+    for twin in ("ALICE", "Alice", "aLiCe"):
+        with pytest.raises(NamespaceError, match="only in case"):
+            MemoryStore.for_namespace(tmp_path, twin)
+    assert [m.text for m in MemoryStore.for_namespace(tmp_path, "alice")] == ["Alice deploys on Fridays"]
+    MemoryStore.for_namespace(tmp_path, "bob").add("Bob is on call")

@@ -8,11 +8,11 @@ import logging
 import re
 import secrets
 import threading
-import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._json import dump_json
+from ..memory._store import fold_namespace
 
 
 __all__ = [
@@ -94,10 +94,6 @@ def error_id() -> str:
     return "mw-" + secrets.token_hex(4)
 
 
-def fold_namespace(name: str) -> str:
-    """How namespaces compare: NFKC case-folded (``tenA``, ``TENA`` and ``ｔｅｎａ`` are one), so
-    that no two tenants' directories can be one directory on a case-insensitive filesystem."""
-    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
 
 
 # an absolute path (POSIX, or a Windows drive's) or a URL, where a message names one

@@ -58,7 +58,7 @@ from ._markdown import MAX_TAG_CHARS, PINNED_TAG, TAG_PATTERN, ParsedFile, forma
 from ._model import Hit, Memory, memory_id, normalized
 from ._table import Kind, Merged, Table, longer_id
 
-__all__ = ["MemoryStore", "validate_namespace", "cue_of", "archived", "full_id", "with_prior", "index_hits", "event_log_name", "MAIN_FILE",
+__all__ = ["MemoryStore", "validate_namespace", "fold_namespace", "cue_of", "archived", "full_id", "with_prior", "index_hits", "event_log_name", "MAIN_FILE",
            "ARCHIVE_REASONS", "EVENT_LOGS"]
 
 log = logging.getLogger("memwire")
@@ -100,6 +100,22 @@ def validate_namespace(name: str) -> str:
             "starting with a letter or digit (no '/', '..', NUL)"
         )
     return name
+
+
+def fold_namespace(name: str) -> str:
+    """How namespaces compare: NFKC case-folded (``tenA``, ``TENA`` and ``ｔｅｎａ`` are one), so
+    that no two tenants' directories can be one directory on a case-insensitive filesystem."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+
+
+def _case_twin(root: Path, name: str) -> str | None:
+    """An existing namespace of ``root``'s tree spelt otherwise than ``name`` but equal folded."""
+    folded = fold_namespace(name)
+    try:
+        with _paths.scandir(root, root / "namespaces") as it:
+            return next((e.name for e in it if e.name != name and fold_namespace(e.name) == folded), None)
+    except (OSError, MemoryFileError):
+        return None
 
 
 def event_log_name(log: str) -> str:
@@ -560,7 +576,11 @@ class MemoryStore:
         if namespace in (None, "", "default"):
             return cls(root, **kw)
         kw.pop("global_dir", None)
-        return cls(Path(root) / "namespaces" / validate_namespace(namespace), root=root, **kw)
+        path = Path(root) / "namespaces" / validate_namespace(namespace)
+        if not os.path.lexists(path) and (twin := _case_twin(Path(root), namespace)) is not None:
+            raise NamespaceError(f"namespace {namespace!r} differs from the existing {twin!r} only in case: namespaces "
+                                 f"are compared case-insensitively (NFKC case-folded); use {twin!r}")
+        return cls(path, root=root, **kw)
 
     def namespace_store(self, namespace: str | None) -> "MemoryStore":
         """The store of ``namespace`` in the same tree as this one (``for_namespace`` of its root),

@@ -490,7 +490,8 @@ def test_two_spellings_made_before_the_rule_are_both_served(tmp_path: Path) -> N
     MemoryStore.for_namespace(root, "alice").add("Alice keeps her notes in Obsidian")
     if (root / "namespaces" / "ALICE").exists():
         pytest.skip("a case-insensitive filesystem: the two names are one directory")
-    MemoryStore.for_namespace(root, "ALICE").add("ALICE keeps her notes on paper")
+    (root / "namespaces" / "ALICE").mkdir()  # made before the rule (the store now refuses a twin)
+    (root / "namespaces" / "ALICE" / "MEMORY.md").write_text("- ALICE keeps her notes on paper\n")
     proxy = serve(Middleware(store=MemoryStore(root)))
     try:
         for ns in ("alice", "ALICE"):
