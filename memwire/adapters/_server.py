@@ -143,6 +143,8 @@ def build_app(spec: dict[str, Any], warm: bool = True) -> Any:
     mw = Middleware(config=cfg)
     if spec["memory"] and warm:
         mw.warm_up()  # load and index the default namespace, numpy and the token encodings now
+    if spec["memory"]:
+        mw.capture.resume(mw.store)  # statements a killed proxy had queued are written now, not on first use
     return create_app(
         mw,
         openai_upstream=spec["openai_upstream"],
