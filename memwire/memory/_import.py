@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._errors import InvalidMemoryError, MemwireError
-from ..policies._secrets import find_secret
+from ..policies._screen import screened
 from ._markdown import MAX_TAG_CHARS, TAG_PATTERN, ParsedFile, _front_matter, parse
 from ._model import Memory
 from ._store import MAX_MEMORY_CHARS, MAX_TOPIC_CHARS, MemoryStore, _checked
@@ -456,8 +456,8 @@ def import_path(
             text = " ".join(f.text.split())
             if not text:
                 fr.skip("empty")
-            elif find_secret(" ".join([text, f.topic or "", *f.tags])) is not None:
-                fr.skip("secret")  # the kind only: the value is never shown
+            elif (why := screened(" ".join([text, f.topic or "", *f.tags]))) is not None:
+                fr.skip(why[0])  # the rule only ("secret", "control character"): the value is never shown
             elif len(text) > MAX_MEMORY_CHARS:
                 fr.skip("too long")
             else:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import MissingDependencyError
 from .._logs import describe
-from ..policies._secrets import find_secret
+from ..policies._screen import screened
 from ..policies._tokens import count_tokens
 from ._session import LRU
 
@@ -145,8 +145,8 @@ class Distiller:
                 continue
             if p.action == "ignore" or p.confidence < self.min_confidence or len(p.text) > MAX_TEXT_CHARS:
                 continue
-            if (secret := find_secret(p.text)) is not None:
-                log.warning("memwire: distilled memory refused: it looks like it holds a secret (%s)", secret)
+            if (why := screened(p.text)) is not None:  # the store would refuse it too: the rule, never the text
+                log.warning("memwire: distilled memory refused: it looks like it holds a %s (%s)", *why)
                 continue
             if system and _squash(p.text) in system:  # the prompt's own rules are not memories
                 continue

@@ -325,6 +325,16 @@ def test_secrets_and_overlong_memories_are_skipped_and_counted(tmp_path: Path) -
     assert "a1B2" not in repr(report)
 
 
+def test_a_line_with_a_control_character_is_skipped_and_counted_by_its_rule(tmp_path: Path) -> None:
+    src = write(tmp_path / "src", {"notes.md": "- Build output is \x1b[31mred\x1b[0m on failure\n- Tests need Docker\n"
+                                               "- The vault PIN is 4921\n"})
+    store = MemoryStore(tmp_path / "mem")
+    report = import_path(src, store)
+    assert [m.text for m in store] == ["Tests need Docker"]
+    assert dict(report.skipped) == {"control character": 1, "secret": 1}
+    assert "\x1b" not in repr(report) and "4921" not in repr(report)
+
+
 def test_a_dry_run_writes_nothing_and_says_what_it_would_take(tmp_path: Path) -> None:
     src = write(tmp_path / "src", {"CLAUDE.md": CLAUDE_MD})
     report = import_path(src, MemoryStore(tmp_path / "mem"), dry_run=True)

@@ -65,6 +65,7 @@ def distilled(store: MemoryStore) -> list[str]:
 def test_what_is_stored_is_exactly_what_the_rules_say(store: MemoryStore, caplog: pytest.LogCaptureFixture) -> None:
     old = store.add("The project uses npm", tags=["fact", "captured"])
     model = Model({"memories": [
+        {"text": "Failed builds print \x1b]0;owned\x07 first", "kind": "fact", "confidence": 0.9},  # a control character
         {"text": "The project uses pnpm, not npm", "kind": "fact", "confidence": 0.95, "action": "update",
          "replaces": old.id[:8]},                                                                  # an update
         {"text": "Lint with `pnpm lint` (eslint on src/)", "kind": "instruction", "confidence": 0.9, "action": "add"},
@@ -89,6 +90,8 @@ def test_what_is_stored_is_exactly_what_the_rules_say(store: MemoryStore, caplog
     assert events.count(("reinforced", "distilled")) == 1 and events.count(("captured", "distilled")) == 2
     assert not any("npm_abcdef" in p.read_text() for p in store.path.rglob("*") if p.is_file())
     assert any("looks like it holds a secret" in r.getMessage() for r in caplog.records)
+    assert any("control character (U+001B ESC)" in r.getMessage() for r in caplog.records)
+    assert not any("owned" in r.getMessage() for r in caplog.records)
     lint = next(m for m in store.memories() if "lint" in m.text)
     assert set(lint.tags) == {"instruction", "captured", "distilled"} and lint.topic == "Instructions"
 

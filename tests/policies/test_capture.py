@@ -94,12 +94,12 @@ def test_a_very_long_sentence_is_not_a_statement() -> None:
     ("slack xoxb-1234567890-abcdefghij", "Slack token"),
     ("-----BEGIN OPENSSH PRIVATE KEY-----", "private key"),
     ("connect to postgres://admin:s3cret@db:5432/app", "credentials in a URL"),
-    ("my password is hunter2", "password or token"),
-    ("the API key: 'abcd-1234-efgh'", "password or token"),
-    ("the password is correcthorsebatterystaple", "password or token"),
+    ("my password is hunter2", "password"),
+    ("the API key: 'abcd-1234-efgh'", "API key"),
+    ("the password is correcthorsebatterystaple", "password"),
     ("bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
      "JSON web token"),
-    ("key AbCdEfGh1234567890AbCdEfGh123456", "random-looking key"),
+    ("it was AbCdEfGh1234567890AbCdEfGh123456 all along", "random-looking key"),
 ])
 def test_secrets_are_recognized(text: str, kind: str) -> None:
     assert find_secret(text) == kind
