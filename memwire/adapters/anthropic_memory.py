@@ -19,7 +19,8 @@ front matter gets a short front matter, which makes each of its paragraphs a mem
 
 Safety: a path is one file name under ``/memories`` (``..``, other absolute paths, NUL bytes,
 backslashes, long names are refused); nothing is read, written or removed through a symlink;
-text holding a secret is refused; a deleted file's memories go to the archive first. Every
+text holding a secret or a control character is refused (the stores' own screen); a deleted
+file's memories go to the archive first. Every
 refusal is a ``ToolError``, which the SDK's tool runner hands back to Claude as an error result.
 The result texts are those of the SDK's own ``BetaLocalFilesystemMemoryTool``, which Claude knows.
 """
@@ -53,7 +54,7 @@ from .. import _paths
 from .._errors import InvalidMemoryError, MemoryFileError
 from ..memory._markdown import parse_text
 from ..memory._store import MemoryStore, _read_all
-from ..policies._secrets import find_secret
+from ..policies._screen import screened
 
 __all__ = ["MemoryTool", "AsyncMemoryTool"]
 
@@ -111,10 +112,13 @@ def _field(command: Any, name: str, kind: type) -> Any:
 
 
 def _checked(text: str) -> str:
-    kind = find_secret(text)
-    if kind:  # named, never echoed: the refusal goes back into the conversation
-        raise ToolError(f"Not written: the text holds what looks like a {kind}. memwire never stores secrets "
+    why = screened(text)  # the stores' own screen: files are written whole, not through store.add
+    if why is not None and why[0] == "secret":  # named, never echoed: the refusal goes back into the conversation
+        raise ToolError(f"Not written: the text holds what looks like a {why[1]}. memwire never stores secrets "
                         "(memory is shown to the model on later calls); leave it out.")
+    if why is not None:
+        raise ToolError(f"Not written: the text holds a control character, {why[1]}. Memory is plain text: "
+                        "tab and newline are the only control characters it may hold.")
     return text
 
 

@@ -313,6 +313,18 @@ def test_text_holding_a_secret_is_refused_naming_the_kind_not_the_secret(tool: M
     assert files(mem) == ["a.md"] and (mem / "a.md").read_text() == "- Deploy key lives in the vault\n"
 
 
+def test_text_holding_a_control_character_is_refused_naming_it(tool: MemoryTool, mem: Path) -> None:
+    run(tool, command="create", path="/memories/a.md", file_text="- Deploy key lives in the vault\r\n")  # CRLF is fine
+    for command in (
+        {"command": "create", "path": "/memories/b.md", "file_text": "- Builds \x1b]0;owned\x07 fail\n"},
+        {"command": "str_replace", "path": "/memories/a.md", "old_str": "the vault", "new_str": "the \x00vault"},
+        {"command": "insert", "path": "/memories/a.md", "insert_line": 1, "insert_text": "- red is \x9b31m\n"},
+    ):
+        message = refused(tool, "control character", **command)
+        assert "U+00" in message and "owned" not in message
+    assert files(mem) == ["a.md"] and (mem / "a.md").read_bytes() == b"- Deploy key lives in the vault\r\n"
+
+
 def test_a_file_too_large_is_refused(tool: MemoryTool, mem: Path) -> None:
     refused(tool, "at most 256 KiB", command="create", path="/memories/a.md", file_text="- word\n" * 40_000)
     assert files(mem) == []
