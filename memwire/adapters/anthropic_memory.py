@@ -20,8 +20,8 @@ front matter gets a short front matter, which makes each of its paragraphs a mem
 Safety: a path is one file name under ``/memories`` (``..``, other absolute paths, NUL bytes,
 backslashes, long names are refused); nothing is read, written or removed through a symlink;
 text holding a secret or a control character is refused (the stores' own screen); a deleted
-file's memories go to the archive first. Every
-refusal is a ``ToolError``, which the SDK's tool runner hands back to Claude as an error result.
+file's memories go to the archive first. Every refusal is a ``ToolError``, which the SDK's tool
+runner hands back to Claude as an error result.
 The result texts are those of the SDK's own ``BetaLocalFilesystemMemoryTool``, which Claude knows.
 """
 
