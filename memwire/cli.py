@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -65,12 +66,33 @@ def _mem_line(m: Memory) -> str:
     return f"{m.id}  {'📌 ' if m.pinned else ''}{m.text}{tags}"
 
 
+# What a terminal would act on instead of showing: C0 controls but tab and newline (ESC starts
+# every escape sequence, CR rewrites the line), DEL, C1 controls, and the bidirectional overrides
+# that reorder what is shown. Memory text can hold them when a file was edited by hand.
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _printable(text: str) -> str:
+    """``text`` with each character a terminal would act on shown as an escape (``\\x1b``)."""
+    return _UNPRINTABLE.sub(_escape, text)
+
+
+def _escape(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _json_text(data: Any) -> str:
+    """JSON for a terminal: json escapes C0 controls, and here C1 controls and the rest as well."""
+    return _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(data, ensure_ascii=False, indent=2))
+
+
 def _out(args: argparse.Namespace, data: Any, lines: Sequence[str]) -> None:
     if args.json:
-        print(json.dumps(data, ensure_ascii=False, indent=2))
+        print(_json_text(data))
     else:
         for line in lines:
-            print(line)
+            print(_printable(line))
 
 
 def cmd_add(args: argparse.Namespace, cfg: Config) -> int:
@@ -89,7 +111,7 @@ def cmd_list(args: argparse.Namespace, cfg: Config) -> int:
     store = _store(args, cfg)
     mems = [m for m in store if not args.pinned or m.pinned]
     for p in store.problems:
-        print(f"warning: {p}", file=sys.stderr)
+        print(_printable(f"warning: {p}"), file=sys.stderr)
     _out(args, [_mem_json(m) for m in mems], [_mem_line(m) for m in mems] or [f"no memories in {store.location}"])
     return 0
 
@@ -413,7 +435,7 @@ def cmd_preview(args: argparse.Namespace, cfg: Config) -> int:
     p = mw.prepare_request(body, api=args.api, session_id=args.session, namespace=None)
     inj = p.injection
     if args.json:
-        print(json.dumps({"body": p.body, "injection": asdict(inj) if inj else None}, ensure_ascii=False, indent=2))
+        print(_json_text({"body": p.body, "injection": asdict(inj) if inj else None}))
         return 0
     print(f"mode: {mw.mode}   api: {args.api}")
     if inj is None or not inj.injected:
@@ -441,7 +463,7 @@ def _show(content: Any, inj: Any) -> str:
     if inj is not None and inj.text and inj.text in text:
         marked = "\n   ┌─ injected by memwire ─\n   │ " + inj.text.replace("\n", "\n   │ ") + "\n   └─\n"
         text = text.replace(inj.text, marked)
-    return text
+    return _printable(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -613,10 +635,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             cfg = _trusted_config(args, overrides)
         return int(args.fn(args, cfg) or 0)
     except MemwireError as exc:
-        print(f"memwire: error: {exc}", file=sys.stderr)
+        print(_printable(f"memwire: error: {exc}"), file=sys.stderr)  # it may quote a file's line or a value
         return 2
     except OSError as exc:  # a full disk, a permission: the person's to fix, in one line
-        print(f"memwire: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        print(_printable(f"memwire: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

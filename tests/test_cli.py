@@ -314,3 +314,46 @@ def test_a_damaged_export_is_refused_whole(tmp_path: Path, capsys: pytest.Captur
     code, _, err = run(capsys, "import", str(dump), "--dir", d)
     assert code == 2 and err == f"memwire: error: {dump}:3: a memory needs some text\n"
     assert not (tmp_path / "mem" / "MEMORY.md").exists()  # the good line was not written either
+
+
+# Bytes a terminal acts on instead of showing: a colour, the window title (OSC), a bell, the C1
+# CSI, a NUL, a bidirectional override that reorders what follows.
+HOSTILE = "Build output is \x1b[31mred\x1b[0m \x1b]0;owned\x07 then \x9b2J and \x00 and \u202eevil"
+
+
+def _raw_controls(text: str) -> list[str]:
+    return [c for c in text if (ord(c) < 0x20 and c not in "\t\n") or 0x7F <= ord(c) <= 0x9F or c == "\u202e"]
+
+
+def test_listings_escape_control_characters_of_hand_edited_memories(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    d = tmp_path / "mem"
+    d.mkdir()
+    (d / "MEMORY.md").write_text(f"# Notes\n- {HOSTILE}\n", encoding="utf-8")  # written by hand, not by memwire
+    log = tmp_path / "requests.jsonl"
+    log.write_text(json.dumps({"at": 1.0, "api": "openai.chat", "model": "m", "status": 200,
+                               "mode": "contextPerTurn\x1b]0;owned\x07\x9b2J", "provider": "openai"}) + "\n")
+    outputs = []
+    for args in (["list"], ["list", "--json"], ["search", "build", "output"], ["search", "build", "--json"],
+                 ["stale"], ["preview", "what", "is", "the", "build", "output?"], ["preview", "build", "--json"]):
+        code, out, err = run(capsys, *args, "--dir", str(d))
+        assert code == 0, err
+        outputs.append(out + err)
+    for args in (["stats", "--requests", "--log", str(log)], ["stats", "--requests", "--log", str(log), "--json"]):
+        code, out, err = run(capsys, *args)
+        assert code == 0, err
+        outputs.append(out + err)
+    for out in outputs:
+        assert _raw_controls(out) == [], out
+    assert "Build output is \\x1b[31mred\\x1b[0m \\x1b]0;owned\\x07 then \\x9b2J and \\x00 and \\u202eevil" in outputs[0]
+    listed = json.loads(outputs[1])[0]["text"]
+    assert listed == HOSTILE  # JSON escapes them and still reads back as the text on disk
+    assert "contextPerTurn\\x1b]0;owned\\x07\\x9b2J" in outputs[7]
+
+
+def test_add_refuses_control_characters_naming_the_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "add", "--dir", str(tmp_path / "mem"), "colours: \x1b[31mcrimson")
+    assert code == 2 and out == "" and "control character, U+001B ESC" in err and "crimson" not in err
+    code, _, err = run(capsys, "add", "--dir", str(tmp_path / "mem"), "the vault PIN is 4921")
+    assert code == 2 and "secret (PIN)" in err and "4921" not in err
+    assert not (tmp_path / "mem" / "MEMORY.md").exists()
