@@ -5,6 +5,7 @@ built to make a regex backtrack."""
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from pathlib import Path
@@ -12,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from memwire import InvalidMemoryError, MemoryStore, Middleware
-from memwire.middleware import _capture
 from memwire.middleware._capture import Capture
 from memwire.policies._capture import statements
 from memwire.policies._screen import control_character, refusal, screened
@@ -308,17 +308,24 @@ def test_every_look_alike_is_stored(tmp_path: Path) -> None:
     assert sorted(m.text for m in MemoryStore(tmp_path / "mem")) == sorted(HARMLESS)
 
 
-def test_capture_uses_the_same_filter_and_stores_no_secret(tmp_path: Path) -> None:
-    assert _capture.find_secret is find_secret
-    for text in HARMLESS:  # what capture would store of a look-alike passes its filter
-        for st in statements(f"Remember that {text}"):
-            assert _capture.find_secret(st.said) is None, text
-    store = MemoryStore(tmp_path / "mem")
+def _say_all(store: MemoryStore, texts: list[str]) -> None:
     mw = Middleware(store=store, mode="contextPerTurn", capture="auto")
     mw.capture = Capture("auto")
-    for i, text in enumerate(SECRETS):
+    for i, text in enumerate(texts):
         mw.prepare([{"role": "user", "content": f"Remember that {text}"}], session_id=f"s{i}")
     mw.flush()
+
+
+def test_capture_refuses_no_look_alike(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    assert all(find_secret(st.said) is None for text in HARMLESS for st in statements(f"Remember that {text}"))
+    with caplog.at_level(logging.WARNING, logger="memwire"):
+        _say_all(MemoryStore(tmp_path / "mem"), HARMLESS)
+    assert [r.getMessage() for r in caplog.records if "not captured" in r.getMessage()] == []
+
+
+def test_capture_stores_no_secret(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "mem")
+    _say_all(store, SECRETS)
     # nothing but a fragment the statement splitter cut before the value ("Ana's passport no.")
     assert all(find_secret(m.text) is None and len(m.text) < 20 for m in store)
     on_disk = "".join(p.read_text(errors="replace") for p in store.path.rglob("*") if p.is_file())
