@@ -77,7 +77,7 @@ def measure_adds(store: MemoryStore, mw: Middleware, rng: random.Random, adds: i
 
 
 def measure(size: int, requests: int, history: str, ledger_on_disk: bool = True) -> tuple[float, float, float]:
-    from memwire.middleware import _replay
+    from memwire.policies.modes import _replay
 
     rng = random.Random(size)
     real_load = _replay.Ledger.load

@@ -32,14 +32,14 @@ import proxy as bench
 
 # (module, attribute path, label): the steps of a memory route, in the order a request takes them
 STEPS = [
-    ("memwire.adapters.proxy", "_Proxy.with_memory", "handler, before the upstream call"),
-    ("memwire.adapters.proxy", "read_all", "  read the body"),
-    ("memwire.adapters.proxy", "_parse", "  parse it"),
+    ("memwire.adapters.server._proxy", "_Proxy.with_memory", "handler, before the upstream call"),
+    ("memwire.adapters.server._proxy", "read_all", "  read the body"),
+    ("memwire.adapters.server._proxy", "_parse", "  parse it"),
     ("memwire.middleware._core", "Middleware.aprepare_request", "  prepare"),
     ("memwire.memory._store", "MemoryStore.search", "    of which the search"),
-    ("memwire.adapters.proxy", "_Proxy._encode", "  encode"),
-    ("memwire.adapters.proxy", "_Relay.stream_response", "relay"),
-    ("memwire.adapters.proxy", "_Proxy._send", "  upstream call, to its headers"),
+    ("memwire.adapters.server._proxy", "_Proxy._encode", "  encode"),
+    ("memwire.adapters.server._proxy", "_Relay.stream_response", "relay"),
+    ("memwire.adapters.server._proxy", "_Proxy._send", "  upstream call, to its headers"),
 ]
 # set in a memory route's request (its task, and the relay's task made from it): only those are timed
 _MEMORY_ROUTE: contextvars.ContextVar[bool] = contextvars.ContextVar("memory_route", default=False)

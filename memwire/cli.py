@@ -182,7 +182,7 @@ def _request_stats(args: argparse.Namespace, cfg: Config) -> int:
     """The cache figures of real traffic, per mode and provider: from a running proxy's /metrics
     (``--url``), a request log (``--log``, default: the configured proxy_request_log), or else
     the store's own log of the requests of the namespace (every worker's and replica's)."""
-    from .middleware._figures import from_metrics, from_records
+    from ._sim.figures import from_metrics, from_records
     from .middleware._records import read_records
 
     if args.url:
@@ -583,9 +583,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(fn=cmd_trust)
 
-    from .adapters import _keys as keys_cli  # each registers its own subcommand; heavy imports wait for the run
-    from .adapters import _mcp_cli as mcp_cli
-    from .adapters import _proxy_cli as proxy_cli
+    from .adapters.server import _keys as keys_cli  # each registers its own subcommand; heavy imports wait for the run
+    from .adapters.server import _mcp_cli as mcp_cli
+    from .adapters.server import _proxy_cli as proxy_cli
     from ._sim import demo_cli
 
     proxy_cli.register(sub)

@@ -29,9 +29,9 @@ from memwire import MemoryStore, Middleware
 from memwire._errors import MemoryFileError, MemwireError
 from memwire._paths import makedirs, open_fd, under
 from memwire._sim.fake_provider import FakeProvider
-from memwire.adapters.proxy import create_app
+from memwire.adapters.server._proxy import create_app
 from memwire.memory import _snapshot
-from memwire.middleware import _replay
+from memwire.policies.modes import _replay
 
 CANARY = "zebracanary"  # in every file outside: a model must never be shown it
 

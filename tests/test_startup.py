@@ -32,7 +32,7 @@ def test_help_loads_neither_the_proxy_stack_nor_pydantic() -> None:
     for argv in ("'--help'", "'proxy', '--help'", "'demo', '--help'", "'import', '--help'"):
         loaded = loaded_after(code.format(argv))
         assert heavy(loaded) == set(), argv
-        assert "memwire.adapters.proxy" not in loaded and "memwire._sim.fake_provider" not in loaded, argv
+        assert "memwire.adapters.server._proxy" not in loaded and "memwire._sim.fake_provider" not in loaded, argv
 
 
 def test_config_is_loaded_on_first_use() -> None:
@@ -42,7 +42,7 @@ def test_config_is_loaded_on_first_use() -> None:
 
 
 def test_the_proxy_command_shows_the_proxy_defaults() -> None:
-    from memwire.adapters import _proxy_cli, proxy
+    from memwire.adapters.server import _proxy_cli, _proxy as proxy
 
     assert _proxy_cli.DEFAULT_OPENAI_UPSTREAM == proxy.DEFAULT_OPENAI_UPSTREAM
     assert _proxy_cli.DEFAULT_ANTHROPIC_UPSTREAM == proxy.DEFAULT_ANTHROPIC_UPSTREAM

@@ -22,7 +22,7 @@ from .._errors import ConfigError
 from ..memory._model import Memory
 from ..memory._store import MemoryStore
 from ..middleware._core import Middleware
-from ..middleware._render import escape
+from ..policies.modes._render import escape
 from ..policies._tokens import get_encoder
 from .cache import Usage
 from .demo_data import LEARNED, MEMORIES, SESSIONS, SYSTEM_PROMPT, TOOLS, Turn, tool_output
@@ -206,7 +206,7 @@ def _memory_for(fragment: str, store: MemoryStore) -> str:
 
 def run_mode(cfg: Config_, provider: str, model: str) -> ModeResult:
     """Play the whole script through the proxy (or straight to the provider) for one configuration."""
-    from ..adapters.proxy import create_app
+    from ..adapters.server._proxy import create_app
 
     start = time.perf_counter()
     result = ModeResult(cfg.label)

@@ -107,7 +107,7 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX memwire_events_log ON memwire_events (namespace, log, seq);
     """,
-    # 2: the replay ledgers (memwire/middleware/_ledger_pg.py): a row per session, a row per entry
+    # 2: the replay ledgers (memwire/policies/modes/_ledger_pg.py): a row per session, a row per entry
     """
     CREATE TABLE memwire_ledger_sessions (
         namespace text NOT NULL,

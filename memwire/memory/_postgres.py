@@ -249,7 +249,7 @@ class PgStore:
 
     @property
     def db(self) -> _pg.Database:
-        """The database (its pool): the session ledgers live there too (``middleware/_ledger_pg``)."""
+        """The database (its pool): the session ledgers live there too (``policies/modes/_ledger_pg``)."""
         return self._db
 
     def _where(self, kind: str) -> str:

@@ -70,7 +70,7 @@ from ..policies._capture import statements
 from ..policies._human_text import human_text
 from ..policies._secrets import find_secret
 from ._distill import Complete, Distiller
-from ._render import CLOSE, OPEN
+from ..policies.modes._render import CLOSE, OPEN
 from ._session import LRU
 
 if TYPE_CHECKING:

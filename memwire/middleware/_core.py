@@ -35,7 +35,7 @@ from ._distill import Complete, Distiller, litellm_complete
 from ._formats import get_format
 from ._incremental import Views
 from ._records import Records, SharedRecords
-from ._render import Block, failed
+from ..policies.modes._render import Block, failed
 from ._session import LRU, resolve_session, session_hint, session_signals
 
 if TYPE_CHECKING:
@@ -289,7 +289,7 @@ class Middleware:
     def flush(self, timeout: float | None = None) -> None:
         """Wait for what runs in the background: captures and replies offered so far, replay
         ledgers, and the memories' metadata."""
-        from ._replay import flush as flush_ledgers
+        from ..policies.modes._replay import flush as flush_ledgers
 
         self.capture.flush(timeout)
         self.telemetry.flush(timeout)

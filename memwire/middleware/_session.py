@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 if TYPE_CHECKING:
     from ..memory._store import MemoryStore
-    from ._render import Block
-    from ._replay import Ledger
+    from ..policies.modes._render import Block
+    from ..policies.modes._replay import Ledger
 
 __all__ = ["resolve_session", "session_hint", "session_signals", "SESSION_HEADERS", "turn_key", "LRU", "Memo"]
 
@@ -192,7 +192,7 @@ class Memo:
         if self.kind is None:
             block = self.lru.get(self.key)
             return None if block is not None and block.may_look_again(self.store) else block
-        from ._replay import as_block
+        from ..policies.modes._replay import as_block
 
         ledger = self._ledger()
         ledger.sync()  # what other processes settled
@@ -208,7 +208,7 @@ class Memo:
     def settle(self, block: "Block") -> "Block":
         if self.kind is None:
             return self.lru.setdefault(self.key, block, replace=lambda old: old.may_look_again(self.store))
-        from ._replay import LedgerEntry, as_block
+        from ..policies.modes._replay import LedgerEntry, as_block
 
         entry = LedgerEntry(self._entry_key(), block.ids, block.lines, block.text, block.tokens, block.skipped)
         kept = self._ledger().settle_memo(entry)
@@ -219,7 +219,7 @@ class Memo:
         return block
 
     def _entry_key(self) -> str:
-        from ._replay import MEMO_PREFIX
+        from ..policies.modes._replay import MEMO_PREFIX
 
         return ":".join((MEMO_PREFIX + str(self.kind), *self.key[2:]))
 
@@ -230,7 +230,7 @@ class Memo:
         key = (self.key[0], self.key[1])
         ledger = ledgers.get(key)
         if ledger is None:  # read once per session, then kept in step with the file (or the database)
-            from ._replay import open_ledger
+            from ..policies.modes._replay import open_ledger
 
             ledger = ledgers.setdefault(key, open_ledger(self.store, self.key[1]))
         return ledger

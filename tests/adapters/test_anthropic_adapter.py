@@ -17,7 +17,7 @@ import pytest
 
 from memwire import MemoryStore, Middleware
 from memwire.adapters.anthropic import wrap
-from memwire.middleware._render import OPEN
+from memwire.policies.modes._render import OPEN
 from memwire._sim.fake_provider import FakeProvider, ServerThread, default_reply, serve_in_thread, structured_reply
 
 from .failing import BrokenMiddleware, BrokenStore, call_warnings, memwire_warnings

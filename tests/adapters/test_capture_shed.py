@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from memwire import MemoryStore, Middleware
 from memwire._sim.fake_provider import FakeProvider
-from memwire.adapters.proxy import create_app
+from memwire.adapters.server._proxy import create_app
 from memwire.middleware import _capture
 from memwire.middleware._capture import Capture
 from memwire.middleware._distill import Distiller

@@ -28,7 +28,7 @@ from memwire.adapters.litellm import (
     proxy_session,
     wrap,
 )
-from memwire.middleware._render import OPEN
+from memwire.policies.modes._render import OPEN
 
 from .failing import BrokenMiddleware, BrokenStore, memwire_warnings
 

@@ -168,7 +168,7 @@ async def test_faults_whose_exceptions_quote_the_text_log_no_text(tmp_path: Path
     from memwire import MemoryStore, Middleware
     from memwire._errors import InvalidMemoryError
     from memwire._logs import configure_logging
-    from memwire.adapters.proxy import create_app
+    from memwire.adapters.server._proxy import create_app
     from memwire.middleware import _capture
     from memwire.middleware._capture import Capture
     from memwire.middleware._distill import Distiller

@@ -177,7 +177,7 @@ def test_help_does_not_import_the_sdk() -> None:
     for argv in ("['--help']", "['mcp', '--help']"):
         loaded = loaded_after(code.format(argv))
         assert not {m for m in loaded if m.split(".")[0] in ("mcp", "mcp_types")}, argv
-        assert "memwire.adapters.mcp" not in loaded, argv
+        assert "memwire.adapters.server._mcp" not in loaded, argv
     assert "mcp" not in {m.split(".")[0] for m in loaded_after("import memwire")}
 
 

@@ -12,7 +12,7 @@ import pytest
 from starlette.applications import Starlette
 
 from memwire import MemoryStore, Middleware
-from memwire.adapters._memory_api import memory_api
+from memwire.adapters.server._memory_api import memory_api
 from memwire.memory._inbox import inbox_of
 
 V1 = "/memwire/v1"
@@ -183,7 +183,7 @@ def _walk(node: Any) -> list[Any]:
 
 
 async def test_the_proxy_serves_it_under_its_key_beside_the_pass_through(mw: Middleware, store: MemoryStore) -> None:
-    from memwire.adapters.proxy import create_app
+    from memwire.adapters.server._proxy import create_app
 
     seen: list[str] = []
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from memwire.adapters._metrics import MULTIPROC_ENV, Metrics
+from memwire.adapters.server._metrics import MULTIPROC_ENV, Metrics
 from memwire.middleware._core import Injection
 from memwire.middleware._records import record_of
 from memwire.middleware._usage import Usage
@@ -64,9 +64,9 @@ def test_a_store_that_cannot_be_read_leaves_its_figure_out() -> None:
 def test_workers_figures_add_up(tmp_path: Path) -> None:
     """Two worker processes count; a third, answering the scrape, reports the sum."""
     env = {**os.environ, MULTIPROC_ENV: str(tmp_path)}
-    worker = ("from tests.adapters.test_metrics import feed; from memwire.adapters._metrics import Metrics; "
+    worker = ("from tests.adapters.test_metrics import feed; from memwire.adapters.server._metrics import Metrics; "
               "feed(Metrics())")
-    scraper = ("from memwire.adapters._metrics import Metrics; import sys; "
+    scraper = ("from memwire.adapters.server._metrics import Metrics; import sys; "
                "sys.stdout.write(Metrics().render()[0].decode())")
     root = Path(__file__).resolve().parents[2]
     for _ in range(2):

@@ -20,7 +20,7 @@ from openai.types.responses import Response
 
 from memwire import MemoryStore, Middleware
 from memwire.adapters.openai import wrap
-from memwire.middleware._render import OPEN
+from memwire.policies.modes._render import OPEN
 from memwire._sim.fake_provider import FakeProvider, ServerThread, default_reply, serve_in_thread, structured_reply
 
 from .failing import BrokenMiddleware, BrokenStore, call_warnings, memwire_warnings

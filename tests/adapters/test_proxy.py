@@ -23,8 +23,8 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from memwire import MemoryStore, Middleware
-from memwire.adapters.proxy import create_app, upstream_family
-from memwire.adapters._proxy_cli import check_bind
+from memwire.adapters.server._proxy import create_app, upstream_family
+from memwire.adapters.server._proxy_cli import check_bind
 from memwire.cli import main
 from memwire._errors import ConfigError
 from memwire._sim.fake_provider import FakeProvider, serve_in_thread
@@ -628,7 +628,7 @@ def test_remote_bind_needs_allow_remote_and_key(capsys: pytest.CaptureFixture[st
 
 @pytest.mark.parametrize("aio", [True, False], ids=["aiohttp", "httpx"])
 def test_own_client_is_closed_by_the_lifespan(mw: Middleware, aio: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("memwire.adapters.proxy.aio_available", lambda: aio)
+    monkeypatch.setattr("memwire.adapters.server._proxy.aio_available", lambda: aio)
     with serve_in_thread(FakeProvider()) as up:
         app = create_app(mw, openai_upstream=up.base_url, anthropic_upstream=up.base_url)  # its own pooled client
         proxy = app.state.proxy
@@ -750,7 +750,7 @@ async def test_a_client_gone_on_an_asgi_2_4_server_closes_the_upstream_answer(mw
 @pytest.mark.parametrize("buffer", [4, 1024], ids=["streamed", "buffered"])
 async def test_a_streamed_body_is_not_sent_twice_a_buffered_one_is(mw: Middleware, buffer: int,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("memwire.adapters.proxy.BUFFER_BYTES", buffer)
+    monkeypatch.setattr("memwire.adapters.server._proxy.BUFFER_BYTES", buffer)
     calls: list[bytes] = []
 
     def closed(request: httpx.Request) -> httpx.Response:
@@ -769,9 +769,9 @@ def test_pooled_upstream_connections_expire_before_a_uvicorn_upstream_closes_the
     # reused in the instant the upstream closes it fails the caller's request with a 502
     import uvicorn
 
-    from memwire.adapters.proxy import default_client
+    from memwire.adapters.server._proxy import default_client
 
-    from memwire.adapters._aio import KEEPALIVE_S
+    from memwire.adapters.server._aio import KEEPALIVE_S
 
     pools = default_client()._transport._pools  # type: ignore[attr-defined]
     assert pools and all(p._pool._keepalive_expiry < uvicorn.Config(app=None).timeout_keep_alive for p in pools)

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from memwire import MemoryStore, Middleware
-from memwire.adapters.proxy import add_cache_breakpoint, count_cache_breakpoints, create_app
+from memwire.adapters.server._proxy import add_cache_breakpoint, count_cache_breakpoints, create_app
 from memwire.middleware._core import Injection
 
 EPHEMERAL = {"type": "ephemeral"}

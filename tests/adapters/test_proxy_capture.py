@@ -15,7 +15,7 @@ import pytest
 from starlette.applications import Starlette
 
 from memwire import MemoryStore, Middleware
-from memwire.adapters.proxy import create_app
+from memwire.adapters.server._proxy import create_app
 from memwire.memory._inbox import inbox_of
 from memwire._sim.fake_provider import FakeProvider
 

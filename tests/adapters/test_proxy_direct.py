@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from memwire import MemoryStore, Middleware
-from memwire.adapters.proxy import create_app, default_client
+from memwire.adapters.server._proxy import create_app, default_client
 
 from .test_proxy_stream import Served
 
@@ -161,7 +161,7 @@ class ClosesIdleConnections(RawUpstream):
 @pytest.mark.parametrize("aio", [True, False], ids=["aiohttp", "httpx"])
 def test_a_pooled_connection_the_upstream_closed_is_retried_once(tmp_path: Any, aio: bool, path: str,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("memwire.adapters.proxy.aio_available", lambda: aio)
+    monkeypatch.setattr("memwire.adapters.server._proxy.aio_available", lambda: aio)
     up = ClosesIdleConnections()
     mw = Middleware(store=MemoryStore(tmp_path / "mem"), mode="contextPerTurn")
     app = create_app(mw, openai_upstream=up.url)
@@ -197,7 +197,7 @@ class Silent(RawUpstream):
 @pytest.mark.parametrize("aio", [True, False], ids=["aiohttp", "httpx"])
 def test_an_upstream_that_never_answers_is_a_504_and_one_that_refuses_a_502(
         tmp_path: Any, aio: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("memwire.adapters.proxy.aio_available", lambda: aio)
+    monkeypatch.setattr("memwire.adapters.server._proxy.aio_available", lambda: aio)
     silent = Silent()
     refused = socket.create_server(("127.0.0.1", 0))
     refused_url = f"http://127.0.0.1:{refused.getsockname()[1]}"
@@ -217,7 +217,7 @@ def test_an_upstream_that_never_answers_is_a_504_and_one_that_refuses_a_502(
 
 
 def test_answer_headers_are_found_whatever_case_the_upstream_wrote_them_in() -> None:
-    from memwire.adapters._aio import RawHeaders
+    from memwire.adapters.server._aio import RawHeaders
 
     headers = RawHeaders([(b"Content-Type", b"text/event-stream"), (b"x-a", b"1"), (b"X-A", b"2")])
     assert headers.get("content-type") == "text/event-stream"
@@ -232,7 +232,7 @@ async def test_the_aiohttp_transport_is_an_httpx_transport_too(upstream: tuple[R
     """What ``default_client(transport=AioTransport())`` gives: an httpx client sending through
     aiohttp, with httpx's answers and errors."""
     pytest.importorskip("aiohttp")
-    from memwire.adapters._aio import AioTransport
+    from memwire.adapters.server._aio import AioTransport
 
     rec, url = upstream
     async with httpx.AsyncClient(transport=AioTransport()) as client:

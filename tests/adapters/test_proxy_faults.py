@@ -26,8 +26,8 @@ import pytest
 from memwire import MemoryStore, Middleware
 from memwire._errors import ConfigError
 from memwire._sim.fake_provider import FakeProvider, serve_in_thread
-from memwire.adapters._keys import KeyRing, add_key
-from memwire.adapters.proxy import create_app
+from memwire.adapters.server._keys import KeyRing, add_key
+from memwire.adapters.server._proxy import create_app
 
 from .test_proxy_stream import Served
 
@@ -134,7 +134,7 @@ async def test_the_mcp_server_names_a_broken_store_by_an_error_id(
     pytest.importorskip("mcp", reason="the mcp extra is not installed")
     from mcp import Client
 
-    from memwire.adapters.mcp import build_server
+    from memwire.adapters.server._mcp import build_server
 
     store = MemoryStore(tmp_path / "mem")
     store.add("The staging database listens on port 5433")

@@ -20,9 +20,9 @@ import pytest
 from memwire import MemoryStore, Middleware
 from memwire._errors import ConfigError
 from memwire._sim.fake_provider import FakeProvider, serve_in_thread
-from memwire.adapters import _keys
-from memwire.adapters._keys import add_key, read_keys, revoke_keys
-from memwire.adapters.proxy import create_app
+from memwire.adapters.server import _keys
+from memwire.adapters.server._keys import add_key, read_keys, revoke_keys
+from memwire.adapters.server._proxy import create_app
 from memwire.cli import main
 
 ADMIN = "admin-key-1"
@@ -374,7 +374,7 @@ def test_the_proxy_command_checks_its_keys_file(tmp_path: Path, capsys: pytest.C
     code, _, err = run(capsys, "proxy", "--dir", str(tmp_path / "mem"), "--workers", "2",
                        "--keys-file", str(tmp_path / "none.json"))
     assert code == 2 and "not found" in err and "memwire keys add" in err
-    from memwire.adapters._proxy_cli import check_bind
+    from memwire.adapters.server._proxy_cli import check_bind
 
     check_bind("0.0.0.0", True, None, tmp_path / "keys.json")  # a keys file is a key: remote clients may come
     with pytest.raises(ConfigError, match="--keys-file"):

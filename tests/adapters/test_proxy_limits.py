@@ -20,10 +20,10 @@ import pytest
 import uvicorn
 
 from memwire import MemoryStore, Middleware
-from memwire.adapters.proxy import BUFFER_BYTES, OFFLOAD_BYTES, create_app
-from memwire.adapters._server import protocol_with_header_timeout
+from memwire.adapters.server._proxy import BUFFER_BYTES, OFFLOAD_BYTES, create_app
+from memwire.adapters.server._server import protocol_with_header_timeout
 from memwire.cli import main
-from memwire.middleware import _replay as ledger
+from memwire.policies.modes import _replay as ledger
 from memwire._sim.fake_provider import FakeProvider, serve_in_thread
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from memwire import MemoryStore, Middleware
 from memwire._sim.fake_provider import FakeProvider, serve_in_thread
-from memwire.adapters.proxy import create_app
+from memwire.adapters.server._proxy import create_app
 
 from ..replies import wait_records
 

@@ -116,7 +116,7 @@ def test_a_database_that_cannot_be_reached_is_said_once_and_calls_go_through(
     pytest.importorskip("psycopg", reason="the PostgreSQL store needs memwire[postgres]")
     from memwire import Middleware
     from memwire._sim.fake_provider import serve_in_thread
-    from memwire.adapters.proxy import create_app
+    from memwire.adapters.server._proxy import create_app
     from memwire.memory._postgres import PgStore
 
     mw = Middleware(store=PgStore("postgresql://postgres@127.0.0.1:1/proxy-test"), mode="contextPerTurn")  # closed port

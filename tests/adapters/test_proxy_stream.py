@@ -16,7 +16,7 @@ import pytest
 import uvicorn
 
 from memwire import MemoryStore, Middleware
-from memwire.adapters.proxy import create_app
+from memwire.adapters.server._proxy import create_app
 
 from ..replies import wait_records
 

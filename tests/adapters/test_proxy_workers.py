@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from memwire import MemoryStore
 from memwire._sim.fake_provider import FakeProvider, Reply, ToolCall, last_user_text, serve_in_thread
-from memwire.adapters._server import build_app
+from memwire.adapters.server._server import build_app
 
 from ..middleware.conftest import MEMORIES
 
@@ -353,7 +353,7 @@ def test_workers_exit_when_the_main_process_is_killed(tmp_path: Path, upstream: 
 @pytest.mark.parametrize("prctl", [True, False], ids=["prctl", "poll"])
 def test_a_process_whose_parent_died_before_it_asked_stops_at_once(prctl: bool) -> None:
     """The parent may die while a worker starts, before it asks to be signalled: it checks once."""
-    code = ("import os, time; from memwire.adapters._server import exit_with_parent; "
+    code = ("import os, time; from memwire.adapters.server._server import exit_with_parent; "
             f"exit_with_parent(os.getpid(), prctl={prctl}); time.sleep(30); print('alive')")  # its own pid: never its parent
     run = subprocess.run([sys.executable, "-c", code], env=env(Path("/nonexistent")), capture_output=True, timeout=60,
                          check=False)
@@ -363,7 +363,7 @@ def test_a_process_whose_parent_died_before_it_asked_stops_at_once(prctl: bool) 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="follows the processes through /proc")
 def test_without_prctl_a_child_notices_its_parent_gone_each_second() -> None:
     """Where PR_SET_PDEATHSIG does not exist, a thread compares the parent pid once a second."""
-    child = ("import os, sys, time; from memwire.adapters._server import exit_with_parent; "
+    child = ("import os, sys, time; from memwire.adapters.server._server import exit_with_parent; "
              "print(os.getpid(), exit_with_parent(os.getppid(), prctl=False), flush=True); time.sleep(60)")
     spawn = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(60)"
     parent = subprocess.Popen([sys.executable, "-c", spawn], env=env(Path("/nonexistent")), stdout=subprocess.PIPE)

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from memwire import MemoryStore, Middleware
 from memwire.adapters.anthropic import wrap as wrap_anthropic
 from memwire.adapters.openai import wrap as wrap_openai
-from memwire.adapters.proxy import create_app
+from memwire.adapters.server._proxy import create_app
 from memwire.memory._telemetry import read_telemetry
 from memwire._sim.fake_provider import ServerThread, serve_in_thread
 

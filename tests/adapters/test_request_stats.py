@@ -14,7 +14,7 @@ import pytest
 from memwire import Middleware
 from memwire._config import load_config
 from memwire._sim.fake_provider import FakeProvider, serve_in_thread
-from memwire.adapters.proxy import create_app
+from memwire.adapters.server._proxy import create_app
 from memwire.cli import main
 from memwire.middleware._records import read_records
 

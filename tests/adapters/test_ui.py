@@ -13,7 +13,7 @@ import pytest
 
 from memwire import MemoryStore, Middleware
 from memwire._sim.fake_provider import FakeProvider, serve_in_thread
-from memwire.adapters.proxy import create_app
+from memwire.adapters.server._proxy import create_app
 
 from ..browser import browser_page
 from ..replies import wait_records

@@ -53,7 +53,7 @@ from typing import Any
 
 import httpx
 
-from memwire.middleware._render import CLOSE, OPEN, escape
+from memwire.policies.modes._render import CLOSE, OPEN, escape
 from memwire._sim.fake_provider import (
     FakeProvider,
     RecordedRequest,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memwire.middleware._render import render_lines
+from memwire.policies.modes._render import render_lines
 
 from .harness import (
     block_lines,

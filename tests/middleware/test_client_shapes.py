@@ -17,8 +17,8 @@ import pytest
 
 from memwire import MemoryStore, Middleware
 from memwire.middleware._formats import get_format
-from memwire.middleware._replay import message_keys
-from memwire.middleware._render import OPEN
+from memwire.policies.modes._replay import message_keys
+from memwire.policies.modes._render import OPEN
 
 CC = {"type": "ephemeral"}
 STAGING = "The staging database is Postgres 15 on port 5433"

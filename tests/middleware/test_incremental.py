@@ -17,7 +17,7 @@ from memwire import MemoryStore, Middleware
 from memwire._errors import RequestFormatError
 from memwire.middleware._formats import FORMATS, Format, View
 from memwire.middleware._incremental import Views, user_keys
-from memwire.middleware._replay import message_keys
+from memwire.policies.modes._replay import message_keys
 
 APIS = ["openai.chat", "anthropic.messages", "openai.responses"]
 LONG = "Always run the linter and the whole test suite before you say a change is done."

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from memwire.middleware import _replay
-from memwire.middleware._ledger_pg import PgLedger, prune
-from memwire.middleware._replay import LedgerEntry
+from memwire.policies.modes import _replay
+from memwire.policies.modes._ledger_pg import PgLedger, prune
+from memwire.policies.modes._replay import LedgerEntry
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def test_profile_and_memos_are_shared(connect: Any) -> None:
 
 
 def test_a_compaction_is_seen_whole_by_every_replica(connect: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    import memwire.middleware._ledger_pg as pg
+    import memwire.policies.modes._ledger_pg as pg
 
     monkeypatch.setattr(pg, "MAX_LINES", 8)
     monkeypatch.setattr(_replay, "MAX_ENTRIES", 3)

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memwire import Middleware, MemoryStore, RequestFormatError
-from memwire.middleware._render import CLOSE, OPEN
+from memwire.policies.modes._render import CLOSE, OPEN
 
 from .conftest import MEMORIES
 
@@ -243,7 +243,7 @@ async def test_aprepare_matches_prepare(store: MemoryStore) -> None:
 
 def test_a_smaller_memory_after_one_that_does_not_fit_still_fits() -> None:
     from memwire import Memory
-    from memwire.middleware._render import fit_budget
+    from memwire.policies.modes._render import fit_budget
 
     big, small = Memory.create("word " * 300), Memory.create("Deploys go out on Tuesdays")
     kept, text, tokens = fit_budget([big, small], 60, "gpt-4o")
@@ -297,7 +297,7 @@ def test_a_blocks_token_count_is_what_the_encoding_counts(texts: list[str], date
     # fit_budget adds up the lines' counts instead of encoding the block: exact only while every
     # line of the block is a piece of its own for the encoding
     from memwire import Memory
-    from memwire.middleware._render import fit_budget
+    from memwire.policies.modes._render import fit_budget
     from memwire.policies._tokens import count_tokens
 
     memories = [Memory.create(t, tags=("ci", "a.b-c") if tagged else (), date="2024-05-06" if dated else None)

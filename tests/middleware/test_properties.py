@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memwire import Middleware, MemoryStore
-from memwire.middleware._render import OPEN
+from memwire.policies.modes._render import OPEN
 
 RELEVANT = ["How do I run the tests?", "Which database does staging use?", "How should I format commit messages?",
             "Remind me how deploys work", "How do I create a migration?", "Which linter do we use?"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...middleware._render import Block
+from ._render import Block
 from ._base import Mode, Placed, Plan, Skip, Turn, TurnMemo
 from ._context import ContextPerTurn
 from ._startup import Startup

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..._errors import ConfigError
-from ...middleware._profile import profile_block
-from ...middleware._render import Block, render
+from ._profile import profile_block
+from ._render import Block, render
 from ...middleware._session import turn_key
 
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ...middleware._render import Block
-from ...middleware._replay import Replay, Search
+from ._render import Block
+from ._replay import Replay, Search
 from ...middleware._session import LRU, Memo
 from ._base import Mode, Placed, Plan, Skip, Turn, TurnMemo, check_choice, check_int
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...middleware._render import Block
+from ._render import Block
 from ...middleware._session import LRU, Memo
 from ._base import Mode, Placed, Plan, Skip, Turn, check_int
 

@@ -26,9 +26,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Message
 
-from .. import _paths
-from .._errors import MemoryFileError, NamespaceError
-from ._common import fold_namespace
+from ... import _paths
+from ..._errors import MemoryFileError, NamespaceError
+from .._common import fold_namespace
 
 __all__ = ["NamespaceQuota", "Refusal", "read_all", "read_body"]
 

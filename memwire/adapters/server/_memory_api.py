@@ -29,13 +29,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
-from .._errors import InvalidMemoryError, MemoryNotFoundError, MemwireError, NamespaceError
-from ..memory._inbox import approve, inbox_of, reject
-from ..memory._model import Memory
-from ..memory._store import MemoryStore
-from ..middleware._core import Middleware
-from ..policies._secrets import find_secret
-from ._common import Failures, error_id, public_message
+from ..._errors import InvalidMemoryError, MemoryNotFoundError, MemwireError, NamespaceError
+from ...memory._inbox import approve, inbox_of, reject
+from ...memory._model import Memory
+from ...memory._store import MemoryStore
+from ...middleware._core import Middleware
+from ...policies._secrets import find_secret
+from .._common import Failures, error_id, public_message
 from ._keys import KEY_HEADER, Access, Denied
 from ._limits import NamespaceQuota
 

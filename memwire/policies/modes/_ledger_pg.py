@@ -25,7 +25,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from .._errors import StoreUnavailableError
+from ..._errors import StoreUnavailableError
 from ._replay import MAX_AGE_S, MAX_LINES, PRUNE_EVERY_S, Ledger, LedgerEntry, _line
 
 __all__ = ["PgLedger", "RETRY_S"]

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..memory._model import Memory
-from ..policies._tokens import Encoder, EstimateEncoder, get_encoder
+from ...memory._model import Memory
+from .._tokens import Encoder, EstimateEncoder, get_encoder
 
 if TYPE_CHECKING:
-    from ..memory._store import MemoryStore
+    from ...memory._store import MemoryStore
 
 __all__ = ["Block", "render", "failed", "render_block", "render_lines", "memory_line", "escape", "fit_budget",
            "piece_tokens", "OPEN", "CLOSE", "HEADER"]
@@ -123,7 +123,7 @@ def render(memories: Sequence[Memory], max_tokens: int, model: str | None) -> Bl
 
 def failed(exc: BaseException) -> Block:
     """The block of a retrieval that raised: nothing (fail open), the error logged."""
-    from .._errors import StoreUnavailableError
+    from ..._errors import StoreUnavailableError
 
     # a database's outage is logged once, by the database; anything else here is news
     (log.debug if isinstance(exc, StoreUnavailableError) else log.warning)(

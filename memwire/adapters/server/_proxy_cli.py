@@ -13,11 +13,11 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING, Any
 
-from .._config import MODES
-from .._errors import ConfigError, MemwireError
+from ..._config import MODES
+from ..._errors import ConfigError, MemwireError
 
 if TYPE_CHECKING:
-    from .._config_model import Config
+    from ..._config_model import Config
 
 __all__ = ["check_bind", "cmd_proxy", "register"]
 
@@ -111,8 +111,8 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
     import uvicorn  # only the proxy command needs a server
     from pydantic import ValidationError
 
-    from .._config_model import raise_config_error
-    from .._logs import configure_logging
+    from ..._config_model import raise_config_error
+    from ..._logs import configure_logging
     from ._server import SPEC_ENV, build_app, freeze_startup, http_protocol, protocol_with_header_timeout
 
     proxy_key = args.proxy_key or cfg.proxy_key
@@ -154,7 +154,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
             (banner.warning if warning else banner.info)(" ".join(text.split()))
         else:
             print(text, file=sys.stderr)
-    from ..cli import check_dir
+    from ...cli import check_dir
 
     if args.store and args.dir:
         raise ConfigError("give --dir (a memory directory) or --store (a PostgreSQL URL), not both")
@@ -162,7 +162,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
         if args.dir:
             cfg.store = None  # a directory given on the command line wins over $MEMWIRE_STORE
         if cfg.store:
-            from ..memory._pg import redacted
+            from ...memory._pg import redacted
 
             memory_at = redacted(cfg.store)
         else:
@@ -217,7 +217,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
             os.environ[MULTIPROC_ENV] = figures
         say(f"{where}  memory={memory_at if usable else 'off'}\n{upstreams}")
         protocol = http_protocol()
-        uvicorn.run("memwire.adapters._server:worker_app", factory=True, workers=workers,
+        uvicorn.run("memwire.adapters.server._server:worker_app", factory=True, workers=workers,
                     http=f"{protocol.__module__}:{protocol.__name__}", **server)
     finally:
         os.environ.pop(SPEC_ENV, None)

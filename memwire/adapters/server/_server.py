@@ -14,7 +14,7 @@ Workers: ``memwire proxy --workers N`` runs N processes with uvicorn's superviso
 app as an import string: :func:`worker_app` builds it in each worker from the spec the command
 wrote (a private file named by ``SPEC_ENV``), so every worker has the same settings, key checks,
 limits and header timeout. They share nothing but the memory directory, whose files (memories,
-ledgers, turn memos) are the source of truth (see ``middleware/_replay``). A worker exits with
+ledgers, turn memos) are the source of truth (see ``policies/modes/_replay``). A worker exits with
 its supervisor (:func:`exit_with_parent`): when the command's process is killed outright (SIGKILL,
 the OOM killer), nobody else would stop its workers, and they would go on holding the port.
 """
@@ -38,7 +38,7 @@ from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .._logs import configure_logging
+from ..._logs import configure_logging
 
 __all__ = ["protocol_with_header_timeout", "http_protocol", "worker_app", "build_app", "freeze_startup", "SPEC_ENV",
            "GuardedH11Protocol", "exit_with_parent"]
@@ -135,9 +135,9 @@ def protocol_with_header_timeout(header_timeout: float, base: type | None = None
 
 def build_app(spec: dict[str, Any], warm: bool = True) -> Any:
     """The proxy app of a spec written by ``memwire proxy`` (config and the command's options)."""
-    from .._config_model import Config
-    from ..middleware._core import Middleware
-    from .proxy import create_app
+    from ..._config_model import Config
+    from ...middleware._core import Middleware
+    from ._proxy import create_app
 
     cfg = Config.model_validate(spec["config"])
     mw = Middleware(config=cfg)

@@ -20,8 +20,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .._worker import on_dropped
-from ..middleware._records import Record
+from ..._worker import on_dropped
+from ...middleware._records import Record
 
 __all__ = ["Metrics", "MULTIPROC_ENV"]
 

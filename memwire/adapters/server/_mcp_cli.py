@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import MemwireError
+from ..._errors import MemwireError
 
 if TYPE_CHECKING:
-    from .._config_model import Config
+    from ..._config_model import Config
 
 __all__ = ["cmd_mcp", "register"]
 
@@ -35,8 +35,8 @@ def register(sub: Any) -> None:
 
 
 def cmd_mcp(args: argparse.Namespace, cfg: Config) -> int:
-    from ..cli import check_dir
-    from ..memory._open import open_store
+    from ...cli import check_dir
+    from ...memory._open import open_store
 
     root = Path(cfg.dir).expanduser()  # a client's config file (Codex's TOML) passes "~" unexpanded
     if args.dir or not cfg.store:
@@ -45,7 +45,7 @@ def cmd_mcp(args: argparse.Namespace, cfg: Config) -> int:
     # checked before the SDK's slow import, so a bad name fails at once
     store = open_store(cfg, args.namespace, dir=root if args.dir or not cfg.store else None)
     try:
-        from .mcp import build_server
+        from ._mcp import build_server
     except ImportError as exc:  # the extra is not installed: one line, no traceback
         if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
             raise

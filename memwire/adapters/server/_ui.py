@@ -31,15 +31,15 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
-from .._charts import CHART_CSS, share_chart
-from .._errors import InvalidMemoryError, MemoryNotFoundError, MemwireError, NamespaceError
-from ..memory._inbox import approve, inbox_of, reject
-from ..memory._model import Memory
-from ..memory._store import MemoryStore, validate_namespace
-from ..middleware._core import Middleware
-from ..middleware._records import Record, session_records
-from ..policies._secrets import find_secret
-from ._common import Failures, error_id, public_message
+from ..._charts import CHART_CSS, share_chart
+from ..._errors import InvalidMemoryError, MemoryNotFoundError, MemwireError, NamespaceError
+from ...memory._inbox import approve, inbox_of, reject
+from ...memory._model import Memory
+from ...memory._store import MemoryStore, validate_namespace
+from ...middleware._core import Middleware
+from ...middleware._records import Record, session_records
+from ...policies._secrets import find_secret
+from .._common import Failures, error_id, public_message
 from ._keys import Access, Caller, Denied
 from ._limits import NamespaceQuota, Refusal, read_all, read_body
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ._records import Record
+from ..middleware._records import Record
 
 __all__ = ["Figures", "from_records", "from_metrics"]
 
@@ -35,7 +35,7 @@ class Figures:
 
     def _usage(self) -> Any:
         """These tokens as the demo's cache simulator counts them: its cost model prices them."""
-        from .._sim.cache import Usage
+        from .cache import Usage
 
         return Usage(self.provider, self.prompt_tokens, self.cached_tokens, self.cache_write_tokens)
 

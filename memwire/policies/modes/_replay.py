@@ -50,18 +50,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import _paths
-from .._errors import MemoryFileError
-from .._json import dump_json
-from ..policies._tokens import count_tokens
-from ._incremental import count_keys, user_keys
+from ... import _paths
+from ..._errors import MemoryFileError
+from ..._json import dump_json
+from .._tokens import count_tokens
+from ...middleware._incremental import count_keys, user_keys
 from ._render import Block, render_lines
-from ._session import LRU
+from ...middleware._session import LRU
 
 if TYPE_CHECKING:
-    from ..memory._store import MemoryStore
-    from ..policies.modes import Turn
-    from ._formats import View
+    from ...memory._store import MemoryStore
+    from . import Turn
+    from ...middleware._formats import View
 
 __all__ = ["Replay", "LedgerEntry", "Ledger", "ProfileMemo", "message_keys", "flush", "PROFILE_KEY", "ledger_path",
            "open_ledger"]

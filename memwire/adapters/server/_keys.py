@@ -41,12 +41,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigError, MemwireError, NamespaceError
-from ..memory._store import validate_namespace
-from ._common import WRONG_KEY, fold_namespace
+from ..._errors import ConfigError, MemwireError, NamespaceError
+from ...memory._store import validate_namespace
+from .._common import WRONG_KEY, fold_namespace
 
 if TYPE_CHECKING:
-    from .._config_model import Config
+    from ..._config_model import Config
 
 __all__ = [
     "Access", "Caller", "Denied", "KeyEntry", "KeyRing", "KEY_HEADER", "KEY_PREFIX", "add_key", "fingerprint",
@@ -161,7 +161,7 @@ def _write(path: Path, entries: list[KeyEntry]) -> None:
 @contextlib.contextmanager
 def _update(path: str | os.PathLike[str]) -> Iterator[list[KeyEntry]]:
     """Read, change (the caller changes the list in place) and write the file under its lock."""
-    from .._locks import write_lock
+    from ..._locks import write_lock
 
     p = Path(path).expanduser()
     if p.is_symlink():
