@@ -8,6 +8,7 @@ import pytest
 from rank_bm25 import BM25Plus
 
 from memwire.memory import _index as index_mod
+from memwire.memory import _index_data, _index_scoring
 from memwire.memory._index import (
     CONTEXT_WEIGHT,
     DEFAULT_MIN_SCORE,
@@ -263,9 +264,10 @@ def test_concurrent_adds_removes_and_searches() -> None:
     assert not errors
     # the index ends up exactly as if built in one go from the surviving documents
     fresh = BM25Index()
-    survivors = {d: idx._terms_of(s) for d, s in idx._slot.items()}
+    data = idx._data
+    survivors = {d: data.terms_of(s) for d, s in data.slot.items()}
     assert len(survivors) == len(idx)
-    fresh.add_many((d, " ".join(idx._term[t] for t, c in tf.items() for _ in range(c)), None) for d, tf in survivors.items())
+    fresh.add_many((d, " ".join(data.lex.terms[t] for t, c in tf.items() for _ in range(c)), None) for d, tf in survivors.items())
     q = "word1 word2 word30"
     got, want = idx.search(q, k=20, min_score=0), fresh.search(q, k=20, min_score=0)
     assert [d for d, _ in got] == [d for d, _ in want]
@@ -342,7 +344,7 @@ def test_ranking_with_neighbors_through_adds_and_removes() -> None:
 def test_the_forward_index_through_compactions(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each memory's term ids stay right when removals leave holes and the array is compacted
     (the snapshot's export too): the index answers as one built from the survivors."""
-    monkeypatch.setattr(index_mod, "_FWD_SLACK", 8)
+    monkeypatch.setattr(_index_data, "_FWD_SLACK", 8)
     rng = random.Random(4)
     docs: dict[str, str] = {}
     idx = BM25Index()
@@ -356,9 +358,10 @@ def test_the_forward_index_through_compactions(monkeypatch: pytest.MonkeyPatch) 
             idx.add(d, docs[d])
         if step % 100 == 99:
             live = sum(len(analyze(t)) for t in docs.values())
-            assert idx._fend - idx._fdead == live and idx._fend <= 2 * live + 8 + 14  # compacted as it went
+            data = idx._data
+            assert data.fend - data.fdead == live and data.fend <= 2 * live + 8 + 14  # compacted as it went
             for doc, text in docs.items():
-                assert idx._terms_of(idx._slot[doc]) == {idx._term_id[t]: c for t, c in Counter(analyze(text)).items()}
+                assert data.terms_of(data.slot[doc]) == {data.lex.term_id[t]: c for t, c in Counter(analyze(text)).items()}
     restored = BM25Index()
     restored.restore(idx.export())
     fresh = BM25Index()
@@ -371,7 +374,7 @@ def test_the_forward_index_through_compactions(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_the_idf_cache_changes_no_result(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Searches read idf from a cache kept until the index changes (``_idfs``): emptied when full
+    """Searches read idf from a cache kept until the index changes (``Scorer._idfs``): emptied when full
     or by an add or a removal, it gives what a fresh index gives."""
     rng = random.Random(11)
     docs = {f"d{i}": random_text(rng) for i in range(120)}
@@ -383,7 +386,7 @@ def test_the_idf_cache_changes_no_result(monkeypatch: pytest.MonkeyPatch) -> Non
         return idx
 
     expected = [built().search(q, k=8, min_score=0) for q in queries]  # each on an empty cache
-    monkeypatch.setattr(index_mod, "_IDFS", 5)  # emptied on almost every search
+    monkeypatch.setattr(_index_scoring, "_IDFS", 5)  # emptied on almost every search
     idx = built()
     assert [idx.search(q, k=8, min_score=0) for q in queries] == expected
     idx.add("extra", "an extra memory about the garden", None)

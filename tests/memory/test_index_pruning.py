@@ -1,4 +1,4 @@
-"""The pruned search (``BM25Index._best``: an exact top-N that skips most postings, then the
+"""The pruned search (``_index_topn.best``: an exact top-N that skips most postings, then the
 re-ranking of the pool from the memories' own terms) against an exhaustive implementation of the
 same ranking written here in plain Python: every memory scored on every term, sorted, the pool
 cut, feedback and neighbors applied. The same ids, in the same order, with the same scores bit
@@ -6,16 +6,16 @@ for bit (ties included, broken by id), through adds, replacements and removes, w
 context, common words, exclusions, every k, several cuts and pool sizes.
 
 The reference shares with the index only what is not searched for: the query's analysis and
-weights (``_weights``), the normalizer (``_ideal``), idf (``_idf``), the quantum
-(``_quantum_for``) and the conversation links (``neighbors``); parts are computed here with the
-same floating-point operations, so scores match exactly."""
+weights (``_weights``), the normalizer (``Scorer.ideal``), idf (``_index_scoring.idf``), the
+quantum (``Scorer.quantum_for``) and the conversation links (``neighbors``); parts are computed
+here with the same floating-point operations, so scores match exactly."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections import Counter
 from collections.abc import Collection, Iterator
-import contextlib
 from contextlib import contextmanager
 from functools import lru_cache
 
@@ -24,7 +24,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memwire.memory import _index as index_mod
-from memwire.memory._index import COMMON_WEIGHT, FEEDBACK_DOCS, FEEDBACK_TERMS, FEEDBACK_WEIGHT, BM25Index, date_terms
+from memwire.memory import _index_postings, _index_topn
+from memwire.memory._index import BM25Index, date_terms
+from memwire.memory._index_scoring import (
+    COMMON_WEIGHT,
+    FEEDBACK_DOCS,
+    FEEDBACK_TERMS,
+    FEEDBACK_WEIGHT,
+    idf,
+)
 from memwire.memory._text import analyze, common_terms
 from memwire.policies._query import Query
 
@@ -33,17 +41,19 @@ Docs = dict[str, tuple[str, "str | None"]]
 
 @contextmanager
 def knobs(**values: float) -> Iterator[None]:
-    """The index's constants set for a while: the pool's size, and those that choose between
-    equivalent paths (walk every posting of a small query or prune, walk levels one by one or
-    together, binary-search terms or merge them with the memories, estimate the pool's last score by a probe or not)."""
-    old = {name: getattr(index_mod, name) for name in values}
+    """The index's constants set for a while, in the module that reads each: the pool's size, and
+    those that choose between equivalent paths (walk every posting of a small query or prune, walk
+    levels one by one or together, binary-search terms or merge them with the memories, estimate
+    the pool's last score by a probe or not)."""
+    owner = {name: next(m for m in (index_mod, _index_topn, _index_postings) if hasattr(m, name)) for name in values}
+    old = {name: getattr(owner[name], name) for name in values}
     for name, value in values.items():
-        setattr(index_mod, name, value)
+        setattr(owner[name], name, value)
     try:
         yield
     finally:
         for name, value in old.items():
-            setattr(index_mod, name, value)
+            setattr(owner[name], name, value)
 
 
 def pool_size(n: int) -> contextlib.AbstractContextManager[None]:
@@ -84,12 +94,12 @@ def reference(
     avgdl = sum(length.values()) / n
     df = Counter(t for c in tf.values() for t in c)
     base = text if text else ctx
-    norm, spec_norm = idx._ideal(base)
-    quantum = idx._quantum_for((w * idx._idf(df[t], n) for t, w in weights.items() if df[t]), n)
+    norm, spec_norm = idx._scorer.ideal(base)
+    quantum = idx._scorer.quantum_for((w * idf(df[t], n) for t, w in weights.items() if df[t]), n)
     common = common_terms()
 
     def part(term: str, w: float, d: str) -> float:  # _parts, one float at a time
-        coef = w * idx._idf(df[term], n) * (k1 + 1) * quantum
+        coef = w * idf(df[term], n) * (k1 + 1) * quantum
         den = length[d] * (k1 * b / avgdl)
         den += k1 * (1 - b)
         den += tf[d][term]
@@ -134,7 +144,7 @@ def reference(
         for t, c in tf[d].items():
             if t not in weights:
                 mass[t] = mass.get(t, 0.0) + share * c
-    terms = sorted(((m * idx._idf(df[t], n), t) for t, m in mass.items()), key=lambda x: (-x[0], x[1]))
+    terms = sorted(((m * idf(df[t], n), t) for t, m in mass.items()), key=lambda x: (-x[0], x[1]))
     terms = terms[:FEEDBACK_TERMS]
     extra: dict[str, float] = {}
     if terms and terms[0][0] > 0:
@@ -303,7 +313,7 @@ def test_exclusions_and_ties_at_the_pool_edge(pool: int, dense: int) -> None:
 
 
 def test_a_store_scored_whole_sees_each_change_at_once() -> None:
-    """A small store's memories are read whole once and kept (``_score_all``) until the index
+    """A small store's memories are read whole once and kept (``Scorer.score_all``) until the index
     changes: a search right after a removal alone, an add alone or a replacement sees it."""
     docs: Docs = {f"d{i}": (t, "2024-05-01") for i, t in enumerate(
         ["kayak paddle lake", "kayak trip notes", "mountain bike", "lake swim kayak kayak", "bike lake"])}
@@ -380,7 +390,8 @@ def test_codes_of_common_words_keep_up_with_every_change() -> None:
             for q in queries:
                 for cut in (0.0, 0.2):
                     check(idx, docs, q, 5, cut)
-            assert all(idx._postings[idx._term_id[w]].codes is not None for w in ("beta", "gamma", "make"))
+            lex = idx._data.lex
+            assert all(lex.postings[lex.term_id[w]].codes is not None for w in ("beta", "gamma", "make"))
             for _ in range(40):  # removals (their slots reused next), replacements, adds past the end
                 doc = f"d{rng.randrange(400):03d}"
                 if rng.random() < 0.3:
@@ -400,7 +411,8 @@ def test_codes_read_memories_added_past_their_end_as_not_holding_the_word() -> N
     idx.add_many((d, t, dt) for d, (t, dt) in docs.items())
     with knobs(_DENSE=0, _SMALL=0, _BATCH=1, _PROBE_WORTH=0, _CODES=0.0, POOL=3):
         check(idx, docs, "rare1 common", 3, 0.0)
-        codes = idx._postings[idx._term_id["common"]].codes
+        lex = idx._data.lex
+        codes = lex.postings[lex.term_id["common"]].codes
         assert codes is not None and len(codes) == 10
         for i in range(40, 200):  # the rare word alone: candidates, past the codes' 40 slots
             docs[f"d{i:03d}"] = (f"rare{i % 7} rare{i % 7} other", None)
