@@ -153,19 +153,20 @@ SECRET_PATTERNS: tuple[_Format, ...] = (
 
 # ---------------------------------------------------------------------------- value shapes
 
-_SECRET_SYMBOLS = frozenset("!@#$%^&*+=~?|\\<>;:/")
+_SECRET_SYMBOLS = frozenset("!@#$%^&*+=~?|<>;:/")
 _PLACEHOLDER = re.compile(
     r"""\$\{[^{}]+\}|\$[A-Z_][A-Z0-9_]*|%[A-Za-z_][A-Za-z0-9_]*%|\{\{.*\}\}|\{%.*%\}|<[^<>]*>|\[[^\[\]]*\]|\{[^{}]*\}
       |[*xX•·#.…_-]{3,}|(?i:your|my|the|some|example)(?:[_-][a-z]+)+|(?i:redacted|hidden|masked|elided|omitted)
       |[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[a-z]+(?:_[a-z]+)+(?:\(\))?""", re.VERBOSE)
-_REFERENCE = re.compile(r"environ|getenv|process\.env|\benv\.|\bENV\[|secrets\.|vault:|op://|ssm:|keyring|secretsmanager|"
+_REFERENCE = re.compile(r"\$\(|environ|getenv|process\.env|\benv\.|\bENV\[|secrets\.|vault:|op://|ssm:|keyring|secretsmanager|"
                         r"\bsettings\.|\bconfig\.|\bos\.|\bself\.", re.IGNORECASE)
 _HARMLESS_SHAPE = re.compile(
     r"""v?\d+(?:\.\d+){1,3}(?:[-+.]?[A-Za-z0-9]+)?       # a version
       |\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?   # a date
       |\d{1,2}(?::\d{2}){1,2}(?:[ap]m)?                    # a time
       |\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?(?:/\d+)?           # an IP address
-      |\#[0-9A-Fa-f]{3,8}                                  # a colour
+      |\#(?=[0-9]*[A-Fa-f])[0-9A-Fa-f]{3,8}                # a colour
+      |0x[0-9A-Fa-f_]+                                     # a number in hex
       |[A-Z][A-Z0-9]{1,9}-\d+                              # an issue key, ISO-8601
       |(?:(?i:ctrl|cmd|command|alt|option|opt|shift|meta|super|win|fn)[+-]){1,3}  # a key chord
         (?i:[a-z0-9]|f\d{1,2}|enter|return|tab|space|esc|escape|del|delete|backspace|up|down|left|right|home|end)
@@ -228,7 +229,11 @@ _WORDS = re.compile(r"[A-Za-z]+(?:[ \t]+[A-Za-z]+){0,7}")
 
 def _is_reference(v: str) -> bool:
     """A name of where a secret lives, a placeholder or a mask: not the secret."""
-    return bool(_PLACEHOLDER.fullmatch(v) or _REFERENCE.search(v))
+    return bool(_PLACEHOLDER.fullmatch(v) or _REFERENCE.search(v)
+                or ("<" in v or "{" in v) and not any(c.isalnum() for c in _TEMPLATE_PART.sub("", v)))
+
+
+_TEMPLATE_PART = re.compile(r"<[^<>]*>|\{[^{}]*\}")  # "<hash>#<n>", "{user}:{id}": a template, not a value
 
 
 def _is_tech(v: str) -> bool:
@@ -277,8 +282,8 @@ _NAMES: dict[str, tuple[_Name, str]] = {
     "seed": (_Name("2FA seed", "password"),
              r"(?:2fa|mfa|otp|totp|hotp|authenticator|two[ _-]factor)[ _-]?(?:seeds?|secrets?|keys?)"),
     "door": (_Name("access code", "code", 3),
-             (r"(?:(?:door|gate|alarm|garage|entry|building|keypad|lockbox|safe|locker|padlock|lock)(?:[ _-]?(?:disarm|arming|entry|access|unlock))?"
-             r"|access|disarm|arming)[ _-]?(?:codes?|combinations?|combos?)")),
+             (r"(?:(?:door|gate|alarm|garage|entry|building|keypad|lockbox|safe|locker|padlock|lock|buzzer|intercom)"
+              r"(?:[ _-]?(?:disarm|arming|entry|access|unlock))?|access|disarm|arming)[ _-]?(?:codes?|combinations?|combos?)")),
     "credentials": (_Name("credentials", "password"), r"credentials?|creds|logins?[ _-](?:details|info)"),
     "login": (_Name("login", "loose"), r"logins?"),
     "privatekey": (_Name("private key", "api"), r"private[ _-]?keys?"),
@@ -395,7 +400,8 @@ _OTHER_MEANING = {
 }
 _SET_VERB = re.compile(r"\b(?:set|sets|setting|change|changed|changing|reset|update|updated|rotate|rotated|chose|choose)\b", re.IGNORECASE)
 _CONNECTOR = re.compile(r"""[ \t]*(?:
-      (?P<strong>:=|=>|->|==|=(?!=)|:(?!//)|[→⇒—–])
+      ["'`]?[ \t]*(?P<strong>:=|=>|->|=(?!=)|[→⇒—–])
+    | ["'`]?[ \t]*(?P<colon>:(?!//))
     | (?P<poss>['’]s(?![A-Za-z0-9]))
     | (?P<is>(?:(?:is|was|are|were|will[ \t]+be|would[ \t]+be|should[ \t]+be|must[ \t]+be|shall[ \t]+be|has[ \t]+been
               |have[ \t]+been|had[ \t]+been|becomes|became|equals|reads|remains|stays)(?![A-Za-z0-9])
@@ -410,7 +416,10 @@ _QUALIFIED = re.compile(r"""[ \t]+(?:for|to|of|on|at|in|from|with|into|inside|un
 # "the OTP they texted was X", "the password that IT gave me is X"
 _RELATIVE = re.compile(r"""[ \t]+(?:(?:that|which)[ \t]+)?(?:i|you|we|they|he|she|someone|somebody|it|ops)(?:[ \t]+[A-Za-z']{1,20}){1,3}?
     (?=[ \t]*(?:is|was|are|were)(?![A-Za-z0-9]))""", re.VERBOSE | re.IGNORECASE)
-_NEAR_ASSIGN = re.compile(r"[^\n:=.;!?]{1,30}?[ \t]*(?::(?!//)|=)")
+_FILLER = re.compile(r"[ \t]+(?:env(?:ironment)?(?:[ \t]+var(?:iable)?)?|var(?:iable)?|value|string|entry)(?![A-Za-z0-9])",
+                     re.IGNORECASE)
+_PAIR = re.compile(r"([ \t]*/[ \t]*)\S")  # a user name, then "/" and the password
+_NEAR_ASSIGN = re.compile(r"(?:[ \t]+[A-Za-z'’]{1,20}){1,4}?[ \t]*(?::(?!//)|=)")
 _DIRECT = re.compile(r"[ \t]+(?=[^\s])")
 _CLAUSE_END = re.compile(r"[ \t]*(?:\Z|[\n.,;:!?)\]]|(?:for|on|at|in|to|from|with|when|if|and|but|so)(?![A-Za-z0-9]))", re.IGNORECASE)
 _USE_VERBS = frozenset("use using used enter entered type typed try tried chose choose picked pick set".split())
@@ -426,12 +435,22 @@ class _Value(NamedTuple):
     digits: int = 0   # the digits of the number the value starts with ("046 454 286": 9)
 
 
+_CODE_CALL = re.compile(r"[A-Za-z_][\w.]*\(")
+_SHOWN_PREFIX = re.compile(r"[A-Za-z0-9_-]{1,12}(?:\.\.\.|…)")  # "sk-...", "ghp_…": a key's prefix, shown as a placeholder
+_VALUE_END = re.compile(r"[\"`,;\[\]{}()<]")
+_EDGES = ".,;:!?)]}\"'`”’»…*_~"
+
+
 def _value_at(w: str, i: int) -> _Value | None:
     """The value that starts at ``w[i]`` (after blanks), on the same line."""
     while i < len(w) and w[i] in " \t":
         i += 1
-    if i >= len(w) or w[i] == "\n":
+    if i < len(w) and w[i] == "(" and not _PLACEHOLDER.match(w, i):  # "(see 1Password)", "(`/key/new`)"
+        i += 1
+    if i >= len(w) or w[i] in "\n[{":  # nothing on the line, or JSON's structure: no value here
         return None
+    if w[i] in "fbrFBR" and w[i + 1:i + 2] in ("'", '"'):  # a Python string prefix: f"sk-{ns}"
+        i += 1
     close = _QUOTES.get(w[i])
     if close is not None:
         end = w.find(close, i + 1, i + 101)
@@ -439,8 +458,13 @@ def _value_at(w: str, i: int) -> _Value | None:
             return _Value(w[i + 1:end], True, w[end + 1:], [])
     token = _TOKEN.match(w, i).group()  # type: ignore[union-attr]
     end = i + len(token)
-    core = token.strip(".,;:!?)]}\"'`”’»…").lstrip("([{") if not _PLACEHOLDER.fullmatch(token.rstrip(".,;:!?")) else \
-        token.rstrip(".,;:!?")
+    bare = token.rstrip(".,;:!?")
+    if _PLACEHOLDER.fullmatch(bare) or _SHOWN_PREFIX.fullmatch(token) or _CODE_CALL.match(token) or _REFERENCE.search(token):
+        return _Value("", False, w[end:], [])  # a placeholder, a shown prefix, a call in code: no value
+    cut = _VALUE_END.search(token, 1)
+    if cut is not None and token[0] not in "([{<":  # JSON or code punctuation ends a bare value
+        token, end = token[:cut.start()], i + cut.start()
+    core = token.strip(_EDGES).lstrip("([{*_~")
     words = _WORDS.match(w, i)
     number = _NUMBER.match(w, i)
     return _Value(core, False, w[end:], words.group().split() if words else [],
@@ -467,33 +491,37 @@ def _looks_made(v: str) -> bool:
 
 
 def _secret_value(v: _Value, name: _Name, strength: str) -> bool:
-    """Whether ``v``, said as the value of ``name`` (with ``strength``: "strong" after ``:``/``=``,
-    "is" after a verb, "direct" right after the name, "before" when it came first), is one."""
+    """Whether ``v``, said as the value of ``name`` (with ``strength``: "strong" after ``=``,
+    "colon" after ``:``, "is" after a verb, "weak" after "to"/"of", "direct" right after the
+    name, "before" when it came first), is one."""
     core = v.core
     if not core:
         return False
-    if v.quoted:
+    strong = strength in ("strong", "colon")
+    if v.quoted:  # a quoted value: anything but prose ("not-needed") for a password, made for a machine else
         text = core.strip()
-        if not text or _is_reference(text) or _HARMLESS_SHAPE.fullmatch(text):
+        if not any(c.isalnum() for c in text) or _is_reference(text) or _HARMLESS_SHAPE.fullmatch(text):
             return False
-        if name.rule in ("password", "password-strong", "passphrase", "code", "id") or strength == "strong":
-            return True
-        return " " not in text and len(text) >= 4
+        if name.rule in ("password", "password-strong", "passphrase", "code", "id"):
+            return not all(_prose(word) for word in text.split())
+        if strong and name.rule == "api":  # api_key="x" in an example is no key; "sk-alice" may be
+            return len(text) >= 8 and not all(_prose(word) for word in text.split())
+        return " " not in text and _looks_made(text)
     if _is_reference(core) or _HARMLESS_SHAPE.fullmatch(core) or _is_tech(core):
         return False
     rule = name.rule
     if rule == "password-strong":
-        if strength != "strong":
+        if not strong:
             return False
         rule = "password"
     if rule == "api":
-        rule = "password" if strength == "strong" else "loose"
+        rule = "password" if strong else "loose"
     if rule == "webhook":
         return _looks_made(core)
     if rule == "id":
         return max(v.digits, sum(c.isdigit() for c in core)) >= name.digits and not _UNIT.match(v.rest)
     if _NUMBER.fullmatch(core):
-        if rule == "loose":
+        if rule == "loose" or name.rule == "api":  # "session_tokens=700", "the AES key is 256": a number, no key
             return False
         return _number_value(v, 4 if rule != "code" and strength in ("direct", "before") else name.digits)
     if rule == "code":  # "1234#", "A1B2"
@@ -515,30 +543,34 @@ def _secret_value(v: _Value, name: _Name, strength: str) -> bool:
             return True
     if strength == "before":
         return False
+    if strength == "colon" and _CLAUSE_GOES_ON.match(v.rest):
+        return False  # "without an API key: litellm talks to ...": a sentence after a colon, not a value
     return not _prose(core)
 
 
+# a word after the value that is not a preposition: the value was the subject of a sentence
+_CLAUSE_GOES_ON = re.compile(r"[ \t]+(?!(?:for|on|at|in|to|from|with|of|and|or|but)(?![A-Za-z]))[A-Za-z]", re.IGNORECASE)
 _MAX_CONTEXTS = 8192
 _TOO_MANY = "too many credential names to check"
 
 
 def _named_value(text: str, folded: str) -> str | None:
-    seen: dict[tuple[str, str, str], bool] = {}  # a text of repeats is judged once per distinct context
+    seen: dict[tuple[int, int, str], bool] = {}  # a text of repeats is judged once per distinct context
     groups: dict[str, str] = {}
     for m in _NOUN.finditer(folded):
-        said = m.group()
-        group = groups.get(said)
-        if group is None:
-            group = groups[said] = next(g for g in _ORDER if _GROUP[g].fullmatch(said))
         start, end = m.span()
-        context = (group, text[max(0, start - 48):start], text[end:end + _WINDOW])
+        lo = start - 48 if start > 48 else 0
+        context = (start - lo, end - start, text[lo:end + _WINDOW])  # the name and what is around it
         found = seen.get(context)
         if found is None:
             if len(seen) >= _MAX_CONTEXTS:  # no memory names credentials this often: refused, not left unread
                 return _TOO_MANY
-            found = seen[context] = _named_here(text, start, group, context[1], context[2])
+            said = m.group()
+            group = groups.get(said) or groups.setdefault(said, next(g for g in _ORDER if _GROUP[g].fullmatch(said)))
+            found = seen[context] = _named_here(text, start, group, text[lo:start], text[end:end + _WINDOW])
         if found:
-            return _NAMES[group][0].label
+            said = m.group()
+            return _NAMES[groups.get(said) or next(g for g in _ORDER if _GROUP[g].fullmatch(said))][0].label
     return None
 
 
@@ -566,13 +598,18 @@ def _previous_word(before: str) -> str:
 
 def _after(w: str, name: _Name, before: str) -> bool:
     """A value after the name: "password: x", "PIN 4921", "password for staging is x"."""
-    c = _CONNECTOR.match(w)
+    f = _FILLER.match(w)  # "the password value is x", "MYSQL_PASSWORD env to x"
+    c = _CONNECTOR.match(w, f.end() if f else 0)
     if c is not None:
-        strength = ("strong" if c.group("strong") else "is" if c.group("is") else "direct" if c.group("poss")
-                    else "is" if _SET_VERB.search(before) else "weak")
+        strength = ("strong" if c.group("strong") else "colon" if c.group("colon") else "is" if c.group("is")
+                    else "direct" if c.group("poss") else "is" if _SET_VERB.search(before) else "weak")
         v = _value_at(w, c.end())
         if v is not None and _secret_value(v, name, strength):
             return True
+        if strength == "colon" and name.rule in ("loose", "password") and v is not None and (
+                p := _PAIR.match(v.rest)) is not None:  # "login: ana@example.com / Movies4Ever"
+            pw = _value_at(v.rest, p.end(1))
+            return pw is not None and _secret_value(pw, _NAMES["password"][0], "colon")
         if c.group("weak") is None and c.group("poss") is None:
             return False
     elif (d := _DIRECT.match(w)) is not None:
@@ -588,7 +625,8 @@ def _after(w: str, name: _Name, before: str) -> bool:
         c = _CONNECTOR.match(w, q.end())
         if c is not None and c.group("weak") is None and c.group("poss") is None:
             v = _value_at(w, c.end())
-            return v is not None and _secret_value(v, name, "strong" if c.group("strong") else "is")
+            strength = "strong" if c.group("strong") else "colon" if c.group("colon") else "is"
+            return v is not None and _secret_value(v, name, strength)
     # "the prod DB password hasn't changed: xK9#mP2$vL": a value made for a machine after ":" or "="
     a = _NEAR_ASSIGN.match(w)
     if a is not None:
@@ -657,7 +695,7 @@ def _url_secret(text: str) -> str | None:
     for m in _SECRET_PARAM.finditer(text):
         value = m.group(1)
         if not _is_reference(value) and value.lower() not in _URL_PLACEHOLDERS:
-            return "secret in a URL"
+            return "secret parameter"
     return None
 
 
@@ -724,13 +762,16 @@ def _card_or_id(text: str) -> str | None:
 
 _RUN = re.compile(r"[A-Za-z0-9+/=_-]{20,}")
 _HEX = re.compile(r"[0-9a-f_-]+|[0-9A-F_-]+")
+_WORDLIKE = re.compile(r"[a-z]{3,}")
 
 
 def _random(token: str) -> bool:
     """Letters and digits that switch case and kind as random text does (a key), not as words do."""
+    if token.isalpha() and (token.islower() or token.isupper()):
+        return False  # one case of letters only: a word, or a line of one character
     alnum = [c for c in token if c.isalnum()]
     n = len(alnum)
-    if n < 20 or _HEX.fullmatch(token):
+    if n < 20:
         return False
     kinds = ["u" if c.isupper() else "l" if c.islower() else "d" for c in alnum]
     has = set(kinds)
@@ -740,6 +781,11 @@ def _random(token: str) -> bool:
     for c in alnum:
         counts[c] = counts.get(c, 0) + 1
     entropy = -sum(k / n * math.log2(k / n) for k in counts.values())
+    if sum(len(w) for w in _WORDLIKE.findall(token)) >= n / 2:
+        return False  # mostly words ("BetaMemoryTool20250818ViewCommand"): an identifier
+    if all(len(part) < 4 or _HEX.fullmatch(part) or part.isalpha() and part.islower()
+           for part in re.split(r"[-_]", token)):
+        return False  # words and hex joined ("user_ab12cd34_account_1f2e3d4c-0000-4000-..."): ids
     if has == {"u", "l", "d"}:
         return digits >= 2 and switches >= 0.3 and entropy >= 3.5
     if has == {"u", "d"}:  # base32 (2FA seeds): few digits; a long upper-case word is rare in prose
@@ -755,9 +801,44 @@ def _random_run(text: str) -> bool:
     for m in _RUN.finditer(text):
         s, e = m.span()
         if (s > 0 and text[s - 1] in ".@:\\") or (e < len(text) and text[e] == "." and e + 1 < len(text)
-                                                  and text[e + 1].isalnum()):
-            continue  # a host name, an email address, a file name
+                                                  and text[e + 1].isalnum()) or text.endswith(";base64,", 0, s):
+            continue  # a host name, an email address, a file name, the data of a data: URI (an image)
         if _random(m.group()[:256]):  # a key is shorter; a long blob is judged by its start
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------- 6. password-shaped words
+
+_CHUNK = re.compile(r"(?<!\S)[^\s!@#$%^&*?~]*+[!@#$%^&*?~]\S*+")  # a word with a symbol, from its start
+_SHAPE_PARTS = re.compile(r"[()\[\]{}<>,;=]")
+_SHAPE_SYMBOLS = frozenset("!@#$%^&*?~")
+_NOT_A_WORD = re.compile(r"://|%[0-9A-Fa-f]{2}|A-Z|a-z|0-9|\\")  # a URL, percent-encoding, a regex
+
+
+def _password_shaped(text: str) -> bool:
+    """A word no prose has, without a name: upper and lower case letters, digits and a symbol
+    ("Winter#2025", "'Winter2025!'"); the symbol inside the word unless the word is quoted (a
+    sentence may end "... Python3!"). URLs, regexes and code punctuation are not such words."""
+    seen: set[str] = set()  # a text of repeats is judged once per distinct word
+    for m in _CHUNK.finditer(text):
+        chunk = m.group()
+        if len(chunk) < 8 or chunk in seen or _NOT_A_WORD.search(chunk):
+            continue
+        seen.add(chunk)
+        bare = chunk.rstrip(".,:;!?)") if chunk[0] not in "'\"`" else chunk.rstrip(".,:;)")
+        quoted = len(bare) > 2 and bare[0] in "'\"`" and bare[-1] == bare[0]
+        for word in _SHAPE_PARTS.split(bare.strip("'\"`") if quoted else bare):
+            if not 8 <= len(word) <= 64:
+                continue
+            inner = word if quoted else word[1:-1]
+            if not any(c in _SHAPE_SYMBOLS for c in inner):
+                continue
+            if not (any(c.isupper() for c in word) and any(c.islower() for c in word)
+                    and any(c.isdigit() for c in word)):
+                continue
+            if _HARMLESS_SHAPE.fullmatch(word.rstrip(".,:!?")) or _is_reference(word):
+                continue
             return True
     return False
 
@@ -767,8 +848,8 @@ def _random_run(text: str) -> bool:
 #: every kind ``find_secret`` may answer: fixed names, never a piece of the text
 KINDS: frozenset[str] = frozenset(
     [f.kind for f in SECRET_PATTERNS] + [n.label for n, _ in _NAMES.values()]
-    + ["credentials in a URL", "secret in a URL", "payment card number", "US social security number",
-       "UK national insurance number", "IBAN", "random-looking key", _TOO_MANY])
+    + ["credentials in a URL", "secret parameter", "payment card number", "US social security number",
+       "UK national insurance number", "IBAN", "random-looking key", "password-shaped word", _TOO_MANY])
 
 
 def find_secret(text: str) -> str | None:
@@ -781,4 +862,5 @@ def find_secret(text: str) -> str | None:
                 if f.check is None or f.check(t, m):
                     return f.kind
     return _url_secret(text) or _card_or_id(text) or _named_value(text, folded) or (
-        "random-looking key" if _random_run(text) else None)
+        "random-looking key" if _random_run(text) else None) or (
+        "password-shaped word" if _password_shaped(text) else None)

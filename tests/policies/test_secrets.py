@@ -131,6 +131,38 @@ SECRETS = [
     "the guest network key is 'sunny-day-42'",
     'login: jdoe@corp.com password: Corp!2024',
     'the alarm disarm code is 0000',
+    "Note to self: the staging Postgres password is 'Pg!Stag1ng-22'",
+    'for the office printer the admin PIN is 1357',
+    'My Netflix login: anna.k@gmail.com / Movies4Ever',
+    'remember my bike lock combination: 4-2-7-9',
+    'Jenkins API token 11a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7',
+    "The SSH passphrase for id_ed25519 is 'river stone candle'",
+    "We use 'Winter2025!' for all the kiosk accounts",
+    'the default admin password on the router was changed to Zebra#Crossing9',
+    'the wifi pw at the cabin is lakeside2019',
+    'emergency access code for the server room: 8812',
+    'The Google Workspace recovery codes are 8431-2290, 1177-6528, 9034-4410',
+    'the Okta TOTP secret is KRSXG5CTMVRXEZLU',
+    'credit card ending 4242, full number 4242424242424242, exp 04/26',
+    'her SSN is 455-12-3890 and DOB 1990-02-14',
+    'the DB connection string is Server=db;User Id=sa;Password=Str0ngP@ss;',
+    'AWS creds: AKIAJ7QX3EXAMPLE7ABC with secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLE',
+    'set the MYSQL_ROOT_PASSWORD env to rootpass123',
+    'the voicemail PIN changed to 0091',
+    'Bitwarden master password: Horse-Battery-Staple-42',
+    'the Stripe test secret key: sk_test_51Hx9ZkL2mN3oP4qR5sT6uV7w',
+    'signing secret for the Slack app is 8f14e45fceea167a5a36dedd4bea2543',
+    'my GitLab personal access token: glpat-aB3dE6gH9jK2mN5pQ8sT',
+    'the iPhone passcode is 482916',
+    'my apartment buzzer code is #2219',
+    "the VPN shared secret is 'c0rp-vpn-psk!'",
+    'Twilio auth token: 9f8e7d6c5b4a39281706f5e4d3c2b1a0',
+    'the Mongo URI is mongodb+srv://admin:Mng0Pass@cluster0.abcde.mongodb.net',
+    'the API secret is ABC123xyz789QWE456',
+    'keystore password=changeit',
+    'ok, Winter#2025 it is for the shared laptop',
+    'set the guest wifi password to marigold',
+    'the DB password we agreed on: zq81kd',
 ]
 
 # Harmless: they name credentials, cards or ids without giving one, or hold numbers, ids, hashes,
@@ -276,6 +308,58 @@ HARMLESS = [
     'passport photos must be 35x45 mm',
     'the pin on the map is the office',
     'the token: a short-lived JWT',
+    'the printer admin page is at http://10.0.0.5',
+    'Anna uses Netflix on the living-room TV',
+    'Jenkins builds take 12 minutes on average',
+    'the SSH key for CI is stored as a GitHub secret named DEPLOY_KEY',
+    'the test VM runs Ubuntu 22.04',
+    'kiosk accounts are reset nightly',
+    'the server room access list is kept by facilities',
+    'Okta enforces TOTP for admins',
+    'we accept Visa and Mastercard',
+    'her birthday is 1990-02-14',
+    'the DB connection string lives in appsettings.Production.json',
+    'AWS creds are issued through SSO for 12 hours',
+    'MYSQL_ROOT_PASSWORD is read from the compose .env file',
+    'voicemail PINs must be 4 to 6 digits',
+    'Bitwarden is our password manager',
+    'Stripe test mode uses a separate secret key',
+    "the Slack app's signing secret is verified on every request",
+    'GitLab personal access tokens expire after 30 days',
+    'the iPhone passcode is required after a restart',
+    'the VPN shared secret is rotated every quarter',
+    'Twilio auth tokens can be regenerated in the console',
+    'the Mongo URI comes from MONGO_URI',
+    'the API secret header is X-Api-Secret',
+    'keystore password is the default one, see the docs',
+    'token usage was 1.2M last month',
+    'the private key file is ~/.ssh/id_rsa',
+    'the API token scope is read:org',
+    "the password hint is 'first pet'",
+    'our passcode policy requires 6 digits',
+    'items_key = "messages"',
+    'mw = middleware(store, model, session_tokens=700)',
+    'if key == "mode": return',
+    '"proxy_key": "a project config cannot set the proxy key"',
+    '_LOCK_KEY = 0x6D656D77_69726531',
+    'def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:',
+    'client = OpenAI(base_url=url, api_key="x")',
+    'export LITELLM_MASTER_KEY="sk-$(openssl rand -hex 32)"',
+    'A key is `mwk_` and 256 random bits',
+    '**A master key is required.** litellm refuses to start without one',
+    "Runs without an API key: litellm talks to memwire's fake provider",
+    '"""hash -> occurrences so far, from keys ("<hash>#<n>")."""',
+    '{"version": 1, "keys": [{"sha256": "1da6c1ff", "namespace": "alice"}]}',
+    'LITELLM_MASTER_KEY=sk-... litellm --config proxy.yaml',
+    'I love Python3!',
+    'the release is v2.1.0-RC1!',
+    'write to Ana.Smith2@corp.com about the invoice',
+    'the branch is fooxoxb-deploy-notes-2024',
+    'passwords are 16 characters or more',
+    'the password is 12 characters minimum',
+    '#Launch2024 trended all morning',
+    '<b>secret plans</b> for the launch',
+    'the avatar is data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk',
 ]
 
 
@@ -401,7 +485,7 @@ def test_a_refusal_names_the_rule_and_never_the_value(text: str) -> None:
      "JSON web token"),
     ("Authorization: Bearer 8f7e6d5c4b3a29180f7e6d5c4b3a2918", "authorization header"),
     ("mysql://root:Xk9!pq2@localhost/app", "credentials in a URL"),
-    ("https://example.com/callback#x?access_token=Zx9Yw8Vu7Ts6", "secret in a URL"),
+    ("https://example.com/callback#x?access_token=Zx9Yw8Vu7Ts6", "secret parameter"),
     ("4111 1111 1111 1111", "payment card number"),
     ("the number is 5105-1051-0510-5100", "payment card number"),
     ("378282246310005", "payment card number"),
@@ -409,6 +493,8 @@ def test_a_refusal_names_the_rule_and_never_the_value(text: str) -> None:
     ("NI number: CE 12 34 56 A", "UK national insurance number"),
     ("DE89 3704 0044 0532 0130 00", "IBAN"),
     ("it was AbCdEfGh1234567890AbCdEfGh123456 all along", "random-looking key"),
+    ("we log in as 'Kiosk#2025' on the shared laptops", "password-shaped word"),
+    ("Server=db;Database=app;Pwd=Str0ng;", "secret parameter"),
     ("the seed is IQNP75WFC6DZPRUKSMXU6BMSSN5PTOP6", "random-looking key"),
 ])
 def test_each_rule_names_its_kind(text: str, kind: str) -> None:
@@ -417,6 +503,7 @@ def test_each_rule_names_its_kind(text: str, kind: str) -> None:
 
 @pytest.mark.parametrize("text", [
     "4111 1111 1111 1112",                  # fails the Luhn check
+    "411111111111116",                      # passes it, but no Visa has 15 digits
     "8080 8081 8082 8083",                  # no card issuer's range
     "000-12-3456", "666-12-3456", "912-12-3456", "123-00-4567", "123-45-0000",  # never issued
     "GB 12 34 56 A", "DE89 3704 0044 0532 0130 01",  # a prefix never used; a failed check
@@ -478,18 +565,21 @@ def warm() -> None:
 
 @pytest.mark.parametrize("unit", _UNITS)
 def test_a_mebibyte_of_repeats_is_checked_quickly(warm: None, unit: str) -> None:
+    """Each takes about 0.1 to 0.3 s of CPU; a regex that backtracks takes minutes (1 MiB of "eyJ"
+    took 270 s before its pattern looked behind its start). CPU time: other processes on the
+    machine do not count."""
     text = (unit * (_MIB // len(unit) + 1))[:_MIB]
     best = float("inf")
     for _ in range(2):
-        started = time.perf_counter()
+        started = time.process_time()
         find_secret(text)
-        best = min(best, time.perf_counter() - started)
+        best = min(best, time.process_time() - started)
     assert best < 1.0, f"{best:.2f} s for 1 MiB of {unit!r}"
 
 
 def test_a_mebibyte_of_distinct_credential_names_is_refused_not_slow(warm: None) -> None:
     text = "".join(f"the key {i} " for i in range(120_000))[:_MIB]
-    started = time.perf_counter()
+    started = time.process_time()
     kind = find_secret(text)
-    assert time.perf_counter() - started < 2.0
+    assert time.process_time() - started < 1.0
     assert kind in KINDS  # more names than any memory holds: refused rather than left unread
