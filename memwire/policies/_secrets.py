@@ -19,40 +19,54 @@ never the value. The rules, in the order they are tried:
    that passes its mod-97 check.
 4. A credential named with its value. The name is a word that names a credential (password,
    passphrase, pw, pwd, passcode, PIN, CVV, recovery/backup code, 2FA/OTP/TOTP seed, seed phrase,
-   door code, credentials, login, secret, token, key, API/access/private/... key, auth/access/
-   refresh/... token, client secret, webhook, social security/passport/IBAN/... number); the value
-   follows it (``is``, ``was``, ``are``, ``:``, ``=``, ``of``, ``set to``, with a few words of
-   qualifier between: "my password for the staging box is X"), or comes right after it ("PIN
-   4921"), or before it ("use X as the password", "X is my password"). What counts as a value
-   depends on the name:
+   door/alarm/buzzer code, credentials, login, secret, token, key, API/access/private/... key,
+   auth/access/refresh/... token, client secret, webhook, social security/passport/IBAN/...
+   number), also inside an identifier (``DB_PASSWORD``). The value follows it (``is``, ``was``,
+   ``are``, ``:``, ``=``, ``->``, ``'s``, ``of``, ``set to``, ``changed to``; after a few words
+   of qualifier: "my password for the staging box is X", "the OTP they texted was X", "the
+   password value is X", "the DB password hasn't changed: X"), or comes right after it ("PIN
+   4921", "password 'dr0wssap'"), or before it ("use X as the password", "X is my password");
+   after a login, "user / password" gives the password. What counts as a value depends on the
+   name:
 
-   - a password, passphrase, passcode or credentials: anything but ordinary prose: a quoted
-     string, a word with a digit or a symbol, a number (not a measure: "12 characters" is a
-     policy), a word that is neither a function word nor a describing one ("the password is
-     swordfish" is refused, "the password is required", "... is in 1Password", "... is stored
-     in Vault" pass), or a run of plain words (three, two after "passphrase"/"seed phrase":
-     "correct horse battery staple");
-   - a PIN, CVV, one-time code or door code: a number of its length (4+ digits for a PIN: "the
-     LED pin is 13" passes) or a code with letters and digits;
-   - a secret, token, key or login (words with ordinary meanings: a lexer token, a primary key,
-     a keyboard key, "the key is to keep it simple"): only a value that looks made for a machine:
-     letters and digits mixed, symbols, or long random-looking text; an API key or access token
-     after ``:``/``=`` is held to the password rule ("api_key: abcdef");
+   - a password, passphrase or credentials: anything but ordinary prose: a quoted string that is
+     not prose (``'swordfish'``; ``"not-needed"`` passes), a word with a digit or a symbol, a
+     number (not a measure: "12 characters" is a policy), a word that is neither a function word
+     nor a describing one ("the password is swordfish" is refused, "the password is required",
+     "... is in 1Password", "... is stored in Vault", "credentials are admin-only" pass), or a run
+     of plain words (three, two after "passphrase"/"seed phrase": "correct horse battery
+     staple"). After a colon, a word that starts a sentence is no value ("without an API key:
+     litellm talks to ...");
+   - a PIN, passcode, CVV, one-time code or door code: a number of its length (4+ digits for a
+     PIN: "the LED pin is 13" passes) or a code with letters and digits;
+   - a secret, token, key or login (words with ordinary meanings: a lexer token, a primary key, a
+     keyboard key, "the key is to keep it simple"): only a value that looks made for a machine:
+     letters and digits mixed, symbols, or long random-looking text; never a number. An API key,
+     access token or client secret after ``:``/``=`` is held to the password rule ("api_key:
+     abcdef"), a quoted one from 8 characters (``api_key="x"`` in an example passes);
    - an id number: a value with digits.
 
-   Never a value: a reference to where the secret lives (``$VAR``, ``${VAR}``, ``ENV_VAR_NAME``,
-   ``os.environ[...]``, ``<placeholder>``, ``[SEP]``), a mask (``****``), a path, a URL (rule 2
-   judges URLs), an email address, a version, a date or time, an IP address, a hex colour, an
-   issue key (``ISO-8601``, ``PROJ-123``), a key chord (``Ctrl+K``), an algorithm or format name
-   (``sha256``, ``argon2``, ``ed25519``, ``2FA``, ``base64``).
+   Never a value: a reference to where the secret lives (``$VAR``, ``${VAR}``, ``$(command)``,
+   ``ENV_VAR_NAME``, ``os.environ[...]``, ``<placeholder>``, ``[SEP]``, a template such as
+   ``<hash>#<n>``), a mask (``****``), a key's prefix shown as a placeholder (``sk-...``), a call
+   or JSON structure in code, a path, a URL (rule 2 judges URLs), an email address, a version, a
+   date or time, an IP address, a hex colour or number, an issue key (``ISO-8601``, ``PROJ-123``),
+   a key chord (``Ctrl+K``), an algorithm or format name (``sha256``, ``argon2``, ``ed25519``,
+   ``2FA``, ``base64``). A text naming credentials more often than any memory does (8,192
+   distinct places) is refused rather than left partly read.
 5. Long random-looking strings, without a name: 20+ characters of a key's alphabet (letters,
    digits, ``+/=_-``) whose letters and digits switch case and kind as random text does, not as
-   words do (``MyService2ProductionDeployment`` passes). Lower-case hex (commit ids, checksums,
-   UUIDs) passes.
+   words do (``MyService2ProductionDeployment`` and ``BetaMemoryTool20250818ViewCommand`` pass).
+   Lower-case hex, and words and hex joined by ``-``/``_`` (commit ids, checksums, UUIDs, ids),
+   pass; so does the data of a ``data:...;base64,`` URI.
+6. Password-shaped words, without a name: upper and lower case letters, digits and one of
+   ``!@#$%^&*?~`` inside the word (``Winter#2025``), or anywhere in a quoted word
+   (``'Winter2025!'``); not a URL, a regex or percent-encoded text.
 
 It is linear in the length of the text: every pattern starts at a literal or a short bounded
-shape, the named-credential rule looks at a bounded window around each name, and the scans run
-over a text once. A 1 MiB memory of repeated characters or words takes a fraction of a second.
+shape and looks behind its start rather than rescanning a run, the named-credential rule looks
+at a bounded window around each name and judges a repeated context once, and the scans run over
+a text once. A 1 MiB memory of repeated characters or words takes a fraction of a second.
 """
 
 from __future__ import annotations
@@ -122,7 +136,8 @@ SECRET_PATTERNS: tuple[_Format, ...] = (
     _fmt("Slack webhook URL", "hooks.slack.com/", r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/+-]{10,}",
          None),
     _fmt("Discord webhook URL", "/api/webhooks/", r"/api/webhooks/\d{5,}/[A-Za-z0-9_-]{20,}", None),
-    _fmt("Microsoft Teams webhook URL", ".webhook.office.com/", r"\.webhook\.office\.com/webhookb2/[A-Za-z0-9@/-]{20,}", None),
+    _fmt("Microsoft Teams webhook URL", ".webhook.office.com/", r"\.webhook\.office\.com/webhookb2/[A-Za-z0-9@/-]{20,}",
+         None),
     _fmt("Discord bot token", ".", r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}", _mixed_word),
     _fmt("Twilio API key", "SK", r"SK[0-9a-fA-F]{32}(?![A-Za-z0-9])"),
     _fmt("SendGrid API key", "SG.", r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}"),
@@ -158,7 +173,8 @@ _PLACEHOLDER = re.compile(
     r"""\$\{[^{}]+\}|\$[A-Z_][A-Z0-9_]*|%[A-Za-z_][A-Za-z0-9_]*%|\{\{.*\}\}|\{%.*%\}|<[^<>]*>|\[[^\[\]]*\]|\{[^{}]*\}
       |[*xX•·#.…_-]{3,}|(?i:your|my|the|some|example)(?:[_-][a-z]+)+|(?i:redacted|hidden|masked|elided|omitted)
       |[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[a-z]+(?:_[a-z]+)+(?:\(\))?""", re.VERBOSE)
-_REFERENCE = re.compile(r"\$\(|environ|getenv|process\.env|\benv\.|\bENV\[|secrets\.|vault:|op://|ssm:|keyring|secretsmanager|"
+_REFERENCE = re.compile(r"\$\(|environ|getenv|process\.env|\benv\.|\bENV\[|secrets\.|vault:|op://|ssm:|keyring"
+                        r"|secretsmanager|"
                         r"\bsettings\.|\bconfig\.|\bos\.|\bself\.", re.IGNORECASE)
 _HARMLESS_SHAPE = re.compile(
     r"""v?\d+(?:\.\d+){1,3}(?:[-+.]?[A-Za-z0-9]+)?       # a version
@@ -186,9 +202,12 @@ _TECH = re.compile(
         |minute|minutes|second|seconds|week|weeks|month|months|year|years)
       |\d+(?:st|nd|rd|th))""", re.VERBOSE | re.IGNORECASE)
 _UNIT = re.compile(
-    r"""[ \t]*(?:[-+]|to[ \t]|or[ \t]|and[ \t])?[ \t]*(?:\d+[ \t]*)?(?:characters?|chars?|letters?|digits?|numbers?|symbols?|words?|bytes?|bits?
-      |long|minimum|maximum|min|max|at[ \t]+least|or[ \t]+more|or[ \t]+fewer|or[ \t]+less|seconds?|secs?|minutes?|mins?|hours?|hrs?
-      |days?|weeks?|months?|years?|times|attempts?|tries|retries|per|each|every|%|percent|people|users?|accounts?|items?|entries
+    r"""[ \t]*(?:[-+]|to[ \t]|or[ \t]|and[ \t])?[ \t]*(?:\d+[ \t]*)?(?:characters?|chars?|letters?|digits?|numbers?
+      |symbols?|words?|bytes?|bits?
+      |long|minimum|maximum|min|max|at[ \t]+least|or[ \t]+more|or[ \t]+fewer|or[ \t]+less|seconds?|secs?|minutes?
+        |mins?|hours?|hrs?
+      |days?|weeks?|months?|years?|times|attempts?|tries|retries|per|each|every|%|percent|people|users?|accounts?
+        |items?|entries
       |keys|tokens|passwords|codes|requests?|calls?|ms|[smhd]|k|kb|mb|gb)(?![A-Za-z0-9])""", re.VERBOSE | re.IGNORECASE)
 _NUMBER = re.compile(r"\+?\d[\d \t.,/-]{0,40}")
 _QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "«": "»", "„": "“"}
@@ -220,8 +239,10 @@ test demo protected restricted limited unlimited scoped minimal maximal broad na
 readonly same weird tricky annoying obvious memorable guessable unguessable trivial difficult lost forgotten mine
 unused used new per there here ours yours theirs his hers whose own wide
 """.split())
-_DESCRIBING_END = re.compile(r"(?:ed|ing|ly|able|ible|ive|ous|ful|less|ness|ment|tion|sion|ity|ance|ence|ical|ism|ward|wards|wise)$")
-_PARTICIPLE = re.compile(r"(?:ed|en)$|^(?:kept|set|held|known|shown|written|hidden|given|taken|sent|stolen|leaked|lost|found|made"
+_DESCRIBING_END = re.compile(r"(?:ed|ing|ly|able|ible|ive|ous|ful|less|ness|ment|tion|sion|ity|ance|ence|ical|ism|ward"
+                             r"|wards|wise)$")
+_PARTICIPLE = re.compile(r"(?:ed|en)$|^(?:kept|set|held|known|shown|written|hidden|given|taken|sent|stolen|leaked|lost"
+                         r"|found|made"
                          r"|done|gone|shared|read|put|left|bound|tied)$")
 _WORD = re.compile(r"[A-Za-z]+(?:['’-][A-Za-z]+)*")
 _WORDS = re.compile(r"[A-Za-z]+(?:[ \t]+[A-Za-z]+){0,7}")
@@ -238,9 +259,11 @@ _TEMPLATE_PART = re.compile(r"<[^<>]*>|\{[^{}]*\}")  # "<hash>#<n>", "{user}:{id
 
 def _is_tech(v: str) -> bool:
     """An algorithm or format name, a unit with digits, or words of those joined by ``-``/``/``."""
+    if _TECH.fullmatch(v):
+        return True
     parts = [p for p in re.split(r"[-/]", v) if p]
-    return bool(parts) and (_TECH.fullmatch(v) is not None or all(
-        _TECH.fullmatch(p) or (p.isalpha() and _ordinary(p.lower())) for p in parts) and any(_TECH.fullmatch(p) for p in parts))
+    return (any(_TECH.fullmatch(p) for p in parts)
+            and all(_TECH.fullmatch(p) or (p.isalpha() and _ordinary(p.lower())) for p in parts))
 
 
 def _ordinary(word: str) -> bool:
@@ -268,7 +291,8 @@ _NAMES: dict[str, tuple[_Name, str]] = {
     "seedphrase": (_Name("seed phrase", "passphrase"),
                    r"(?:seed|recovery|mnemonic|wallet|backup)[ _-]?(?:phrases?|words?)|mnemonics?"),
     "password": (_Name("password", "password"),
-                 r"pass(?:word|wd|wrd)s?|pass[ _-]words?|pw|pwd|pwds|pword|pswd|passwort|contrase[nñ]a|mot[ _-]de[ _-]passe"),
+                 r"pass(?:word|wd|wrd)s?|pass[ _-]words?|pw|pwd|pwds|pword|pswd|passwort|contrase[nñ]a"
+                 r"|mot[ _-]de[ _-]passe"),
     "pass": (_Name("password", "password-strong"), r"pass"),
     "passcode": (_Name("passcode", "code", 4), r"pass[ _-]?codes?|unlock[ _-]codes?"),
     "pin": (_Name("PIN", "code", 4), r"pin(?:[ _-]?(?:codes?|numbers?)|s)?"),
@@ -283,19 +307,22 @@ _NAMES: dict[str, tuple[_Name, str]] = {
              r"(?:2fa|mfa|otp|totp|hotp|authenticator|two[ _-]factor)[ _-]?(?:seeds?|secrets?|keys?)"),
     "door": (_Name("access code", "code", 3),
              (r"(?:(?:door|gate|alarm|garage|entry|building|keypad|lockbox|safe|locker|padlock|lock|buzzer|intercom)"
-              r"(?:[ _-]?(?:disarm|arming|entry|access|unlock))?|access|disarm|arming)[ _-]?(?:codes?|combinations?|combos?)")),
+              r"(?:[ _-]?(?:disarm|arming|entry|access|unlock))?|access|disarm|arming)[ _-]?(?:codes?|combinations?"
+              r"|combos?)")),
     "credentials": (_Name("credentials", "password"), r"credentials?|creds|logins?[ _-](?:details|info)"),
     "login": (_Name("login", "loose"), r"logins?"),
     "privatekey": (_Name("private key", "api"), r"private[ _-]?keys?"),
     "apikey": (_Name("API key", "api"), r"api[ _-]?keys?|apikeys?|x-api-key"),
     "accesskey": (_Name("access key", "api"), r"(?:secret[ _-]?)?access[ _-]?keys?(?:[ _-]?ids?)?|secret[ _-]?keys?"),
     "otherkey": (_Name("key", "api"),
-                 (r"(?:license|licence|product|activation|registration|serial|ssh|deploy|signing|encryption|decryption|master"
+                 (r"(?:license|licence|product|activation|registration|serial|ssh|deploy|signing|encryption|decryption"
+                  r"|master"
                  r"|wifi|wi-fi|wpa2?|wep|network|app|application|client|service|subscription|storage|sas|bot|consumer|auth"
                  r"|session|admin|root|gpg|pgp|jwt|hmac|aes|crypto|wallet|webhook|shared|sendgrid|stripe|openai|anthropic"
                  r"|aws|gcp|azure|twilio|mailgun|github|slack)[ _-]?keys?")),
     "token": (_Name("token", "api"),
-              (r"(?:access|auth|bearer|refresh|session|api|personal[ _-]access|bot|oauth|id|jwt|csrf|xsrf|github|gitlab|slack"
+              (r"(?:access|auth|bearer|refresh|session|api|personal[ _-]access|bot|oauth|id|jwt|csrf|xsrf|github"
+               r"|gitlab|slack"
               r"|discord|npm|pypi|registry|deploy|service|app|security|sso|hf|huggingface|telegram|vault|runner|ci|pat|sas"
               r"|machine)[ _-]?tokens?")),
     "clientsecret": (_Name("client secret", "api"),
@@ -306,12 +333,17 @@ _NAMES: dict[str, tuple[_Name, str]] = {
     "bare_token": (_Name("token", "loose"), r"tokens?"),
     "bare_key": (_Name("key", "loose"), r"keys?"),
     "id": (_Name("id number", "id", 4),
-           (r"ssns?|social[ _-]security(?:[ _-](?:numbers?|nos?\.?|#))?|(?:social|national)[ _-]insurance(?:[ _-](?:numbers?|nos?\.?))?"
-           r"|ni[ _-](?:numbers?|nos?\.?)|ninos?\.?|national[ _-]id(?:entity|entification)?(?:[ _-](?:numbers?|nos?\.?|cards?))?"
+           (r"ssns?|social[ _-]security(?:[ _-](?:numbers?|nos?\.?|#))?|(?:social"
+            r"|national)[ _-]insurance(?:[ _-](?:numbers?|nos?\.?))?"
+           r"|ni[ _-](?:numbers?|nos?\.?)|ninos?\.?|national[ _-]id(?:entity|entification)?(?:[ _-](?:numbers?|nos?\.?"
+           r"|cards?))?"
            r"|passport(?:[ _-](?:numbers?|nos?\.?|#))?|driver'?s?[ _-]licen[cs]e(?:[ _-](?:numbers?|nos?\.?))?"
-           r"|tax[ _-]?(?:id|identification)(?:[ _-](?:numbers?|nos?\.?))?|sin[ _-]numbers?|aadhaar(?:[ _-](?:numbers?|nos?\.?))?"
-           r"|ibans?|(?:bank[ _-])?account[ _-](?:numbers?|nos?\.?)|routing[ _-]numbers?|sort[ _-]codes?|(?:credit|debit)[ _-]cards?"
-           r"|card[ _-](?:numbers?|nos?\.?)|personnummer|bsn|steuer-?id|medicare[ _-](?:numbers?|nos?\.?)|nhs[ _-](?:numbers?|nos?\.?)")),
+           r"|tax[ _-]?(?:id|identification)(?:[ _-](?:numbers?|nos?\.?))?|sin[ _-]numbers?|aadhaar(?:[ _-](?:numbers?"
+           r"|nos?\.?))?"
+           r"|ibans?|(?:bank[ _-])?account[ _-](?:numbers?|nos?\.?)|routing[ _-]numbers?|sort[ _-]codes?|(?:credit"
+           r"|debit)[ _-]cards?"
+           r"|card[ _-](?:numbers?|nos?\.?)|personnummer|bsn|steuer-?id|medicare[ _-](?:numbers?|nos?\.?)"
+           r"|nhs[ _-](?:numbers?|nos?\.?)")),
 }
 # the names that start with another one's word first ("TOTP secret" before "TOTP", "secret key"
 # before "secret"), the bare words last
@@ -377,28 +409,31 @@ def _folded(text: str) -> str:
     """``text`` in lower case, each character where it was (ASCII only when lower() would move them)."""
     low = text.lower()
     return low if len(low) == len(text) else text.translate(_ASCII_LOWER)
+
+
 # a name used for something else: "primary key", "EOS token", "the LED pin", "top secret"
 _OTHER_MEANING = {
-    "bare_key": frozenset("""primary foreign composite compound unique sort sorting partition partitioning cluster clustering shard
-        sharding hash cache caching lookup dict dictionary map json yaml toml config configuration registry row
-        natural surrogate routing idempotency object s3 bucket redis index join group grouping music musical
-        piano keyboard shortcut hot escape esc enter return tab arrow function fn modifier meta option alt ctrl
-        control shift space delete backspace translation i18n locale message react list table column field
-        property dedup dedupe deduplication memo public minor major sign rate throttle cursor pagination page
-        continuation resume sequence record document entity item attribute setting settings legend answer
-        dynamodb range query cluster_key composite""".split()),
-    "bare_token": frozenset("""eos bos pad padding sep separator cls mask unk unknown stop end start special lexer parser next first
-        last previous prev input output prompt completion max context bucket cancellation continuation
-        pagination page cursor sync design color colour reasoning thinking cached image audio text word subword
-        bpe vocab vocabulary sentinel delimiter boundary placeholder fill newline eot eom system chat template
-        control lex syntax ast parse css utility theme spacing size font the_token""".split()),
+    "bare_key": frozenset("""primary foreign composite compound unique sort sorting partition partitioning cluster clustering
+        shard sharding hash cache caching lookup dict dictionary map json yaml toml config configuration
+        registry row natural surrogate routing idempotency object s3 bucket redis index join group grouping
+        music musical piano keyboard shortcut hot escape esc enter return tab arrow function fn modifier
+        meta option alt ctrl control shift space delete backspace translation i18n locale message react list
+        table column field property dedup dedupe deduplication memo public minor major sign rate throttle
+        cursor pagination page continuation resume sequence record document entity item attribute setting
+        settings legend answer dynamodb range query cluster_key composite""".split()),
+    "bare_token": frozenset("""eos bos pad padding sep separator cls mask unk unknown stop end start special lexer parser next
+        first last previous prev input output prompt completion max context bucket cancellation continuation
+        pagination page cursor sync design color colour reasoning thinking cached image audio text word
+        subword bpe vocab vocabulary sentinel delimiter boundary placeholder fill newline eot eom system
+        chat template control lex syntax ast parse css utility theme spacing size font the_token""".split()),
     "secret": frozenset("top trade open dirty little big family best-kept kubernetes k8s sealed".split()),
-    "pin": frozenset("""gpio led data clock reset power ground gnd vcc output input analog digital pwm interrupt tx rx sda scl
-        chip enable version versions dependency dependencies map drop hair bowling safety header signal control
-        cs ss mosi miso sck io boot strap jumper bobby lapel push cotter""".split()),
+    "pin": frozenset("""gpio led data clock reset power ground gnd vcc output input analog digital pwm interrupt tx rx sda
+        scl chip enable version versions dependency dependencies map drop hair bowling safety header signal
+        control cs ss mosi miso sck io boot strap jumper bobby lapel push cotter""".split()),
     "login": frozenset("sso social google github oauth".split()),
 }
-_SET_VERB = re.compile(r"\b(?:set|sets|setting|change|changed|changing|reset|update|updated|rotate|rotated|chose|choose)\b", re.IGNORECASE)
+_SET_VERB = re.compile(r"\b(?:set|sets|setting|change|changed|changing|reset|update|updated|rotate|rotated|chose"
+                       r"|choose)\b", re.IGNORECASE)
 _CONNECTOR = re.compile(r"""[ \t]*(?:
       ["'`]?[ \t]*(?P<strong>:=|=>|->|=(?!=)|[→⇒—–])
     | ["'`]?[ \t]*(?P<colon>:(?!//))
@@ -414,14 +449,16 @@ _QUALIFIED = re.compile(r"""[ \t]+(?:for|to|of|on|at|in|from|with|into|inside|un
     (?:[ \t]+[^\s,;:=!?"'`.()]{1,40}(?:\.[^\s,;:=!?"'`.()]{1,40}){0,3}){1,5}?
     (?=[ \t]*(?::(?!//)|=|(?:is|was|are|were)(?![A-Za-z0-9])))""", re.VERBOSE | re.IGNORECASE)
 # "the OTP they texted was X", "the password that IT gave me is X"
-_RELATIVE = re.compile(r"""[ \t]+(?:(?:that|which)[ \t]+)?(?:i|you|we|they|he|she|someone|somebody|it|ops)(?:[ \t]+[A-Za-z']{1,20}){1,3}?
+_RELATIVE = re.compile(r"""[ \t]+(?:(?:that|which)[ \t]+)?(?:i|you|we|they|he|she|someone|somebody|it
+      |ops)(?:[ \t]+[A-Za-z']{1,20}){1,3}?
     (?=[ \t]*(?:is|was|are|were)(?![A-Za-z0-9]))""", re.VERBOSE | re.IGNORECASE)
 _FILLER = re.compile(r"[ \t]+(?:env(?:ironment)?(?:[ \t]+var(?:iable)?)?|var(?:iable)?|value|string|entry)(?![A-Za-z0-9])",
                      re.IGNORECASE)
 _PAIR = re.compile(r"([ \t]*/[ \t]*)\S")  # a user name, then "/" and the password
 _NEAR_ASSIGN = re.compile(r"(?:[ \t]+[A-Za-z'’]{1,20}){1,4}?[ \t]*(?::(?!//)|=)")
 _DIRECT = re.compile(r"[ \t]+(?=[^\s])")
-_CLAUSE_END = re.compile(r"[ \t]*(?:\Z|[\n.,;:!?)\]]|(?:for|on|at|in|to|from|with|when|if|and|but|so)(?![A-Za-z0-9]))", re.IGNORECASE)
+_CLAUSE_END = re.compile(r"[ \t]*(?:\Z|[\n.,;:!?)\]]|(?:for|on|at|in|to|from|with|when|if|and|but"
+                         r"|so)(?![A-Za-z0-9]))", re.IGNORECASE)
 _USE_VERBS = frozenset("use using used enter entered type typed try tried chose choose picked pick set".split())
 _WINDOW = 240
 _TOKEN = re.compile(r"\S{1,120}")
@@ -682,7 +719,8 @@ _URL_CREDENTIALS = re.compile(r"://([^\s/:@]{0,256}):([^\s/@]{1,256})@")
 _URL_PLACEHOLDERS = frozenset("password passwd pass pwd secret token x xxx *** changeme <password> pw".split())
 _SECRET_PARAM = re.compile(
     r"[?&;](?:access_token|refresh_token|id_token|auth_token|token|api_key|apikey|api-key|key|secret|client_secret|password"
-    r"|passwd|pwd|pass|sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential"
+    r"|passwd|pwd|pass|sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature"
+    r"|x-goog-credential"
     r"|private_token|access_key|secret_key|session_token|sessionid|auth)=([^&#\s\"'<>]{3,256})", re.IGNORECASE)
 
 
@@ -705,7 +743,8 @@ def _url_secret(text: str) -> str | None:
 _CARD = re.compile(r"\d(?<![\d.,-]\d)(?:\d{3}([ -]?)\d{4}\1\d{4}\1\d{4}(?:\1\d{1,3})?|\d{3}([ -]?)\d{6}\2\d{4,5}|\d{12,18})"
                    r"(?![\d]|[.,]\d)")
 _SSN = re.compile(r"(\d)(?<![\d-]\d)(\d{2})-(\d{2})-(\d{4})(?![\d-])")
-_UK_NINO = re.compile(r"([A-CEGHJ-PR-TW-Z])(?<![A-Za-z0-9][A-Z])([A-CEGHJ-NPR-TW-Z]) ?\d{2} ?\d{2} ?\d{2} ?[A-D](?![A-Za-z0-9])")
+_UK_NINO = re.compile(r"([A-CEGHJ-PR-TW-Z])(?<![A-Za-z0-9][A-Z])([A-CEGHJ-NPR-TW-Z])"
+                      r" ?\d{2} ?\d{2} ?\d{2} ?[A-D](?![A-Za-z0-9])")
 _IBAN = re.compile(r"[A-Z](?<![A-Za-z0-9][A-Z])[A-Z]\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])")
 
 
