@@ -77,16 +77,16 @@ def measure_adds(store: MemoryStore, mw: Middleware, rng: random.Random, adds: i
 
 
 def measure(size: int, requests: int, history: str, ledger_on_disk: bool = True) -> tuple[float, float, float]:
-    from memwire.policies.modes import _replay
+    from memwire.policies.modes import _ledger
 
     rng = random.Random(size)
-    real_load = _replay.Ledger.load
+    real_load = _ledger.Ledger.load
     if not ledger_on_disk:  # the same ledger, in memory only: what the file costs is the difference
-        _replay.Ledger.load = classmethod(lambda cls, root, session: cls(None, session))  # type: ignore[method-assign]
+        _ledger.Ledger.load = classmethod(lambda cls, root, session: cls(None, session))  # type: ignore[method-assign]
     try:
         return _measure(rng, size, requests, history)
     finally:
-        _replay.Ledger.load = real_load  # type: ignore[method-assign]
+        _ledger.Ledger.load = real_load  # type: ignore[method-assign]
 
 
 def _measure(rng: random.Random, size: int, requests: int, history: str) -> tuple[float, float, float]:

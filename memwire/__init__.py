@@ -27,7 +27,7 @@ from ._errors import (
     UsageError,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # start-up time: these load on first use (``_LAZY`` below)
     from ._config_model import Config
     from .memory._model import Hit, Memory
     from .memory._store import MemoryStore

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ._errors import ConfigError
-from .policies.modes import MODES as _REGISTRY
+from ._mode_names import MODES, normalize_mode
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # start-up time: the pydantic model loads on the first config built (see above)
     from ._config_model import Config
 
 if sys.version_info >= (3, 11):
@@ -37,21 +37,8 @@ __all__ = ["Config", "MODES", "PROJECT_MODES", "PROJECT_REFUSED", "normalize_mod
 
 log = logging.getLogger("memwire")
 
-MODES = tuple(_REGISTRY)  # the built-in modes (help texts); a mode registered later is valid too
-
-
-def normalize_mode(value: str) -> str:
-    """A registered mode's name (``policies/modes``), given as written or in snake_case; anything
-    else names the valid ones."""
-    key = str(value).strip().replace("-", "").replace("_", "").lower()
-    for name in _REGISTRY:
-        if name.lower() == key:
-            return name
-    raise ConfigError(f"unknown mode {value!r}; valid modes: {', '.join(_REGISTRY)}")
-
-
 def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
-    from ._config_model import Config
+    from ._config_model import Config  # start-up time: pydantic
 
     out: dict[str, Any] = {}
     for name, value in env.items():
@@ -173,14 +160,14 @@ def load_config(
 
 def make_config(values: Mapping[str, Any], source: str = "config") -> Config:
     """Validate settings; a bad key or value raises ConfigError naming it."""
-    from ._config_model import make_config as make
+    from ._config_model import make_config as make  # start-up time: pydantic
 
     return make(values, source)
 
 
 def __getattr__(name: str) -> Any:
     if name == "Config":  # `from memwire._config import Config` keeps working, loading pydantic then
-        from ._config_model import Config
+        from ._config_model import Config  # start-up time: pydantic
 
         return Config
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

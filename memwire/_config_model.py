@@ -11,8 +11,9 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ._config import normalize_mode
 from ._errors import ConfigError
+from ._mode_names import normalize_mode
+from .memory._lifecycle import Scoring
 
 __all__ = ["Config", "make_config", "raise_config_error"]
 
@@ -143,10 +144,8 @@ class Config(BaseModel):
         self.scoring()  # unknown categories or cues, or a weight that is not positive: named here
         return self
 
-    def scoring(self) -> Any:
+    def scoring(self) -> Scoring:
         """The lifecycle's ``Scoring`` these settings describe."""
-        from .memory._lifecycle import Scoring
-
         return Scoring(cue_weights=self.cue_weights, half_lives=self.half_lives, caps=self.category_caps,
                        rank_prior=self.rank_prior)
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ._config import load_config, make_config
 from ._locks import write_lock
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # start-up time: pydantic's Config model loads on the first config built
     from ._config_model import Config
 
 __all__ = [

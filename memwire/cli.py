@@ -12,10 +12,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._config import MODES, load_config
-from ._errors import MemwireError
+from ._config import MODES, _from_toml, load_config, make_config, restrict_project_config
+from ._errors import ConfigError, MemwireError
+from ._sim import demo_cli
+from .adapters.server import _keys as keys_cli  # each registers its own subcommand
+from .adapters.server import _mcp_cli as mcp_cli
+from .adapters.server import _proxy_cli as proxy_cli
 
-if TYPE_CHECKING:  # each command imports what it needs when it runs: `memwire --help` stays fast
+# start-up time: each command imports what it needs when it runs (the function-level imports
+# below, each marked), so `memwire --help` stays fast
+if TYPE_CHECKING:
     from ._config_model import Config
     from .memory._model import Memory
     from .memory._store import MemoryStore
@@ -23,31 +29,15 @@ if TYPE_CHECKING:  # each command imports what it needs when it runs: `memwire -
 __all__ = ["main"]
 
 
-def check_dir(path: str | os.PathLike[str], *, readable: bool = True) -> None:
-    """A memory directory must be a directory (or not exist yet, under directories); say which
-    path is in the way instead of failing on it later with a traceback."""
-    p = Path(path).expanduser()
-    probe = p
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if probe.exists() and not probe.is_dir():
-        where = "is a file" if probe == p else f"cannot be created: {probe} is a file"
-        raise MemwireError(f"memory directory {p} {where}, not a directory")
-    if readable and p.is_dir() and not os.access(p, os.R_OK | os.X_OK):
-        raise MemwireError(f"memory directory {p} is not readable (permissions)")
-
-
 def _store(args: argparse.Namespace, cfg: Config, *, alone: bool = False) -> MemoryStore:
     """The store a memory command reads or writes: ``--store`` / ``--dir`` / the config's. With
     ``alone``, the scope only (never with the global scope): what a command writes to or moves."""
-    from .memory._open import open_store
+    from .memory._open import check_dir, open_store  # start-up time
 
     url = getattr(args, "store", None)
     if url and args.dir:
         raise MemwireError("give --dir (a memory directory) or --store (a PostgreSQL URL), not both")
     if url:
-        from ._config_model import make_config
-
         url = make_config({**cfg.model_dump(), "store": url}).store  # the config's check of the URL
     elif not args.dir and not cfg.store:
         check_dir(cfg.dir)
@@ -158,8 +148,8 @@ def cmd_restore(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def cmd_stats(args: argparse.Namespace, cfg: Config) -> int:
-    from .memory._lifecycle import STATES
-    from .memory._upkeep import stats
+    from .memory._lifecycle import STATES  # start-up time
+    from .memory._upkeep import stats  # start-up time
 
     if args.requests or args.url or args.log:
         return _request_stats(args, cfg)
@@ -182,11 +172,11 @@ def _request_stats(args: argparse.Namespace, cfg: Config) -> int:
     """The cache figures of real traffic, per mode and provider: from a running proxy's /metrics
     (``--url``), a request log (``--log``, default: the configured proxy_request_log), or else
     the store's own log of the requests of the namespace (every worker's and replica's)."""
-    from ._sim.figures import from_metrics, from_records
-    from .middleware._records import read_records
+    from ._sim.figures import from_metrics, from_records  # start-up time
+    from .middleware._records import read_records  # start-up time
 
     if args.url:
-        import httpx
+        import httpx  # start-up time
 
         key = args.key or cfg.proxy_key
         url = args.url.rstrip("/") + "/metrics"
@@ -202,7 +192,7 @@ def _request_stats(args: argparse.Namespace, cfg: Config) -> int:
     else:
         log = Path(args.log) if args.log else cfg.proxy_request_log
         if log is None:  # what the proxies kept in the store (see middleware/_records.SharedRecords)
-            from .middleware._records import stored_records
+            from .middleware._records import stored_records  # start-up time
 
             store = _scope(args, cfg)
             rows, source = from_records(stored_records(store)), f"the proxies on {store.location}"
@@ -225,7 +215,7 @@ def _requests_table(args: argparse.Namespace, rows: list[Any], source: str) -> i
 
 
 def cmd_stale(args: argparse.Namespace, cfg: Config) -> int:
-    from .memory._upkeep import stale, sweep
+    from .memory._upkeep import stale, sweep  # start-up time
 
     store = _store(args, cfg)
     if args.sweep:
@@ -252,7 +242,7 @@ def cmd_pin(args: argparse.Namespace, cfg: Config) -> int:
 
 def cmd_inbox(args: argparse.Namespace, cfg: Config) -> int:
     """Captured memories waiting for review (capture = "review"): list, approve, reject."""
-    from .memory._inbox import approve, inbox_of, reject
+    from .memory._inbox import approve, inbox_of, reject  # start-up time
 
     store = _store(args, cfg)
     inbox = inbox_of(store)
@@ -285,7 +275,7 @@ def _scope(args: argparse.Namespace, cfg: Config) -> MemoryStore:
 
 def cmd_export(args: argparse.Namespace, cfg: Config) -> int:
     """A namespace, whole, as one JSON Lines file (``memwire import FILE`` reads it back)."""
-    from .memory._transfer import export_store
+    from .memory._transfer import export_store  # start-up time
 
     store = _scope(args, cfg)
     if args.output in (None, "-"):
@@ -302,7 +292,7 @@ def cmd_export(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def _import_export(args: argparse.Namespace, store: MemoryStore) -> int:
-    from .memory._transfer import KINDS, import_export
+    from .memory._transfer import KINDS, import_export  # start-up time
 
     with open(args.path, encoding="utf-8") as fh:
         got = import_export(store, fh, args.path, dry_run=args.dry_run)
@@ -322,8 +312,8 @@ def _import_export(args: argparse.Namespace, store: MemoryStore) -> int:
 def cmd_import(args: argparse.Namespace, cfg: Config) -> int:
     """Other tools' memory files into this scope (the source files are only read), or a
     ``memwire export`` file."""
-    from .memory._import import import_path
-    from .memory._transfer import is_export
+    from .memory._import import import_path  # start-up time
+    from .memory._transfer import is_export  # start-up time
 
     # The scope written to, alone: "already there" means already in this directory, where the
     # memories would be written (the global scope is another scope).
@@ -368,9 +358,7 @@ def cmd_import(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def cmd_trust(args: argparse.Namespace, cfg: Config) -> int:
-    from ._config import _from_toml, make_config, restrict_project_config
-    from ._errors import ConfigError
-    from ._trust import PROJECT_CONFIG, PROJECT_DIR, TrustFile
+    from ._trust import PROJECT_CONFIG, PROJECT_DIR, TrustFile  # start-up time
 
     trust = TrustFile(cfg.global_dir)
     if args.list:
@@ -417,7 +405,7 @@ _NO_BUDGET_MS = 24 * 3600 * 1000.0
 
 
 def cmd_preview(args: argparse.Namespace, cfg: Config) -> int:
-    from .middleware._core import Middleware
+    from .middleware._core import Middleware  # start-up time
 
     if args.messages:
         data = _load_messages(args.messages)
@@ -583,11 +571,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(fn=cmd_trust)
 
-    from .adapters.server import _keys as keys_cli  # each registers its own subcommand; heavy imports wait for the run
-    from .adapters.server import _mcp_cli as mcp_cli
-    from .adapters.server import _proxy_cli as proxy_cli
-    from ._sim import demo_cli
-
     proxy_cli.register(sub)
     keys_cli.register(sub)  # memwire keys: the proxy's client keys
     mcp_cli.register(sub)
@@ -602,7 +585,7 @@ def _trusted_config(args: argparse.Namespace, overrides: dict[str, Any]) -> Conf
     """The config after the trust check (memwire/trust.py): an untrusted ./.memwire or
     ./memwire.toml is ignored, said in one line. A project directory this command is about to
     create is created now and recorded as memwire's, so later commands use it without `trust`."""
-    from ._trust import create_project_dir, resolve_config
+    from ._trust import create_project_dir, resolve_config  # start-up time
 
     res = resolve_config(args.config, **overrides)
     in_database = (getattr(args, "store", None) or res.config.store) and not getattr(args, "dir", None)

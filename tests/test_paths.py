@@ -31,7 +31,7 @@ from memwire._paths import makedirs, open_fd, under
 from memwire._sim.fake_provider import FakeProvider
 from memwire.adapters.server._proxy import create_app
 from memwire.memory import _snapshot
-from memwire.policies.modes import _replay
+from memwire.policies.modes import _ledger
 
 CANARY = "zebracanary"  # in every file outside: a model must never be shown it
 
@@ -98,7 +98,7 @@ async def use_fully(root: Path) -> list[str]:
                 history.append({"role": "assistant", "content": reply.choices[0].message.content or ""})
                 bodies.append(str(fake.requests[-1].body))
         mw.flush()
-        _replay.flush()
+        _ledger.flush()
     fresh = MemoryStore(root)  # a new process's first load: writes the index snapshot
     _tolerant(fresh.refresh)
     for s in (fresh, store, team):

@@ -19,6 +19,7 @@ import httpx
 
 from .._config_model import Config
 from .._errors import ConfigError
+from ..adapters.server._proxy import create_app
 from ..memory._model import Memory
 from ..memory._store import MemoryStore
 from ..middleware._core import Middleware
@@ -206,8 +207,6 @@ def _memory_for(fragment: str, store: MemoryStore) -> str:
 
 def run_mode(cfg: Config_, provider: str, model: str) -> ModeResult:
     """Play the whole script through the proxy (or straight to the provider) for one configuration."""
-    from ..adapters.server._proxy import create_app
-
     start = time.perf_counter()
     result = ModeResult(cfg.label)
     with tempfile.TemporaryDirectory(prefix="memwire-demo-") as tmp:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # start-up time: pydantic's Config model loads on the first config built
     from .._config_model import Config
 
 
@@ -24,7 +24,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
-    from .demo import render, run_demo
+    from .demo import render, run_demo  # start-up time: the demo loads httpx, starlette and the proxy
 
     page = None
     if args.html:  # opened first: a path that cannot be written fails before a half-minute run, not after
@@ -36,7 +36,7 @@ def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
     start = time.perf_counter()
     report = run_demo(args.provider)
     if page is not None:
-        from .demo_html import render_html
+        from .demo_html import render_html  # start-up time: only for --html
 
         with page:
             page.write(render_html(report))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..middleware._records import Record
+from .cache import Usage
 
 __all__ = ["Figures", "from_records", "from_metrics"]
 
@@ -35,8 +36,6 @@ class Figures:
 
     def _usage(self) -> Any:
         """These tokens as the demo's cache simulator counts them: its cost model prices them."""
-        from .cache import Usage
-
         return Usage(self.provider, self.prompt_tokens, self.cached_tokens, self.cache_write_tokens)
 
     @property

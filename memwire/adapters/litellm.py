@@ -41,10 +41,10 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._errors import MissingDependencyError, NamespaceError, UsageError
+from .._lru import LRU
 from ..memory._store import validate_namespace
 from ..middleware._core import Injection, Middleware, Prepared
 from ..middleware._reply import ReplyTap, observe, reply_text, tap_reply
-from ..middleware._session import LRU
 from ._common import as_list, fail_open, readable, restore, split_kwargs
 
 if TYPE_CHECKING:

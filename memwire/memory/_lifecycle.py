@@ -46,6 +46,7 @@ from typing import Any, Callable, NamedTuple
 
 from .. import _paths
 from .._errors import MemoryFileError
+from .._locks import write_lock
 from ._model import Memory
 from ._table import Kind
 
@@ -383,8 +384,6 @@ class Lifecycle:
     def _save(self, delta: Mapping[str, _Delta]) -> dict[str, Meta]:
         """Merge ``delta`` into what is stored, under the file's lock (the counts of processes
         sharing the directory add up); returns everything stored."""
-        from .._locks import write_lock
-
         _paths.makedirs(self.root, self.path)
         with write_lock(_paths.under(self.root, self.path / ".meta.lock")):
             disk = self._read()

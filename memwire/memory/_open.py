@@ -2,16 +2,40 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .._config_model import Config
+from .._errors import MemwireError
+from ._lifecycle import Scoring
+from ._store import MemoryStore
 
-__all__ = ["open_store"]
+__all__ = ["open_store", "check_dir", "StoreSettings"]
 
 
-def open_store(config: "Config", namespace: str | None = None, *, dir: Path | None = None, alone: bool = False,
+class StoreSettings(Protocol):
+    """What opening a store reads of the settings (``memwire.Config``: memory takes its settings
+    as arguments and never imports the config)."""
+
+    @property
+    def store(self) -> str | None: ...
+
+    @property
+    def dir(self) -> Path: ...
+
+    @property
+    def use_global(self) -> bool: ...
+
+    @property
+    def global_dir(self) -> Path: ...
+
+    @property
+    def min_score(self) -> float | None: ...
+
+    def scoring(self) -> Scoring: ...
+
+
+def open_store(config: StoreSettings, namespace: str | None = None, *, dir: Path | None = None, alone: bool = False,
                store: str | None = None) -> Any:
     """The store of ``namespace`` as ``config`` says: ``store`` (or ``config.store``) a PostgreSQL
     URL gives a ``PgStore``, else the markdown directory ``dir`` (or ``config.dir``). The default
@@ -20,12 +44,24 @@ def open_store(config: "Config", namespace: str | None = None, *, dir: Path | No
     url = store or (None if dir is not None else config.store)
     kw: dict[str, Any] = {"min_score": config.min_score, "scoring": config.scoring()}
     if url:
-        from ._postgres import PgStore
+        from ._postgres import PgStore  # start-up time: the PostgreSQL backend, for a PostgreSQL store only (psycopg is an extra)
 
         return PgStore(url, namespace, **kw)
-    from ._store import MemoryStore
-
     root = dir if dir is not None else config.dir
     if namespace not in (None, "", "default") or alone or not config.use_global:
         return MemoryStore.for_namespace(root, namespace, **kw)
     return MemoryStore(root, global_dir=config.global_dir, **kw)
+
+
+def check_dir(path: str | os.PathLike[str], *, readable: bool = True) -> None:
+    """A memory directory must be a directory (or not exist yet, under directories); say which
+    path is in the way instead of failing on it later with a traceback."""
+    p = Path(path).expanduser()
+    probe = p
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        where = "is a file" if probe == p else f"cannot be created: {probe} is a file"
+        raise MemwireError(f"memory directory {p} {where}, not a directory")
+    if readable and p.is_dir() and not os.access(p, os.R_OK | os.X_OK):
+        raise MemwireError(f"memory directory {p} is not readable (permissions)")

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._errors import ConfigError, MissingDependencyError, StoreUnavailableError
+from ._lifecycle import _OPEN
 
 if TYPE_CHECKING:
     import psycopg
@@ -372,8 +373,6 @@ def close(url: str) -> None:
     are saved (the next use makes new ones)."""
     if _pid != os.getpid() or url not in _DATABASES:
         return
-    from ._lifecycle import _OPEN
-
     for lc in list(_OPEN):
         store = getattr(lc, "_store", None)  # a PostgreSQL store's (see _postgres.PgLifecycle)
         if store is not None and getattr(store, "url", None) == url:

@@ -32,14 +32,12 @@ import stat
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .. import _paths
 from .._errors import MemoryFileError
-from ._table import Kind, Table
-
-if TYPE_CHECKING:
-    from ._store import MemoryStore
+from . import _index, _text
+from ._table import Kind, Merged, Table
 
 __all__ = ["SNAPSHOT_NAME", "MIN_MEMORIES", "digest", "save", "restore"]
 
@@ -49,6 +47,26 @@ SNAPSHOT_NAME = ".index"
 FORMAT = 2
 MIN_MEMORIES = 2000
 _PROBE = "Caroline's friends went to the de-stress yoga café in May 2023: 用户喜欢 🍕 #rust"
+
+
+class MemoryStore(Protocol):
+    """What a snapshot reads of the markdown store it saves or restores (``_store.MemoryStore``,
+    which imports this module): its directory, its files' tables and its index."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def root(self) -> Path: ...
+
+    @property
+    def _dirs(self) -> Sequence[Any]: ...  # the scopes' directories (``_store._Dir``)
+
+    @property
+    def _merged(self) -> Merged: ...
+
+    @property
+    def _index(self) -> Any: ...  # its BM25 index (``_index``)
 
 
 def digest(data: bytes) -> bytes:
@@ -77,8 +95,6 @@ def _digest_file(fh: Any, size: int) -> bytes | None:
 def _fingerprint() -> str:
     """What the snapshot's index depends on besides the files: the index's parameters and the
     text analysis (a changed stemmer, stopword list or tokenizer yields other terms)."""
-    from . import _index, _text
-
     parts = [repr((_index.K1, _index.B, _index.DELTA, FORMAT)), " ".join(_text.analyze(_PROBE)),
              " ".join(sorted(_text.STOPWORDS)), " ".join(sorted(_text.COMMON_WORDS)),
              " ".join(_index.date_terms("8 May, 2023") + _index.date_terms("2024-02-03"))]

@@ -19,14 +19,12 @@ import math
 import time
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from .._worker import Traffic, Worker
 from ._model import Memory
+from ._store import MemoryStore
 from ._text import analyze, common_terms
-
-if TYPE_CHECKING:
-    from ._store import MemoryStore
+from ._upkeep import sweep_if_due
 
 __all__ = ["used", "Telemetry", "read_telemetry", "TELEMETRY_NAME", "USED_SHARE"]
 
@@ -74,8 +72,6 @@ class Telemetry:
 
     def _record(self, replies: list[tuple["MemoryStore", tuple[str, ...], str, str, str]]) -> None:
         """The replies offered since the last call, each store's records appended together."""
-        from ._upkeep import sweep_if_due
-
         by_store: dict[int, tuple["MemoryStore", list[dict[str, object]]]] = {}
         for store, ids, reply, session, mode in replies:
             try:

@@ -30,6 +30,8 @@ import unicodedata
 from functools import lru_cache
 from typing import Any
 
+from ..policies._scripts import CJK_CHAR
+
 __all__ = ["analyze", "STOPWORDS", "COMMON_WORDS", "CJK_CHAR", "common_terms", "is_bigram"]
 
 # A compound is word parts joined by single hyphens/dots/apostrophes; we split it ourselves.
@@ -37,12 +39,6 @@ _TOKEN = re.compile(r"[^\W_]+(?:[-'’.][^\W_]+)*")
 _JOINERS = re.compile(r"[-'’.]")
 _POSSESSIVE = re.compile(r"['’]s$")
 _NEGATION = re.compile(r"n['’]t$")
-# A character of a script written without spaces: kana, Hangul compatibility jamo, Han (with
-# extension A), Hangul syllables, CJK compatibility ideographs, Han extensions B and later
-CJK_CHAR = (
-    "[\u3040-\u30ff\u3131-\u318e\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-    "\U00020000-\U0003134f]"
-)
 _CJK = re.compile(CJK_CHAR + "+")
 # A flag (two regional indicators), or one pictograph (emoji blocks, misc symbols and technical,
 # dingbats, ⭐): not a skin tone nor the ♀/♂ that a joined sequence adds

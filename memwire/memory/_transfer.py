@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from .._errors import InvalidMemoryError
+from ._inbox import inbox_of
 from ._lifecycle import Meta
 from ._model import Memory
+from ._store import _checked
 
 __all__ = ["export_store", "import_export", "is_export", "ImportCounts", "FORMAT_KEY", "KINDS", "LOGS"]
 
@@ -37,8 +39,6 @@ LOGS = ("captured", "telemetry")  # the event logs a namespace keeps (see _inbox
 
 
 def _scopes(store: Any) -> dict[str, Any]:
-    from ._inbox import inbox_of
-
     return {"memory": store, "archive": store.archive, "inbox": inbox_of(store)}
 
 
@@ -115,8 +115,6 @@ def _memory(item: dict[str, Any], where: str) -> tuple[str, Memory, Meta | None]
 def import_export(store: Any, source: IO[str], where: str = "<export>", *, dry_run: bool = False) -> ImportCounts:
     """Add an export (``export_store``'s file) to ``store``'s namespace. Every line is read and
     checked first; nothing is written when one is damaged, or with ``dry_run``."""
-    from ._store import _checked
-
     lines = iter(source)
     first = next(lines, "")
     if not is_export(first):

@@ -14,13 +14,10 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from ._lifecycle import CATEGORIES, STATES, category_of
 from ._model import Memory
-
-if TYPE_CHECKING:
-    from ._store import MemoryStore
+from ._store import MemoryStore
 
 __all__ = ["Scored", "scored", "stale", "sweep", "sweep_if_due", "stats", "CategoryStats", "SWEEP_INTERVAL_S"]
 

@@ -55,28 +55,26 @@ import time
 import weakref
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from .. import _paths
 from .._errors import MemoryFileError, StoreBusyError, StoreUnavailableError
 from .._logs import describe
+from .._lru import LRU
 from .._worker import MAX_DEFER_S, QUIET_S, Traffic, dropped
 from ..memory._capture_queue import FileQueue, MemoryQueue, PgQueue, Retry, queue_files
 from ..memory._inbox import CAPTURED_TAG, inbox_of, log_event, read_log, reject, was_rejected
 from ..memory._model import Memory, memory_id, normalized
+from ..memory._store import MemoryStore
 from ..memory._text import analyze
 from ..memory._upkeep import sweep_if_due
 from ..policies._capture import statements
 from ..policies._human_text import human_text
 from ..policies._secrets import find_secret
-from ._distill import Complete, Distiller
+from ..policies.modes import Turn
 from ..policies.modes._render import CLOSE, OPEN
-from ._session import LRU
-
-if TYPE_CHECKING:
-    from ..memory._store import MemoryStore
-    from ..policies.modes import Turn
-    from ._formats import Format
+from ._distill import Complete, Distiller
+from ._formats import Format
 
 __all__ = ["Capture", "CAPTURE_SETTINGS", "DUPLICATE_SCORE", "DUPLICATE_WORDS", "FORGET_SCORE", "COOLDOWN_S", "TOPICS",
            "MAX_PENDING", "MAX_BACKLOG", "BACKPRESSURE_S", "URGENT", "RETRY_S"]

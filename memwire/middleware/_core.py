@@ -17,12 +17,14 @@ import os
 import threading
 import time
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from .. import _trust
 from .._config import make_config, normalize_mode
 from .._errors import NamespaceError, RequestFormatError, StoreBusyError, StoreUnavailableError
+from .._lru import LRU
 from .._worker import Traffic
+from ..memory._open import open_store
 from ..memory._store import MemoryStore
 from ..memory._telemetry import Telemetry
 from ..policies._gate import gate
@@ -30,15 +32,17 @@ from ..policies._query import query_from_messages
 from ..policies._side_requests import is_side_request
 from ..policies._tokens import get_encoder
 from ..policies.modes import Mode, Plan, Skip, Turn, mode_from_config
+from ..policies.modes._ledger import flush as flush_ledgers
+from ..policies.modes._render import Block, failed
 from ._capture import Capture
 from ._distill import Complete, Distiller, litellm_complete
 from ._formats import get_format
 from ._incremental import Views
+from ._prepared import Injection, Prepared
 from ._records import Records, SharedRecords
-from ..policies.modes._render import Block, failed
-from ._session import LRU, resolve_session, session_hint, session_signals
+from ._session import resolve_session, session_hint, session_signals
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # start-up time: the config model is pydantic's, loaded on the first config built
     from .._config_model import Config
 
 __all__ = ["Middleware", "Prepared", "Injection"]
@@ -53,47 +57,6 @@ def _executor() -> concurrent.futures.ThreadPoolExecutor:
     if _pool is None:
         _pool = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="memwire-retrieval")
     return _pool
-
-
-@dataclass(frozen=True)
-class Injection:
-    """What memwire did to one request."""
-
-    mode: str
-    memory_ids: tuple[str, ...] = ()
-    text: str = ""                 # the rendered block ("" when nothing was injected)
-    tokens: int = 0                # its size in the target model's encoding
-    skipped: str | None = None     # gate | nothing_relevant | over_budget | error | timeout | stateful | side_request
-    elapsed_ms: float = 0.0
-    position: int | None = None    # index of the memory message (or of the merged user message)
-    placement: str | None = None   # message | merge | system
-    session: str = ""
-    namespace: str = ""            # whose store (telemetry credits its memories)
-    reused: bool = False           # the block came from the turn / session memo
-    error: str | None = None
-    compacted: bool = False        # earlier blocks changed (replay: compaction, forgotten memory; a profile came mid-session)
-    replayed: int = 0              # history="replay": earlier blocks re-inserted at their places
-    # contextPerTurn with profile=true: the session's profile block in this request (on every request
-    # of the session; the fields above describe this turn's block, as without a profile)
-    profile_ids: tuple[str, ...] = ()
-    profile_tokens: int = 0
-
-    @property
-    def injected(self) -> bool:
-        return bool(self.memory_ids) and self.skipped is None
-
-
-@dataclass
-class Prepared:
-    """The request to send: ``body`` (``prepare_request``) or ``messages`` (``prepare``)."""
-
-    body: dict[str, Any]
-    injection: Injection | None
-    api: str = "openai.chat"
-
-    @property
-    def messages(self) -> Any:
-        return self.body["input" if self.api == "openai.responses" else "messages"]
 
 
 class Middleware:
@@ -125,8 +88,6 @@ class Middleware:
             updates["mode"] = mode.name if isinstance(mode, Mode) else mode
         self.config = _settings(config, updates, own_store=store is not None)
         if store is None:
-            from ..memory._open import open_store
-
             store = open_store(self.config)
         self.store = store
         self._stores: LRU[str, MemoryStore] = LRU(256)
@@ -289,8 +250,6 @@ class Middleware:
     def flush(self, timeout: float | None = None) -> None:
         """Wait for what runs in the background: captures and replies offered so far, replay
         ledgers, and the memories' metadata."""
-        from ..policies.modes._replay import flush as flush_ledgers
-
         self.capture.flush(timeout)
         self.telemetry.flush(timeout)
         self.kept_records.flush(timeout)
@@ -444,13 +403,11 @@ def _settings(config: Config | None, updates: dict[str, Any], *, path: str | os.
     as ``memwire proxy`` does, so what this middleware writes there is used next time."""
     if config is not None and (own_store or "dir" in config.model_fields_set):
         return _with(config, updates)  # nothing to find: the caller's settings as they are
-    from .._trust import create_project_dir, resolve_config
-
-    res = resolve_config(path, config=config, memory_dir=not own_store, **updates)
+    res = _trust.resolve_config(path, config=config, memory_dir=not own_store, **updates)
     for notice in res.notices:
         log.warning("memwire: %s", notice)
     if res.missing_dir is not None and not res.config.store:  # a PostgreSQL store needs no directory
-        warning = create_project_dir(res.missing_dir, res.config.global_dir)
+        warning = _trust.create_project_dir(res.missing_dir, res.config.global_dir)
         if warning:
             log.warning("memwire: %s", warning)
     return res.config

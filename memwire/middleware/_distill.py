@@ -24,16 +24,14 @@ import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._errors import MissingDependencyError
 from .._logs import describe
+from .._lru import LRU
+from ..memory._model import Memory
 from ..policies._screen import screened
 from ..policies._tokens import count_tokens
-from ._session import LRU
-
-if TYPE_CHECKING:
-    from ..memory._model import Memory
 
 __all__ = ["Distiller", "Proposal", "Complete", "PROMPT", "litellm_complete", "upstream_complete", "MAX_TEXT_CHARS",
            "KINDS", "CREDENTIAL_HEADERS"]

@@ -23,7 +23,6 @@ that request), for the last :data:`CONVERSATIONS` conversations.
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import threading
 from collections.abc import Hashable, Mapping
@@ -32,10 +31,10 @@ from itertools import compress, count, repeat
 from operator import ne
 from typing import Any
 
+from .._lru import LRU
 from ._formats import Format, Scan, View
-from ._session import LRU
 
-__all__ = ["Views", "CONVERSATIONS", "user_keys", "count_keys", "Keys"]
+__all__ = ["Views", "CONVERSATIONS"]
 
 CONVERSATIONS = 256  # conversations whose previous request is kept
 
@@ -157,75 +156,3 @@ def _copy(value: Any) -> Any:
     if t in (int, float, bool):
         return _Exact(value)
     return value  # another kind of object: compared by its own ==
-
-
-# ---------------------------------------------------------------------------- replay ledger keys
-
-
-def _digest(identity: str) -> str:
-    return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-def count_keys(identities: Mapping[int, str], seen: dict[str, int]) -> dict[int, str]:
-    """Ledger keys of user messages, given their identities by index in conversation order: the
-    identity's hash and its occurrence number among messages of that identity, counting on from
-    ``seen`` (hash -> occurrences before these messages; updated)."""
-    keys: dict[int, str] = {}
-    for i, identity in identities.items():
-        h = _digest(identity)
-        n = seen.get(h, 0)
-        seen[h] = n + 1
-        keys[i] = f"{h}#{n}"
-    return keys
-
-
-class Keys(dict):  # type: ignore[type-arg]
-    """Ledger keys by index (``user_keys``), and ``index``: the same the other way round (key ->
-    index), extended with the keys rather than rebuilt (replay looks its blocks' keys up in it).
-    Never changed once made."""
-
-    index: dict[str, int]
-
-
-def _keys(keys: Mapping[int, str], added: Mapping[int, str] | None = None) -> Keys:
-    """``keys`` then ``added``, with their index (the one ``keys`` has, extended)."""
-    out = Keys(keys)
-    index = keys.index if isinstance(keys, Keys) else dict(zip(keys.values(), keys.keys()))
-    if added:
-        out.update(added)
-        index = {**index, **dict(zip(added.values(), added.keys()))}
-    out.index = index
-    return out
-
-
-def user_keys(fmt: Format, view: View) -> Keys:
-    """The ledger key of each human user message of ``view``, by index (``message_keys`` of their
-    identities), reading only user messages the conversation's previous request did not have."""
-    scan, system, users = view.scan, view.system_text, view.user_indices
-    keys: dict[int, str] = {}
-    seen: dict[str, int] | None = {}
-    known = scan.ledger if scan is not None else None
-    if known is not None and known[0] == system:  # (identities read with another system text: all again)
-        _, keys, seen = known
-    if seen is None:  # the previous request had user messages this one has not: count again
-        seen = _occurrences(keys)
-    if len(keys) < len(users):
-        seen = dict(seen)
-        identities = {i: fmt.identity(view.items[i], system) for i in users[len(keys):]}
-        if view.latest_user in identities:  # the turn's key (``Turn.turn_key``) reads it again
-            view.latest_identity = identities[view.latest_user]
-        keys = _keys(keys, count_keys(identities, seen))
-    elif not isinstance(keys, Keys):  # (kept by a scan cut short: its index is made again)
-        keys = _keys(keys)
-    if scan is not None:
-        scan.ledger = (system, keys, seen)  # for the conversation's next request; never changed again
-    return keys
-
-
-def _occurrences(keys: Mapping[int, str]) -> dict[str, int]:
-    """hash -> occurrences so far, from keys ("<hash>#<n>")."""
-    seen: dict[str, int] = {}
-    for key in keys.values():
-        h, n = key.rsplit("#", 1)
-        seen[h] = max(seen.get(h, 0), int(n) + 1)
-    return seen

@@ -2,7 +2,7 @@
 ``/metrics``, ``memwire stats --requests`` and the proxy's page.
 
 A :class:`Record` is made when a reply is over (its usage is in its last bytes) from the request's
-:class:`~memwire.middleware._core.Injection` and the reply's :class:`~memwire.middleware._usage.Usage`.
+:class:`~memwire.middleware._prepared.Injection` and the reply's :class:`~memwire.middleware._usage.Usage`.
 :class:`Records` keeps the latest ``size`` in memory (a ring buffer: an operator's page and the
 metrics need recent traffic, not all of it) and, when given a path, appends each as one JSON line
 (bounded like memwire's other logs). Never message text, never credentials: ids, counts and times.
@@ -24,15 +24,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .._errors import MemoryFileError
+from .._errors import MemoryFileError, StoreUnavailableError
 from .._worker import Traffic, Worker
 from ..memory._logfile import append_jsonl, read_jsonl
-
-if TYPE_CHECKING:
-    from ._core import Injection
-    from ._usage import Usage
+from ._prepared import Injection
+from ._usage import Usage
 
 __all__ = ["Record", "Records", "SharedRecords", "record_of", "read_records", "session_records", "stored_records",
            "RECORDS_SIZE", "REQUESTS_LOG"]
@@ -192,8 +190,6 @@ class SharedRecords:
             try:
                 self._store_for(namespace or None).append_events(REQUESTS_LOG, [r.to_json() for r in mine])
             except Exception as exc:  # noqa: BLE001 - figures never fail anything
-                from .._errors import StoreUnavailableError
-
                 # an outage is logged once, by the database: not once per record
                 (log.debug if isinstance(exc, StoreUnavailableError) else log.warning)(
                     "memwire: requests' records not kept in the store (%d of them; %s: %s)", len(mine),

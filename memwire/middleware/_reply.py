@@ -25,14 +25,13 @@ import json
 import logging
 import zlib
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from .._worker import Worker
+from ._core import Middleware
 from ._formats import text_of
+from ._prepared import Injection
 from ._usage import Usage, merged, usage_of
-
-if TYPE_CHECKING:
-    from ._core import Injection, Middleware
 
 __all__ = ["Reply", "ReplyReader", "ReplyTap", "tap_reply", "reply_text", "observe", "MAX_REPLY_BYTES"]
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..memory._text import CJK_CHAR
+from ._scripts import CJK_CHAR
 
 __all__ = ["Query", "query_from_messages", "cap_query", "CONTEXT_MESSAGES", "CONTEXT_CHARS", "MAX_QUERY_CHARS"]
 

@@ -23,7 +23,7 @@ from memwire import MemoryStore, Middleware
 from memwire.adapters.server._proxy import BUFFER_BYTES, OFFLOAD_BYTES, create_app
 from memwire.adapters.server._server import protocol_with_header_timeout
 from memwire.cli import main
-from memwire.policies.modes import _replay as ledger
+from memwire.policies.modes import _ledger as ledger
 from memwire._sim.fake_provider import FakeProvider, serve_in_thread
 
 if TYPE_CHECKING:

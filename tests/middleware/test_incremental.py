@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from memwire import MemoryStore, Middleware
 from memwire._errors import RequestFormatError
 from memwire.middleware._formats import FORMATS, Format, View
-from memwire.middleware._incremental import Views, user_keys
-from memwire.policies.modes._replay import message_keys
+from memwire.middleware._incremental import Views
+from memwire.policies.modes._replay import message_keys, user_keys
 
 APIS = ["openai.chat", "anthropic.messages", "openai.responses"]
 LONG = "Always run the linter and the whole test suite before you say a change is done."

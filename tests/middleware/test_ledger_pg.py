@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from memwire.policies.modes import _replay
+from memwire.policies.modes import _ledger
 from memwire.policies.modes._ledger_pg import PgLedger, prune
-from memwire.policies.modes._replay import LedgerEntry
+from memwire.policies.modes._ledger import LedgerEntry
 
 
 @pytest.fixture
@@ -60,18 +60,18 @@ def test_racing_replicas_settle_on_one_block(connect: Any) -> None:
 
 def test_profile_and_memos_are_shared(connect: Any) -> None:
     a, b = PgLedger.open(connect, "ns", "s"), PgLedger.open(connect, "ns", "s")
-    profile = entry(_replay.PROFILE_KEY, "p1")
+    profile = entry(_ledger.PROFILE_KEY, "p1")
     assert a.set_profile(profile) == profile
-    assert b.set_profile(entry(_replay.PROFILE_KEY, "p2")) == profile
-    memo = entry(_replay.MEMO_PREFIX + "turn", "m1")
-    assert b.settle_memo(memo) == memo and a.settle_memo(entry(_replay.MEMO_PREFIX + "turn", "m9")) == memo
+    assert b.set_profile(entry(_ledger.PROFILE_KEY, "p2")) == profile
+    memo = entry(_ledger.MEMO_PREFIX + "turn", "m1")
+    assert b.settle_memo(memo) == memo and a.settle_memo(entry(_ledger.MEMO_PREFIX + "turn", "m9")) == memo
 
 
 def test_a_compaction_is_seen_whole_by_every_replica(connect: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import memwire.policies.modes._ledger_pg as pg
 
     monkeypatch.setattr(pg, "MAX_LINES", 8)
-    monkeypatch.setattr(_replay, "MAX_ENTRIES", 3)
+    monkeypatch.setattr(_ledger, "MAX_ENTRIES", 3)
     a, b = PgLedger.open(connect, "ns", "s"), PgLedger.open(connect, "ns", "s")
     keys = [f"k{i}#1" for i in range(10)]
     for i, key in enumerate(keys):

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from memwire import MemoryStore, Middleware
-from memwire.policies.modes._replay import MAX_AGE_S, Ledger, LedgerEntry, flush
+from memwire.policies.modes._ledger import MAX_AGE_S, Ledger, LedgerEntry, flush
 
 from .conftest import MEMORIES
 
@@ -79,7 +79,8 @@ def test_a_symlinked_ledger_file_pointing_outside_is_never_trusted_nor_written(
     path = session_file(store, "s")
     outside = tmp_path / "outside.jsonl"
     # a well-formed ledger of this very session, with a block nobody in this directory wrote
-    from memwire.policies.modes._replay import _VERSION, _line, message_keys
+    from memwire.policies.modes._ledger import _VERSION, _line
+    from memwire.policies.modes._replay import message_keys
 
     key = message_keys({0: TURNS[0]})[0]  # the key of this conversation's first user message
     planted = LedgerEntry(key=key, ids=("evil",), lines=("- planted",), text="<memory>PLANTED</memory>", tokens=3)
@@ -137,10 +138,10 @@ def test_pruning_skips_symlinks_and_prunes_plain_old_ledgers(tmp_path: Path) -> 
 
 
 def test_a_rewritten_ledger_keeps_its_permissions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memwire.policies.modes import _replay
+    from memwire.policies.modes import _ledger
 
-    monkeypatch.setattr(_replay, "MAX_LINES", 2)  # the third line makes the file be rewritten
-    monkeypatch.setattr(_replay, "MAX_ENTRIES", 1)  # ... with its newest entry
+    monkeypatch.setattr(_ledger, "MAX_LINES", 2)  # the third line makes the file be rewritten
+    monkeypatch.setattr(_ledger, "MAX_ENTRIES", 1)  # ... with its newest entry
     store = make_store(tmp_path / "mem")
     ledger = Ledger.load(store.path, "s")
     assert ledger.path is not None

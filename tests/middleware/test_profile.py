@@ -17,7 +17,7 @@ from hypothesis import given
 from memwire import MemoryStore, Middleware
 from memwire.policies.modes._profile import PROFILE_HEADER, SECTIONS, profile_block
 from memwire.policies.modes._render import CLOSE, OPEN
-from memwire.policies.modes._replay import flush
+from memwire.policies.modes._ledger import flush
 from memwire.policies._tokens import count_tokens
 
 from .conftest import MEMORIES

@@ -52,7 +52,7 @@ def test_a_gate_skip_is_not_looked_at_again(tmp_path: Path) -> None:
 
 
 def test_replay_an_empty_turn_looks_again_even_after_a_restart(tmp_path: Path) -> None:
-    from memwire.policies.modes._replay import flush
+    from memwire.policies.modes._ledger import flush
 
     store = MemoryStore(tmp_path)
     store.add("Deploys go out on Tuesdays")

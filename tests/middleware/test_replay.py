@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from memwire import MemoryStore, Middleware
-from memwire.policies.modes._replay import flush
+from memwire.policies.modes._ledger import flush
 from memwire.policies.modes._render import OPEN
 
 from .conftest import MEMORIES
@@ -163,7 +163,7 @@ def test_closer_turn_keeps_replayed_blocks(tmp_path: Path) -> None:
     '{"version": 3, "session": "s"}\n{"key": "k", "tokens": "many"}\n', "\x00\xff binary",
 ])
 def test_a_corrupted_ledger_of_any_shape_is_rebuilt_not_trusted(tmp_path: Path, content: str) -> None:
-    from memwire.policies.modes._replay import Ledger
+    from memwire.policies.modes._ledger import Ledger
 
     store = make_store(tmp_path / "mem")
     path = Ledger.load(store.path, "s").path
@@ -261,27 +261,27 @@ def test_shared_memos_off_writes_no_memo(tmp_path: Path) -> None:
 
 
 def _commit_many(path: str, who: int, n: int, start: float) -> None:
-    from memwire.policies.modes import _replay
+    from memwire.policies.modes import _ledger
 
-    _replay.MAX_LINES, _replay.MAX_ENTRIES = 25, 10_000  # rewrites (a new file renamed over) all along
-    ledger = _replay.Ledger.load(Path(path), "s")
+    _ledger.MAX_LINES, _ledger.MAX_ENTRIES = 25, 10_000  # rewrites (a new file renamed over) all along
+    ledger = _ledger.Ledger.load(Path(path), "s")
     while time.time() < start:
         time.sleep(0.001)
     for i in range(n):
         ledger.sync()
         base = ledger.snapshot()
         key = f"{who}-{i}"
-        entry = _replay.LedgerEntry(key, ("m",), ("- m",), f"<memory>{key}</memory>", 3)
+        entry = _ledger.LedgerEntry(key, ("m",), ("- m",), f"<memory>{key}</memory>", 3)
         assert ledger.commit(key, (*base, entry))
-        shared = _replay.LedgerEntry("shared", (str(who),), ("- w",), f"<memory>{who}</memory>", 3)
+        shared = _ledger.LedgerEntry("shared", (str(who),), ("- w",), f"<memory>{who}</memory>", 3)
         ledger.commit("shared", (*ledger.entries, shared))  # every process commits one turn: one wins
-        assert ledger.get("shared") == _replay.Ledger.load(Path(path), "s").get("shared")
+        assert ledger.get("shared") == _ledger.Ledger.load(Path(path), "s").get("shared")
 
 
 def test_no_ledger_write_is_lost_when_processes_commit_at_once(tmp_path: Path) -> None:
     import multiprocessing
 
-    from memwire.policies.modes._replay import Ledger
+    from memwire.policies.modes._ledger import Ledger
 
     start = time.time() + 3  # all four commit at once, once the three children have started
     procs = [multiprocessing.get_context("spawn").Process(target=_commit_many, args=(str(tmp_path), w, 80, start))
@@ -297,7 +297,7 @@ def test_no_ledger_write_is_lost_when_processes_commit_at_once(tmp_path: Path) -
 
 
 def test_a_concurrent_writer_s_change_to_an_earlier_entry_is_kept(tmp_path: Path) -> None:
-    from memwire.policies.modes._replay import Ledger, LedgerEntry, _Entries
+    from memwire.policies.modes._ledger import Ledger, LedgerEntry, _Entries
 
     a, b = Ledger.load(tmp_path, "s"), Ledger.load(tmp_path, "s")
     assert a.commit("t1", (LedgerEntry("t1"),))
@@ -327,7 +327,7 @@ class FakeStore:
 
 def full_new_turn(entries: Any, present: set[str], latest: str, block: Any, gone: set[str], max_tokens: int) -> Any:
     """``Replay._new_turn`` as it was before the ledger kept indexes: every entry, every time."""
-    from memwire.policies.modes._replay import LedgerEntry
+    from memwire.policies.modes._ledger import LedgerEntry
 
     entries, compacted = list(entries), False
     for j, e in enumerate(entries):
@@ -385,14 +385,15 @@ def test_the_ledger_s_indexes_give_what_reading_every_entry_gives(tmp_path_facto
     forgotten memories)."""
     from types import SimpleNamespace
 
-    from memwire.policies.modes import _replay
+    from memwire.policies.modes import _ledger
+    from memwire.policies.modes._ledger import Ledger, LedgerEntry, _Entries
     from memwire.policies.modes._render import Block, render_lines
-    from memwire.policies.modes._replay import Ledger, LedgerEntry, Replay, _Entries
+    from memwire.policies.modes._replay import Replay
 
-    monkeypatch.setattr(_replay, "MAX_LINES", 8)  # rewrites all along
-    monkeypatch.setattr(_replay, "MAX_ENTRIES", 4)
+    monkeypatch.setattr(_ledger, "MAX_LINES", 8)  # rewrites all along
+    monkeypatch.setattr(_ledger, "MAX_ENTRIES", 4)
     d, copy_dir = tmp_path_factory.mktemp("ledger"), tmp_path_factory.mktemp("copy")
-    _replay.ledger_path(copy_dir, "s").parent.mkdir()
+    _ledger.ledger_path(copy_dir, "s").parent.mkdir()
     store = FakeStore(set(MIDS))
     mine, other = Ledger.load(d, "s"), Ledger.load(d, "s")
     replay = Replay(max_tokens, 8)
@@ -421,8 +422,8 @@ def test_the_ledger_s_indexes_give_what_reading_every_entry_gives(tmp_path_facto
             assert seen == [frozenset(mid for e in before if e.key in present for mid in e.ids)]
             assert got.compacted == compacted
             shadow = Ledger(None, "s", before)  # the same entries, and the same file (its rewrites)
-            if _replay.ledger_path(d, "s").exists():
-                shutil.copyfile(_replay.ledger_path(d, "s"), _replay.ledger_path(copy_dir, "s"))
+            if _ledger.ledger_path(d, "s").exists():
+                shutil.copyfile(_ledger.ledger_path(d, "s"), _ledger.ledger_path(copy_dir, "s"))
                 shadow = Ledger.load(copy_dir, "s")
                 assert list(shadow.entries) == list(before)
             full = _Entries(want)
@@ -450,7 +451,7 @@ def test_the_ledger_s_indexes_give_what_reading_every_entry_gives(tmp_path_facto
 
 
 def test_a_new_turn_asks_the_store_only_about_ids_it_has_not_checked(tmp_path: Path) -> None:
-    from memwire.policies.modes._replay import Ledger, LedgerEntry
+    from memwire.policies.modes._ledger import Ledger, LedgerEntry
 
     store = FakeStore({"a", "b", "c"})
     ledger = Ledger(None, "s", [LedgerEntry("t1", ("a", "b"), ("- a", "- b"), "x", 2)])

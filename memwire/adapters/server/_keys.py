@@ -42,10 +42,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..._errors import ConfigError, MemwireError, NamespaceError
+from ..._locks import write_lock
 from ...memory._store import validate_namespace
 from .._common import WRONG_KEY, fold_namespace
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # start-up time: pydantic's Config model loads on the first config built
     from ..._config_model import Config
 
 __all__ = [
@@ -161,8 +162,6 @@ def _write(path: Path, entries: list[KeyEntry]) -> None:
 @contextlib.contextmanager
 def _update(path: str | os.PathLike[str]) -> Iterator[list[KeyEntry]]:
     """Read, change (the caller changes the list in place) and write the file under its lock."""
-    from ..._locks import write_lock
-
     p = Path(path).expanduser()
     if p.is_symlink():
         raise ConfigError(f"keys file {p}: is a symbolic link; memwire writes the file itself, never through a link")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..._errors import MemwireError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # start-up time: pydantic's Config model loads on the first config built
     from ..._config_model import Config
 
 __all__ = ["cmd_mcp", "register"]
@@ -35,8 +35,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_mcp(args: argparse.Namespace, cfg: Config) -> int:
-    from ...cli import check_dir
-    from ...memory._open import open_store
+    from ...memory._open import check_dir, open_store  # start-up time: `memwire --help` loads this module
 
     root = Path(cfg.dir).expanduser()  # a client's config file (Codex's TOML) passes "~" unexpanded
     if args.dir or not cfg.store:
@@ -45,7 +44,7 @@ def cmd_mcp(args: argparse.Namespace, cfg: Config) -> int:
     # checked before the SDK's slow import, so a bad name fails at once
     store = open_store(cfg, args.namespace, dir=root if args.dir or not cfg.store else None)
     try:
-        from ._mcp import build_server
+        from ._mcp import build_server  # optional extra: the mcp SDK (memwire[mcp])
     except ImportError as exc:  # the extra is not installed: one line, no traceback
         if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
             raise

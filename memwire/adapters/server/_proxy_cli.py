@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..._config import MODES
 from ..._errors import ConfigError, MemwireError
+from ..._logs import configure_logging
+from ._keys import KeyRing
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # start-up time: pydantic's Config model loads on the first config built
     from ..._config_model import Config
 
 __all__ = ["check_bind", "cmd_proxy", "register"]
@@ -108,11 +110,11 @@ def _is_loopback(host: str) -> bool:
 
 
 def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
-    import uvicorn  # only the proxy command needs a server
+    # start-up time: `memwire --help` loads this module; only the proxy command needs a server
+    import uvicorn
     from pydantic import ValidationError
 
     from ..._config_model import raise_config_error
-    from ..._logs import configure_logging
     from ._server import SPEC_ENV, build_app, freeze_startup, http_protocol, protocol_with_header_timeout
 
     proxy_key = args.proxy_key or cfg.proxy_key
@@ -120,8 +122,6 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
         cfg.proxy_keys_file = args.keys_file
     if cfg.proxy_keys_file is not None:  # every worker reads it by this name, whatever its directory
         cfg.proxy_keys_file = cfg.proxy_keys_file.expanduser().absolute()
-        from ._keys import KeyRing
-
         KeyRing(cfg.proxy_keys_file)  # a missing or broken file fails now, in one line
     check_bind(args.host, args.allow_remote, proxy_key, cfg.proxy_keys_file)
     if args.max_body_mb <= 0 or args.timeout <= 0:
@@ -154,7 +154,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
             (banner.warning if warning else banner.info)(" ".join(text.split()))
         else:
             print(text, file=sys.stderr)
-    from ...cli import check_dir
+    from ...memory._open import check_dir  # start-up time: the store's modules (as for uvicorn above)
 
     if args.store and args.dir:
         raise ConfigError("give --dir (a memory directory) or --store (a PostgreSQL URL), not both")
@@ -162,7 +162,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
         if args.dir:
             cfg.store = None  # a directory given on the command line wins over $MEMWIRE_STORE
         if cfg.store:
-            from ...memory._pg import redacted
+            from ...memory._pg import redacted  # start-up time (as above)
 
             memory_at = redacted(cfg.store)
         else:
@@ -204,7 +204,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
     fd, spec_path = tempfile.mkstemp(prefix="memwire-proxy-", suffix=".json")
     # /metrics adds up every worker's figures: prometheus_client's multiprocess mode, in a directory
     # of this run's (or the operator's own PROMETHEUS_MULTIPROC_DIR), set before any worker starts
-    from ._metrics import MULTIPROC_ENV
+    from ._metrics import MULTIPROC_ENV  # start-up time (as above)
 
     figures = None if os.environ.get(MULTIPROC_ENV) else tempfile.mkdtemp(prefix="memwire-metrics-")
     # what this process removes when it ends; its workers do, if it is killed outright

@@ -135,6 +135,8 @@ def protocol_with_header_timeout(header_timeout: float, base: type | None = None
 
 def build_app(spec: dict[str, Any], warm: bool = True) -> Any:
     """The proxy app of a spec written by ``memwire proxy`` (config and the command's options)."""
+    # start-up time: the supervisor of ``--workers N`` loads this module for its protocols and never
+    # builds the app; each worker does
     from ..._config_model import Config
     from ...middleware._core import Middleware
     from ._proxy import create_app

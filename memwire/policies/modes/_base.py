@@ -3,24 +3,64 @@ what it hands back once the block is known (``Placed``)."""
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..._errors import ConfigError
+from ...memory._store import MemoryStore
+from .._gate import GateDecision
+from .._query import Query
 from ._profile import profile_block
 from ._render import Block, render
-from ...middleware._session import turn_key
 
-if TYPE_CHECKING:
-    from ..._config import Config
-    from ...memory._store import MemoryStore
-    from ...middleware._formats import Format, View
-    from .._gate import GateDecision
-    from .._query import Query
+if TYPE_CHECKING:  # start-up time: the config model is pydantic's, loaded on the first config built
+    from ..._config_model import Config
 
-__all__ = ["Mode", "Turn", "Plan", "Skip", "Placed", "TurnMemo", "check_int", "check_choice"]
+__all__ = ["Mode", "Turn", "Plan", "Skip", "Placed", "TurnMemo", "RequestFormat", "RequestView", "turn_key",
+           "check_int", "check_choice"]
+
+
+class RequestView(Protocol):
+    """What a mode reads of a request: the middleware's ``View`` of it (``middleware/_formats``)."""
+
+    items: list[Any]                # the message list
+    latest_user: int | None         # index of the latest user message
+    latest_identity: str | None     # its identity once read (``RequestFormat.identity``)
+    system_text: str
+    leading_system: int             # how many leading system-role items
+    user_indices: list[int]         # every human user message, in order
+    stateful: bool                  # a Responses call continuing a provider-side history
+    scan: Any                       # the per-item facts the view was read from (replay keeps its keys' state there)
+
+
+class RequestFormat(Protocol):
+    """What a mode asks of the request's wire format: the middleware's ``Format``
+    (``middleware/_formats``), one per API."""
+
+    def items(self, body: Mapping[str, Any]) -> list[Any]: ...
+
+    def identity(self, item: Any, system_text: str = "") -> str: ...
+
+    def adds_item(self, items: list[Any], index: int) -> bool: ...
+
+    def insert(self, body: Mapping[str, Any], index: int, text: str, role: str) -> dict[str, Any]: ...
+
+    def insert_blocks(self, body: Mapping[str, Any], blocks: Mapping[int, str], role: str,
+                      merge: bool = False) -> dict[str, Any]: ...
+
+    def added_before(self, items: list[Any], blocks: Mapping[int, str], index: int, merge: bool = False) -> int: ...
+
+    def append_system(self, body: Mapping[str, Any], text: str, role: str = "system") -> dict[str, Any]: ...
+
+
+def turn_key(index: int, identity: str) -> str:
+    """A turn is identified by its latest user message (its identity, see ``RequestFormat.identity``)
+    and its position in the conversation."""
+    digest = hashlib.sha256(identity.encode("utf-8", "surrogatepass") + b"\x00").hexdigest()[:16]
+    return f"{index}:{digest}"
 
 
 @dataclass(frozen=True)
@@ -28,16 +68,16 @@ class Turn:
     """One request as the middleware read it: the body and its view, whose conversation it is, where
     its memory lives, and what the gate and the query said of the latest user message."""
 
-    fmt: "Format"
+    fmt: RequestFormat
     body: Mapping[str, Any]
-    view: "View"
+    view: RequestView
     session: str
     namespace: str
-    store: "MemoryStore"
+    store: MemoryStore
     model: str | None           # picks the token encoding of the budget
     role: str                   # of a memory message (OpenAI chat / Responses)
-    gate: "GateDecision"
-    query: "Query"
+    gate: GateDecision
+    query: Query
     top_k: int
     min_score: float | None
 

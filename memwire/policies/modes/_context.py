@@ -7,13 +7,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ..._lru import LRU
+from ._base import Mode, Placed, Plan, Skip, Turn, TurnMemo, check_choice, check_int
+from ._memo import Memo
 from ._render import Block
 from ._replay import Replay, Search
-from ...middleware._session import LRU, Memo
-from ._base import Mode, Placed, Plan, Skip, Turn, TurnMemo, check_choice, check_int
 
-if TYPE_CHECKING:
-    from ..._config import Config
+if TYPE_CHECKING:  # start-up time: the config model is pydantic's, loaded on the first config built
+    from ..._config_model import Config
 
 HISTORIES = ("replay", "drop")
 PLACEMENTS = ("message", "merge")

@@ -1,6 +1,6 @@
 """The replay ledger on PostgreSQL: one session's ledger shared by every replica.
 
-The same ledger as the file (``_replay.Ledger``: entries in turn order, the profile, the other
+The same ledger as the file (``_ledger.Ledger``: entries in turn order, the profile, the other
 modes' turn memos; the first request of a turn to commit wins), kept as rows instead of lines:
 
 - ``memwire_ledger_lines``: one row per committed entry (``seq`` orders them, as a line's place in
@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from ..._errors import StoreUnavailableError
-from ._replay import MAX_AGE_S, MAX_LINES, PRUNE_EVERY_S, Ledger, LedgerEntry, _line
+from ._ledger import MAX_AGE_S, MAX_LINES, PRUNE_EVERY_S, Ledger, LedgerEntry, _line
 
 __all__ = ["PgLedger", "RETRY_S"]
 

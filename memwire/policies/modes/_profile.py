@@ -15,15 +15,12 @@ every block (``memory_line``): a memory cannot close the block or pose as a sect
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from ...memory._lifecycle import category_of
 from ...memory._model import Memory
+from ...memory._store import MemoryStore
 from .._tokens import Encoder, get_encoder
 from ._render import Block, memory_line, piece_tokens, render_lines
-
-if TYPE_CHECKING:
-    from ...memory._store import MemoryStore
 
 __all__ = ["profile_block", "sections", "SECTIONS", "PROFILE_HEADER", "more_line", "capacity_line"]
 

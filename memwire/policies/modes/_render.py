@@ -10,13 +10,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..._errors import StoreUnavailableError
 from ...memory._model import Memory
+from ...memory._store import MemoryStore
 from .._tokens import Encoder, EstimateEncoder, get_encoder
-
-if TYPE_CHECKING:
-    from ...memory._store import MemoryStore
 
 __all__ = ["Block", "render", "failed", "render_block", "render_lines", "memory_line", "escape", "fit_budget",
            "piece_tokens", "OPEN", "CLOSE", "HEADER"]
@@ -123,8 +122,6 @@ def render(memories: Sequence[Memory], max_tokens: int, model: str | None) -> Bl
 
 def failed(exc: BaseException) -> Block:
     """The block of a retrieval that raised: nothing (fail open), the error logged."""
-    from ..._errors import StoreUnavailableError
-
     # a database's outage is logged once, by the database; anything else here is news
     (log.debug if isinstance(exc, StoreUnavailableError) else log.warning)(
         "memwire: memory retrieval failed (%s: %s); request sent unchanged", type(exc).__name__, exc)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._render import Block
-from ...middleware._session import LRU, Memo
+from ..._lru import LRU
 from ._base import Mode, Placed, Plan, Skip, Turn, check_int
+from ._memo import Memo
+from ._render import Block
 
-if TYPE_CHECKING:
-    from ..._config import Config
+if TYPE_CHECKING:  # start-up time: the config model is pydantic's, loaded on the first config built
+    from ..._config_model import Config
 
 
 class SystemPromptPerTurn(Mode):
