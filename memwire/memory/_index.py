@@ -256,16 +256,22 @@ class BM25Index:
             data, sc = self._data, self._scorer
             if not data.slot:
                 return {}
-            weights = dict(query) if isinstance(query, Mapping) else _joined(*self._weights(query))
+            if isinstance(query, Mapping):
+                weights = dict(query)
+            else:
+                text, ctx = self._weights(query)
+                weights = dict(text)
+                for t, w in ctx.items():
+                    weights[t] = weights.get(t, 0) + w
             n = len(data.slot)
             avgdl = data.total_len / n
             terms = sc.terms(weights)
             sc.quantum = sc.quantum_for((x.w * x.idf for x in terms), n)
-            sc.weigh(terms)
             acc = np.zeros(len(data.ids))
             held = np.zeros(len(data.ids), dtype=bool)
             for x in terms:
                 slots = x.p.slots[: x.p.n]
+                x.coef = x.w * x.idf * (self.k1 + 1) * sc.quantum
                 acc[slots] += sc.parts(data.lens[slots], x.p.tfs[: x.p.n], x.coef, avgdl)
                 held[slots] = True
             base = sum(x.w * x.idf * self.delta for x in terms)
@@ -309,7 +315,9 @@ class BM25Index:
         """
         np = load_numpy()
         text, ctx = self._weights(query)
-        weights = _joined(text, ctx)
+        weights: dict[str, float] = dict(text)
+        for t, w in ctx.items():
+            weights[t] = weights.get(t, 0) + w
         empty = np.zeros(0, dtype=np.int64)
         data, sc = self._data, self._scorer
         if not data.slot or not weights:
@@ -321,7 +329,8 @@ class BM25Index:
         avgdl = data.total_len / n
         terms = sc.terms(weights)
         sc.quantum = sc.quantum_for((x.w * x.idf for x in terms), n)
-        sc.weigh(terms)
+        for x in terms:
+            x.coef = x.w * x.idf * (self.k1 + 1) * sc.quantum
         xs = data.slots_of(exclude) if exclude else None
         if xs is not None and not len(xs):
             xs = None
@@ -342,10 +351,3 @@ class BM25Index:
             cand, score = cand[keep], score[keep]
         return cand, score, norm, weights
 
-
-def _joined(text: Mapping[str, float], ctx: Mapping[str, float]) -> dict[str, float]:
-    """The weights of the text's terms and of the context's, added up."""
-    weights: dict[str, float] = dict(text)
-    for t, w in ctx.items():
-        weights[t] = weights.get(t, 0) + w
-    return weights

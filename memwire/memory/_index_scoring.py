@@ -67,7 +67,7 @@ class Term:
 
 class Scorer:
     """BM25 scores of the memories of ``data`` for one query at a time (``quantum``, set per
-    query), and what it keeps between queries until the index changes (``_current``)."""
+    query), and what it keeps between queries until the index changes (``_forget``)."""
 
     __slots__ = ("_idfs", "_tcoef", "_tmark", "_version", "_whole", "b", "data", "k1", "quantum")
 
@@ -82,12 +82,11 @@ class Scorer:
         # and again (in a small store, query after query), each a count of postings and a log
         self._idfs: dict[int, float] = {}
 
-    def _current(self) -> None:
-        """Forget what is kept until the index changes (``_whole``, ``_idfs``) once it has."""
-        if self._version != self.data.version:
-            self._version = self.data.version
-            self._whole = None
-            self._idfs.clear()
+    def _forget(self) -> None:
+        """Forget what is kept until the index changes (``_whole``, ``_idfs``): it has."""
+        self._version = self.data.version
+        self._whole = None
+        self._idfs.clear()
 
     # ------------------------------------------------------------------ the query's terms
 
@@ -109,14 +108,10 @@ class Scorer:
         idfs = self.idf_of([tid for _, _, tid in held])
         return [Term(tid, w, lex.post(tid), idf, t in common) for (t, w, tid), idf in zip(held, idfs)]
 
-    def weigh(self, terms: list[Term]) -> None:
-        """Set each term's ``coef`` for the query's quantum."""
-        for x in terms:
-            x.coef = x.w * x.idf * (self.k1 + 1) * self.quantum
-
     def idf_of(self, tids: list[int]) -> list[float]:
         """The idf of each of ``tids`` (terms some memory holds), from ``_idfs`` or counted."""
-        self._current()
+        if self._version != self.data.version:
+            self._forget()
         idfs = self._idfs
         if len(idfs) > _IDFS:
             idfs.clear()
@@ -200,7 +195,8 @@ class Scorer:
         """Every memory of a small store scored on ``terms`` from its own terms (``IndexData.runs``,
         kept): the top-N search's exact own scores without its pruning, and, handed to ``rerank``,
         what it would read again."""
-        self._current()
+        if self._version != self.data.version:
+            self._forget()
         if self._whole is None:  # read once until the index changes (which also moves avgdl)
             data = self.data
             at = load_numpy().flatnonzero(data.lens[: len(data.ids)])  # the live slots (a removed one has length 0)
@@ -293,7 +289,8 @@ class Scorer:
         if feedback and FEEDBACK_TERMS:
             more = self.feedback(cand, with_neighbors(places, own, near_weight), places[0], runs, terms)
         if more:
-            self.weigh(more)
+            for x in more:
+                x.coef = x.w * x.idf * (self.k1 + 1) * self.quantum
             own = own + self.score_runs(runs, len(at), more, avgdl, False)[0]
         words = data.lex.terms
         return cand, with_neighbors(places, own, near_weight), {words[x.tid]: x.w for x in more}

@@ -2,7 +2,7 @@
 the score cut, found exactly while skipping most postings (``best``), and cut to its size
 (``pool``). ``tests/memory/test_index_pruning.py`` checks it against scoring every memory.
 
-Called under the index's lock, with the query's terms weighed (``Scorer.weigh``).
+Called under the index's lock, each query term's ``coef`` set for the query's quantum.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def best(sc: Scorer, terms: list[Term], size: int, cuts: tuple[float, float] | N
     scoring exactly the memories best so far (``_probe``: once during the walk, when enough of
     them are near the cut; again after it for a slow query's many candidates). The memories
     touched that can still make it get the other terms' parts by lookups (``_look_up``), term
-    by term, dropping those that no longer can."""
+    by term, dropping those that no longer can; the cut is checked last on exact scores
+    (``_cut``)."""
     # the cut counts common words COMMON_WEIGHT: their share is summed at the end, for the
     # memories left; until then the cut is judged on bounds (the share is >= 0 and <= all)
     commons = cuts is not None and any(x.common for x in terms)
@@ -59,15 +60,7 @@ def best(sc: Scorer, terms: list[Term], size: int, cuts: tuple[float, float] | N
         cand, a = cand[keep], a[keep]
     cand, a, c, summed = _look_up(sc, left, cand, a, terms, theta, cuts, commons, avgdl)
     if cuts is not None and len(cand):
-        spec = a
-        if c is not None:  # the common words' share, of those not summed during the lookups
-            for x in terms:
-                if x.common and x not in summed:
-                    at, part = _gather(sc, x, cand, UNBOUNDED, avgdl)
-                    c[at] += part
-            spec = a - (1 - COMMON_WEIGHT) * c
-        ok = (a >= cuts[0]) & (spec >= cuts[1])
-        cand, a = cand[ok], a[ok]
+        cand, a = _cut(sc, cand, a, c, summed, terms, cuts, avgdl)
     return cand, a
 
 
@@ -125,7 +118,6 @@ def _walk_levels(sc: Scorer, steps: list[_Step], i: int, batch: int, avgdl: floa
     """Walk the level ``steps[i]``, and those after it while they hold few postings (``batch``
     together), in one pass: the index of the next step, and the memories walked (repeats
     possible) with their parts."""
-    np = load_numpy()
     pieces: list[tuple[Term, Any, Any]] = []
     walked = 0
     while i < len(steps) and (not pieces or walked + steps[i][1].p.at_least(steps[i][2]).n <= batch):
@@ -143,6 +135,7 @@ def _walk_levels(sc: Scorer, steps: list[_Step], i: int, batch: int, avgdl: floa
         x, slots, tfs = pieces[0]
         part = sc.parts(sc.data.lens.take(slots), tfs, x.coef, avgdl)
     else:  # a memory may be in several: _merge sums them
+        np = load_numpy()
         counts = [len(pc[1]) for pc in pieces]
         slots = np.concatenate([pc[1] for pc in pieces])
         part = sc.parts(sc.data.lens.take(slots), np.concatenate([pc[2] for pc in pieces]),
@@ -158,8 +151,7 @@ def _look_up(
     whole), by lookups, term by term, dropping after each the memories that can no longer make
     it: the memories left, their scores, the common words' share of them (when ``commons``) and
     the common words whose whole part that share holds."""
-    np = load_numpy()
-    c = np.zeros(len(cand)) if commons else None  # the common words' share, of those in ``summed``
+    c = load_numpy().zeros(len(cand)) if commons else None  # the common words' share, of those in ``summed``
     summed: list[Term] = []
     for x in left:
         if not len(cand):
@@ -178,6 +170,22 @@ def _look_up(
                 cand, a = cand[keep], a[keep]
                 c = None if c is None else c[keep]
     return cand, a, c, summed
+
+
+def _cut(sc: Scorer, cand: Any, a: Any, c: Any, summed: list[Term], terms: list[Term],
+         cuts: tuple[float, float], avgdl: float) -> tuple[Any, Any]:
+    """The memories of ``cand`` whose exact own scores ``a`` pass the cut, and their scores: the
+    common words count COMMON_WEIGHT in its second check (``c``: their share of ``a``, of those in
+    ``summed`` so far; None when the query holds none)."""
+    spec = a
+    if c is not None:  # the common words' share, of those not summed during the lookups
+        for x in terms:
+            if x.common and x not in summed:
+                at, part = _gather(sc, x, cand, UNBOUNDED, avgdl)
+                c[at] += part
+        spec = a - (1 - COMMON_WEIGHT) * c
+    ok = (a >= cuts[0]) & (spec >= cuts[1])
+    return cand[ok], a[ok]
 
 
 def _merge(cand: Any, a: Any, pending: list[tuple[Any, Any]]) -> tuple[Any, Any]:
