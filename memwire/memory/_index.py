@@ -230,8 +230,7 @@ class BM25Index:
         with self._lock:
             return self._data.neighbors(doc_id)
 
-    @staticmethod
-    def _weights(query: Query | str) -> tuple[Counter[str], dict[str, float]]:
+    def _weights(self, query: Query | str) -> tuple[Counter[str], dict[str, float]]:
         """Query term weights: each occurrence in the text counts 1 (as in rank-bm25, where a
         repeated query word is scored twice); a context term counts CONTEXT_WEIGHT, once."""
         if isinstance(query, str):

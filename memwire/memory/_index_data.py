@@ -72,6 +72,7 @@ class IndexData:
         a new memory of a date follows the last one of that date (see ``_index``)."""
         np = load_numpy()
         old = self.slot.get(doc_id)
+        # a replacement of the same date keeps its slot, so it keeps its neighbors
         keep = old is not None and self.dates[old] == date
         if old is not None:
             self.delete(doc_id, unlink=not keep)
