@@ -117,7 +117,10 @@ SECRET_PATTERNS: tuple[_Format, ...] = (
     _fmt("private key", "PuTTY-User-Key-File-", r"PuTTY-User-Key-File-\d", None),
     _fmt("private key", "AGE-SECRET-KEY-1", r"AGE-SECRET-KEY-1[0-9A-Z]{50,}"),
     _fmt("Anthropic API key", "sk-ant-", r"sk-ant-[A-Za-z0-9_-]{16,}"),
-    _fmt("OpenAI API key", "sk-", r"sk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_-]{20,}", _mixed_word),
+    # a project, service-account or admin key's prefix says what it is, whatever follows; a bare
+    # "sk-" needs letters and digits mixed ("sk-learn-compatible-estimators" is prose)
+    _fmt("OpenAI API key", "sk-proj- sk-svcacct- sk-admin-", r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}"),
+    _fmt("OpenAI API key", "sk-", r"sk-(?:None-)?[A-Za-z0-9_-]{20,}", _mixed_word),
     _fmt("Stripe key", "_live_ _test_", r"[spr]k_(?:live|test)_[A-Za-z0-9]{16,}"),
     _fmt("Stripe key", "whsec_", r"whsec_[A-Za-z0-9]{24,}"),
     _fmt("AWS access key", "A3T AKIA ASIA ABIA ACCA", r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
