@@ -31,14 +31,14 @@ STEPS = [
     ("memwire.memory._index", "BM25Index.search"),
     ("memwire.memory._index", "BM25Index._run"),
     ("memwire.memory._index", "BM25Index._weights"),
-    ("memwire.memory._index", "BM25Index._ideal"),
-    ("memwire.memory._index", "BM25Index._terms"),
-    ("memwire.memory._index", "BM25Index._slots_of"),
-    ("memwire.memory._index", "BM25Index._score_all"),
-    ("memwire.memory._index", "BM25Index._pool"),
-    ("memwire.memory._index", "BM25Index._rerank"),
-    ("memwire.memory._index", "BM25Index._feedback"),
-    ("memwire.memory._index", "BM25Index._top"),
+    ("memwire.memory._index_scoring", "Scorer.ideal"),
+    ("memwire.memory._index_scoring", "Scorer.terms"),
+    ("memwire.memory._index_data", "IndexData.slots_of"),
+    ("memwire.memory._index_scoring", "Scorer.score_all"),
+    ("memwire.memory._index", "pool"),
+    ("memwire.memory._index_scoring", "Scorer.rerank"),
+    ("memwire.memory._index_scoring", "Scorer.feedback"),
+    ("memwire.memory._index_scoring", "top"),
 ]
 
 

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from memwire.memory import _idmap
-from memwire.memory import _index as index_mod
 from memwire.memory._idmap import IdMap
 from memwire.memory._index import BM25Index
 
@@ -111,7 +110,7 @@ class _Dirty:
 def test_a_restored_index_grows_on_add_and_answers_as_one_built_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """The restored per-slot arrays are exactly as long as the slots; adds grow them (what is
     not copied is left as it was: a new slot's links must be set) and removes free slots."""
-    monkeypatch.setattr(index_mod, "_np", _Dirty())
+    monkeypatch.setattr("memwire.memory._index_postings._np", _Dirty())
     rng = random.Random(8)
     words = [f"w{i}" for i in range(40)]
     text = lambda: " ".join(rng.choices(words, k=rng.randint(2, 9)))  # noqa: E731
@@ -122,7 +121,7 @@ def test_a_restored_index_grows_on_add_and_answers_as_one_built_at_once(monkeypa
     del docs["d003"]
     restored = BM25Index()
     restored.restore(idx.export())
-    assert len(restored._lens) == len(restored._ids) == 70
+    assert len(restored._data.lens) == len(restored._data.ids) == 70
     for i in range(70, 200):  # past the restored size, undated ones among them
         docs[f"d{i:03d}"] = (text(), f"day {i // 5}" if i % 3 else None)
         restored.add(f"d{i:03d}", *docs[f"d{i:03d}"])

@@ -157,7 +157,7 @@ def test_a_one_file_store_written_to_round_trips_through_the_snapshot(tmp_path: 
     again = MemoryStore(tmp_path, track=False)
     assert view(again) == want
     table = again._dirs[0].files["MEMORY.md"]
-    assert all(mid is table._ids[table._row[mid]] for mid in again._index._ids if mid is not None)
+    assert all(mid is table._ids[table._row[mid]] for mid in again._index._data.ids if mid is not None)
 
 
 @pytest.mark.usefixtures("small_snapshots")
