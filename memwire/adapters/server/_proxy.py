@@ -53,6 +53,7 @@ from ..._json import load_json
 from ...memory._store import validate_namespace
 from ...middleware._core import Injection, Middleware, Prepared
 from ...middleware._distill import Complete, upstream_complete
+from ...middleware.formats import FORMATS, format_for_path
 from ...middleware._records import record_of
 from ...middleware._reply import Reply, ReplyTap, tap_reply
 from ._aio import AioTransport, Answer, Outgoing
@@ -84,13 +85,6 @@ BUFFER_BYTES = 1024 * 1024
 OPENAI, ANTHROPIC = "openai", "anthropic"
 _NAMES = {OPENAI: "OpenAI-compatible", ANTHROPIC: "Anthropic"}
 
-# POST routes whose body memwire transforms: path -> (request format, upstream)
-_ROUTES: dict[str, tuple[str, str]] = {
-    "/v1/chat/completions": ("openai.chat", OPENAI),
-    "/v1/responses": ("openai.responses", OPENAI),
-    "/v1/messages": ("anthropic.messages", ANTHROPIC),
-    "/v1/messages/count_tokens": ("anthropic.messages", ANTHROPIC),
-}
 
 # Never forwarded upstream: hop-by-hop headers (RFC 9110 7.6.1), headers httpx recomputes, ours.
 _DROP_REQUEST = frozenset({
@@ -211,8 +205,9 @@ def create_app(
         middleware.records.listeners.append(middleware.kept_records.offer)
     middleware.capture.listeners.append(metrics.capture)
     # the model routes first: Starlette tries the routes in order, and nearly every request is one
-    routes: list[BaseRoute] = [Route(path, _Endpoint(partial(proxy.with_memory, api=api)), methods=["POST"])
-                               for path, (api, _) in _ROUTES.items()]
+    # (the POST routes whose body memwire transforms: each format names its own, and its upstream)
+    routes: list[BaseRoute] = [Route(path, _Endpoint(partial(proxy.with_memory, api=fmt.api)), methods=["POST"])
+                               for fmt in FORMATS.values() for path in fmt.paths]
     routes.append(memory_api(middleware, access=access, quota=proxy.quota))  # /memwire/v1/...
     if ui:
         routes += ui_routes(middleware, access=access, quota=proxy.quota)  # /memwire/ui
@@ -246,9 +241,9 @@ def _base_url(url: str) -> str:
 
 def upstream_family(path: str, headers: Mapping[str, str]) -> str:
     """Which upstream a request goes to: its route, else Anthropic-looking path or headers."""
-    route = _ROUTES.get(path)
-    if route is not None:
-        return route[1]
+    fmt = format_for_path(path)
+    if fmt is not None:
+        return fmt.upstream
     if path.startswith("/v1/messages") or "x-api-key" in headers or "anthropic-version" in headers:
         return ANTHROPIC
     return OPENAI
