@@ -24,12 +24,12 @@ from .adapters.server import _proxy_cli as proxy_cli
 if TYPE_CHECKING:
     from ._config_model import Config
     from .memory._model import Memory
-    from .memory._store import MemoryStore
+    from .memory._protocol import Store
 
 __all__ = ["main"]
 
 
-def _store(args: argparse.Namespace, cfg: Config, *, alone: bool = False) -> MemoryStore:
+def _store(args: argparse.Namespace, cfg: Config, *, alone: bool = False) -> Store:
     """The store a memory command reads or writes: ``--store`` / ``--dir`` / the config's. With
     ``alone``, the scope only (never with the global scope): what a command writes to or moves."""
     from .memory._open import check_dir, open_store  # start-up time
@@ -268,7 +268,7 @@ def _counts(added: int, already: int, skipped: Any, dry_run: bool) -> str:
             f"skipped {sum(skipped.values())}{f' ({why})' if why else ''}")
 
 
-def _scope(args: argparse.Namespace, cfg: Config) -> MemoryStore:
+def _scope(args: argparse.Namespace, cfg: Config) -> Store:
     """The scope a command writes to or moves, alone (never with the global scope)."""
     return _store(args, cfg, alone=True)
 
@@ -291,7 +291,7 @@ def cmd_export(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
-def _import_export(args: argparse.Namespace, store: MemoryStore) -> int:
+def _import_export(args: argparse.Namespace, store: Store) -> int:
     from .memory._transfer import KINDS, import_export  # start-up time
 
     with open(args.path, encoding="utf-8") as fh:

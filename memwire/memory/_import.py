@@ -44,7 +44,8 @@ from .._errors import InvalidMemoryError, MemwireError
 from ..policies._screen import screened
 from ._markdown import MAX_TAG_CHARS, TAG_PATTERN, ParsedFile, _front_matter, parse
 from ._model import Memory
-from ._store import MAX_MEMORY_CHARS, MAX_TOPIC_CHARS, MemoryStore, _checked
+from ._protocol import Store
+from ._store import MAX_MEMORY_CHARS, MAX_TOPIC_CHARS, _checked
 
 __all__ = ["FORMATS", "IMPORTED_TAG", "FileReport", "ImportReport", "detect_format", "import_path"]
 
@@ -418,7 +419,7 @@ def _memory(f: _Found) -> Memory:
 
 def import_path(
     path: str | os.PathLike[str],
-    store: MemoryStore,
+    store: Store,
     *,
     format: str = "auto",
     dry_run: bool = False,

@@ -21,7 +21,8 @@ from typing import Any
 from .._errors import MemoryNotFoundError
 from ._logfile import LOG_MAX_BYTES
 from ._model import Memory
-from ._store import MemoryStore, cue_of
+from ._protocol import Store
+from ._store import cue_of
 
 __all__ = ["inbox_of", "approve", "reject", "was_rejected", "log_event", "read_log",
            "CAPTURED_TAG", "LOG_NAME", "LOG_MAX_BYTES"]
@@ -31,12 +32,12 @@ LOG = "captured"  # the store's event log of capture events
 LOG_NAME = f".{LOG}.jsonl"  # its file in a markdown directory
 
 
-def inbox_of(store: MemoryStore) -> MemoryStore:
+def inbox_of(store: Store) -> Store:
     """The review inbox of ``store`` (its own store: never searched with it)."""
     return store.inbox
 
 
-def approve(store: MemoryStore, ids: Iterable[str]) -> list[Memory]:
+def approve(store: Store, ids: Iterable[str]) -> list[Memory]:
     """Move inbox memories (ids or unique prefixes) into ``store``, where they are injected."""
     inbox, moved = inbox_of(store), []
     for mid in _resolved(inbox, ids):
@@ -47,7 +48,7 @@ def approve(store: MemoryStore, ids: Iterable[str]) -> list[Memory]:
     return moved
 
 
-def reject(store: MemoryStore, ids: Iterable[str]) -> list[Memory]:
+def reject(store: Store, ids: Iterable[str]) -> list[Memory]:
     """Move inbox memories to the archive as ``#rejected``: capture does not propose them again."""
     inbox, gone = inbox_of(store), []
     for mid in _resolved(inbox, ids):
@@ -58,23 +59,23 @@ def reject(store: MemoryStore, ids: Iterable[str]) -> list[Memory]:
     return gone
 
 
-def _resolved(inbox: MemoryStore, ids: Iterable[str]) -> list[str]:
+def _resolved(inbox: Store, ids: Iterable[str]) -> list[str]:
     """Every id resolved before anything moves: one unknown id changes nothing."""
     return list(dict.fromkeys(inbox.get(mid).id for mid in ids))  # raises MemoryNotFoundError
 
 
-def was_rejected(store: MemoryStore, mem_id: str) -> bool:
+def was_rejected(store: Store, mem_id: str) -> bool:
     arch = store.archive
     found = arch.known([mem_id]) if mem_id in arch else []  # a full id: no prefix lookup
     return bool(found) and "rejected" in found[0].tags
 
 
-def log_event(store: MemoryStore, event: str, mem: Memory, source: Mapping[str, Any] | None = None) -> None:
+def log_event(store: Store, event: str, mem: Memory, source: Mapping[str, Any] | None = None) -> None:
     """Append one event to the capture log (the store's ``captured`` event log)."""
     store.append_event(LOG, {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "event": event, "id": mem.id,
                                          "text": mem.text, "tags": list(mem.tags), **(source or {})})
 
 
-def read_log(store: MemoryStore) -> list[dict[str, Any]]:
+def read_log(store: Store) -> list[dict[str, Any]]:
     """The capture log's events, oldest first (unreadable lines skipped)."""
     return store.read_events(LOG)

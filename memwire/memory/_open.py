@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from .._errors import MemwireError
 from ._lifecycle import Scoring
+from ._protocol import Store
 from ._store import MemoryStore
 
 __all__ = ["open_store", "check_dir", "StoreSettings"]
@@ -36,7 +37,7 @@ class StoreSettings(Protocol):
 
 
 def open_store(config: StoreSettings, namespace: str | None = None, *, dir: Path | None = None, alone: bool = False,
-               store: str | None = None) -> Any:
+               store: str | None = None) -> Store:
     """The store of ``namespace`` as ``config`` says: ``store`` (or ``config.store``) a PostgreSQL
     URL gives a ``PgStore``, else the markdown directory ``dir`` (or ``config.dir``). The default
     namespace of a directory also reads the global scope (``use_global``) unless ``alone``: a

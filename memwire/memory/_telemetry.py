@@ -22,7 +22,7 @@ from functools import lru_cache
 
 from .._worker import Traffic, Worker
 from ._model import Memory
-from ._store import MemoryStore
+from ._protocol import Store
 from ._text import analyze, common_terms
 from ._upkeep import sweep_if_due
 
@@ -64,15 +64,15 @@ class Telemetry:
     def __init__(self, traffic: Traffic | None = None) -> None:
         self._worker = Worker("memwire-telemetry", "telemetry", "replies", lambda: MAX_PENDING, traffic)
 
-    def offer(self, store: "MemoryStore", ids: Sequence[str], reply: str, session: str, mode: str) -> None:
+    def offer(self, store: "Store", ids: Sequence[str], reply: str, session: str, mode: str) -> None:
         self._worker.offer(self._record, (store, tuple(ids), reply, session, mode))
 
     def flush(self, timeout: float | None = None) -> None:
         self._worker.flush(timeout)
 
-    def _record(self, replies: list[tuple["MemoryStore", tuple[str, ...], str, str, str]]) -> None:
+    def _record(self, replies: list[tuple["Store", tuple[str, ...], str, str, str]]) -> None:
         """The replies offered since the last call, each store's records appended together."""
-        by_store: dict[int, tuple["MemoryStore", list[dict[str, object]]]] = {}
+        by_store: dict[int, tuple["Store", list[dict[str, object]]]] = {}
         for store, ids, reply, session, mode in replies:
             try:
                 reply_terms = _terms(reply)
@@ -95,6 +95,6 @@ class Telemetry:
                 log.warning("memwire: telemetry failed (%s: %s)", type(exc).__name__, exc)
 
 
-def read_telemetry(store: "MemoryStore") -> list[dict[str, object]]:
+def read_telemetry(store: "Store") -> list[dict[str, object]]:
     """The telemetry records of ``store``, oldest first."""
     return store.read_events(LOG)

@@ -25,7 +25,7 @@ from .._errors import NamespaceError, RequestFormatError, StoreBusyError, StoreU
 from .._lru import LRU
 from .._worker import Traffic
 from ..memory._open import open_store
-from ..memory._store import MemoryStore
+from ..memory._protocol import Store
 from ..memory._telemetry import Telemetry
 from ..policies._gate import gate
 from ..policies._query import query_from_messages
@@ -77,7 +77,7 @@ class Middleware:
 
     def __init__(
         self,
-        store: MemoryStore | None = None,
+        store: Store | None = None,
         mode: str | Mode | None = None,
         *,
         config: Config | None = None,
@@ -90,7 +90,7 @@ class Middleware:
         if store is None:
             store = open_store(self.config)
         self.store = store
-        self._stores: LRU[str, MemoryStore] = LRU(256)
+        self._stores: LRU[str, Store] = LRU(256)
         given = mode if isinstance(mode, Mode) else None
         self._modes: dict[str, Mode] = {self.config.mode: given or mode_from_config(self.config.mode, self.config)}
         self._modes_lock = threading.Lock()
@@ -144,7 +144,7 @@ class Middleware:
         thread.start()
         return thread
 
-    def store_for(self, namespace: str | None) -> MemoryStore:
+    def store_for(self, namespace: str | None) -> Store:
         """The store of a namespace (``None``: this middleware's own store)."""
         if namespace in (None, "", "default"):
             return self.store
@@ -216,7 +216,7 @@ class Middleware:
         self, body: Mapping[str, Any], api: str, session_id: str | None, namespace: str | None,
         mode: str | None, memory_role: str | None, headers: Mapping[str, str] | None = None,
         distill_with: Complete | None = None,
-    ) -> Generator[tuple[MemoryStore, Callable[[bool], Block]], Block, Prepared]:
+    ) -> Generator[tuple[Store, Callable[[bool], Block]], Block, Prepared]:
         """The whole transform, I/O-free (httpx ``auth_flow`` style): it yields the retrieval it
         needs and is sent the result; the sync and async faces only differ in how they run it."""
         start = time.perf_counter()
@@ -285,7 +285,7 @@ class Middleware:
     # A cold or changed store (files to parse and index), or one another thread holds, runs in a
     # worker with the budget enforced, so neither a slow load nor a writer holds the call up.
 
-    def _run_sync(self, store: MemoryStore, compute: Callable[[bool], Block]) -> Block:
+    def _run_sync(self, store: Store, compute: Callable[[bool], Block]) -> Block:
         if store.ready():
             with contextlib.suppress(StoreBusyError):
                 return self._inline(compute)
@@ -297,7 +297,7 @@ class Middleware:
         except Exception as exc:  # noqa: BLE001 - fail open
             return failed(exc)
 
-    async def _run_async(self, store: MemoryStore, compute: Callable[[bool], Block]) -> Block:
+    async def _run_async(self, store: Store, compute: Callable[[bool], Block]) -> Block:
         if store.ready():
             with contextlib.suppress(StoreBusyError):
                 return self._inline(compute)

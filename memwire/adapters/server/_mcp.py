@@ -28,7 +28,8 @@ from pydantic import BaseModel, Field
 from ... import __version__
 from ..._errors import InvalidMemoryError, MemoryNotFoundError, MemwireError, NamespaceError
 from ...memory._model import Memory
-from ...memory._store import MAX_MEMORY_CHARS, MemoryStore
+from ...memory._protocol import Store
+from ...memory._store import MAX_MEMORY_CHARS
 from ...middleware._core import Middleware
 from ...policies._secrets import find_secret
 from .._common import Failures, public_message
@@ -97,7 +98,7 @@ def _failed(exc: Exception, failures: Failures) -> ToolError:
     return ToolError(f"the memory store cannot be used now (error {eid}; the memwire mcp log has the details)")
 
 
-def build_server(source: Middleware | MemoryStore, namespace: str | None = None) -> MCPServer:
+def build_server(source: Middleware | Store, namespace: str | None = None) -> MCPServer:
     """The MCP server over ``source``'s store in ``namespace`` (None: the default one). The
     namespace is checked here, so a bad name fails at start, not on the first call."""
     if isinstance(source, Middleware):
@@ -157,6 +158,6 @@ def build_server(source: Middleware | MemoryStore, namespace: str | None = None)
     return server
 
 
-def run_stdio(source: Middleware | MemoryStore, namespace: str | None = None) -> None:
+def run_stdio(source: Middleware | Store, namespace: str | None = None) -> None:
     """Serve over stdin/stdout until the client closes stdin."""
     build_server(source, namespace).run("stdio")

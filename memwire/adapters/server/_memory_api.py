@@ -32,7 +32,7 @@ from starlette.routing import Mount, Route
 from ..._errors import InvalidMemoryError, MemoryNotFoundError, MemwireError, NamespaceError
 from ...memory._inbox import approve, inbox_of, reject
 from ...memory._model import Memory
-from ...memory._store import MemoryStore
+from ...memory._protocol import Store
 from ...middleware._core import Middleware
 from ...policies._secrets import find_secret
 from .._common import Failures, error_id, public_message
@@ -91,7 +91,7 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None, access: 
     access = access if access is not None else Access(proxy_key)
     failures = Failures("memory API")
 
-    def store(request: Request, write: bool = False) -> MemoryStore:
+    def store(request: Request, write: bool = False) -> Store:
         try:
             caller, ns = access.request(request.headers)
         except Denied as exc:
@@ -228,7 +228,7 @@ def _unexpected(request: Request, exc: Exception) -> _Fail:
                                        "has the details)")
 
 
-def _found(s: MemoryStore, mid: str) -> Memory:
+def _found(s: Store, mid: str) -> Memory:
     try:
         return s.get(mid)
     except MemoryNotFoundError as exc:

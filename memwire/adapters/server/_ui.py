@@ -35,7 +35,8 @@ from ..._charts import CHART_CSS, share_chart
 from ..._errors import InvalidMemoryError, MemoryNotFoundError, MemwireError, NamespaceError
 from ...memory._inbox import approve, inbox_of, reject
 from ...memory._model import Memory
-from ...memory._store import MemoryStore, validate_namespace
+from ...memory._protocol import Store
+from ...memory._store import validate_namespace
 from ...middleware._core import Middleware
 from ...middleware._records import Record, session_records
 from ...policies._secrets import find_secret
@@ -161,7 +162,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         resp.set_cookie(COOKIE, given, httponly=True, samesite="strict", path=UI_PREFIX)
         return resp
 
-    def store(ns: str | None) -> MemoryStore:
+    def store(ns: str | None) -> Store:
         return middleware.store_for(ns)
 
     def memories(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
@@ -289,7 +290,7 @@ def _text(form: dict[str, str], done: str) -> str:
     return text
 
 
-def _get(s: MemoryStore, mid: str) -> Memory:
+def _get(s: Store, mid: str) -> Memory:
     try:
         return s.get(mid)
     except MemoryNotFoundError as exc:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..._errors import ConfigError
-from ...memory._store import MemoryStore
+from ...memory._protocol import Store
 from .._gate import GateDecision
 from .._query import Query
 from ._profile import profile_block
@@ -73,7 +73,7 @@ class Turn:
     view: RequestView
     session: str
     namespace: str
-    store: MemoryStore
+    store: Store
     model: str | None           # picks the token encoding of the budget
     role: str                   # of a memory message (OpenAI chat / Responses)
     gate: GateDecision

@@ -39,7 +39,7 @@ from typing import Any
 from ... import _paths
 from ..._errors import MemoryFileError
 from ..._json import dump_json
-from ...memory._store import MemoryStore
+from ...memory._protocol import Store
 from .._tokens import count_tokens
 from ._render import render_lines
 
@@ -128,7 +128,7 @@ class Ledger:
         #                                           by compaction: ``replay_max_tokens``)
         self._ids: dict[str, int] = {}            # memory id -> how many of them show it
         self._unverified: set[str] = set()        # ids shown since ``gone`` last looked
-        self._verified: tuple[weakref.ref[MemoryStore], int] | None = None  # (store, version) it looked at
+        self._verified: tuple[weakref.ref[Store], int] | None = None  # (store, version) it looked at
         self._gone: set[str] = set()              # ids missing from the store at that version
         self._reindex()
         self._lock = threading.RLock()
@@ -309,7 +309,7 @@ class Ledger:
                 self._ids[mid] = self._ids.get(mid, 0) + 1
         self._unverified, self._verified, self._gone = set(self._ids), None, set()
 
-    def gone(self, store: "MemoryStore", since: _Entries, wait: bool = True) -> set[str]:
+    def gone(self, store: "Store", since: _Entries, wait: bool = True) -> set[str]:
         """The memory ids the entries of ``since`` (a ``snapshot``) show that the store no longer
         has (as last read: ``store.missing(refresh=False)``). Asks the store only about ids shown
         since it last asked, unless the store's memory set changed since (its ``version``)."""

@@ -8,7 +8,7 @@ import weakref
 from typing import Any
 
 from ..._lru import LRU
-from ...memory._store import MemoryStore
+from ...memory._protocol import Store
 from ._ledger import MEMO_PREFIX, Ledger, LedgerEntry
 from ._render import Block
 from ._replay import as_block, open_ledger
@@ -26,7 +26,7 @@ class Memo:
     ``(namespace, session, *rest)`` of the store's directory. Without a ``kind`` (a stateful call:
     the provider keeps the history) the block is kept in ``lru`` only, for this process."""
 
-    def __init__(self, lru: LRU[tuple[str, ...], Block], key: tuple[str, ...], store: MemoryStore,
+    def __init__(self, lru: LRU[tuple[str, ...], Block], key: tuple[str, ...], store: Store,
                  kind: str | None = None) -> None:
         self.lru, self.key, self.store, self.kind = lru, key, store, kind
 

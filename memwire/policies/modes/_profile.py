@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from ...memory._lifecycle import category_of
 from ...memory._model import Memory
-from ...memory._store import MemoryStore
+from ...memory._protocol import Store
 from .._tokens import Encoder, get_encoder
 from ._render import Block, memory_line, piece_tokens, render_lines
 
@@ -50,7 +50,7 @@ def capacity_line(shown: int, total: int) -> str:
     return f"Showing {shown} of {total} memories."
 
 
-def sections(store: "MemoryStore", memories: Sequence[Memory]) -> list[tuple[str, list[Memory]]]:
+def sections(store: "Store", memories: Sequence[Memory]) -> list[tuple[str, list[Memory]]]:
     """The non-empty sections of ``memories``, in order, each strongest first; ``dropped`` ones out."""
     lc = store.lifecycle
     now = lc.clock()  # one instant for every score: the order cannot depend on how long scoring took
@@ -91,7 +91,7 @@ def _lines(shown: Shown, total: int) -> list[str]:
     return lines
 
 
-def profile_block(store: "MemoryStore", memories: Sequence[Memory], max_tokens: int, model: str | None) -> Block:
+def profile_block(store: "Store", memories: Sequence[Memory], max_tokens: int, model: str | None) -> Block:
     """The profile block of ``memories`` within ``max_tokens`` (counted in ``model``'s encoding)."""
     secs = sections(store, memories)
     total = sum(len(mems) for _, mems in secs)

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..._errors import StoreUnavailableError
 from ...memory._model import Memory
-from ...memory._store import MemoryStore
+from ...memory._protocol import Store
 from .._tokens import Encoder, EstimateEncoder, get_encoder
 
 __all__ = ["Block", "render", "failed", "render_block", "render_lines", "memory_line", "escape", "fit_budget",
@@ -105,7 +105,7 @@ class Block:
     extra: Any = None
     profile: "Block | None" = None  # contextPerTurn with profile: the session's profile block
 
-    def may_look_again(self, store: "MemoryStore") -> bool:
+    def may_look_again(self, store: "Store") -> bool:
         """A turn whose search found nothing, and that so has sent no block, looks again once the
         store has changed: a memory added since (even by hand, even across a restart) then reaches
         the turn's next request."""

@@ -29,7 +29,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..._lru import LRU
-from ...memory._store import MemoryStore
+from ...memory._protocol import Store
 from ._base import RequestFormat, RequestView, Turn
 from ._ledger import PROFILE_KEY, Ledger, LedgerEntry, _Entries, _holds
 from ._ledger_pg import PgLedger
@@ -117,7 +117,7 @@ def _occurrences(keys: Mapping[int, str]) -> dict[str, int]:
     return seen
 
 
-def open_ledger(store: "MemoryStore", session: str) -> Ledger:
+def open_ledger(store: "Store", session: str) -> Ledger:
     """The ledger of ``session`` in ``store``'s namespace: a file beside the memory files, or rows
     in the store's database (``_ledger_pg``) when the store is on PostgreSQL."""
     db = getattr(store, "db", None)  # a PgStore's database
@@ -263,7 +263,7 @@ class LedgerMemo:
     """The turn memo of replay: the session's ledger, keyed by the latest user message. An entry
     that holds no block because its search found nothing is looked at again once the store changed."""
 
-    def __init__(self, ledger: Ledger, key: str, store: "MemoryStore", looked: LRU[tuple[int, str], int]) -> None:
+    def __init__(self, ledger: Ledger, key: str, store: "Store", looked: LRU[tuple[int, str], int]) -> None:
         self.ledger, self.key, self.store, self.looked = ledger, key, store, looked
 
     def _block(self, entry: LedgerEntry, entries: tuple[LedgerEntry, ...], **kw: Any) -> Block:

@@ -1,0 +1,142 @@
+"""The store contract: what the rest of memwire may ask of a memory store, whatever its backend.
+
+Two backends implement it: the markdown directory (``MemoryStore``, ``_store``) and PostgreSQL
+(``PgStore``, ``memory.postgres``). Callers (the middleware, the modes, the adapters, the server,
+the command line) type a store as ``Store`` and use only what is listed here; a new backend is a
+class with these members (``tests/memory/test_protocol.py`` compares every signature with both
+backends', ``tests/memory/test_store.py`` runs the behaviour on both).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from .._errors import MemoryFileError
+from ._lifecycle import Lifecycle, Scoring
+from ._model import Hit, Memory
+
+__all__ = ["Store", "LedgerKinds"]
+
+L = TypeVar("L", covariant=True)
+
+
+class LedgerKinds(Protocol[L]):
+    """How the modes make a session ledger of each kind of place (``policies.modes._replay``): a
+    store picks the one that is its own (``Store.open_ledger``). The ledgers live above memory, so
+    the store is handed their constructors rather than importing them."""
+
+    def file(self, directory: Path, session: str, root: Path) -> L:
+        """A ledger file of ``session`` in ``directory`` (nothing below ``root`` through a symlink)."""
+        ...
+
+    def database(self, connection: Callable[[], Any], namespace: str, session: str) -> L:
+        """The ledger rows of ``session`` in ``namespace`` of the database ``connection`` opens."""
+        ...
+
+
+@runtime_checkable
+class Store(Protocol):
+    """One namespace's memories (or its archive or inbox) in one backend."""
+
+    # -- settings and identity
+    remote: bool  # reads are database round trips: an async caller runs them in a thread
+    track: bool  # lifecycle metadata is recorded (not for the inbox and the archive)
+    version: int  # bumps whenever the memory set this store holds changes
+    min_score: float | None
+    scoring: Scoring | None
+
+    @property
+    def location(self) -> str:
+        """Where the memories are, for a person (a directory, a redacted URL and namespace)."""
+        ...
+
+    # -- namespaces, and the store's own archive and inbox
+    def namespace_store(self, namespace: str | None) -> Store: ...
+
+    def has_namespace(self, namespace: str) -> bool: ...
+
+    def count_namespaces(self) -> int: ...
+
+    @property
+    def archive(self) -> Store: ...
+
+    @property
+    def inbox(self) -> Store: ...
+
+    # -- reading
+    def ready(self) -> bool:
+        """The memories are loaded (a read would not wait for the disk or the database)."""
+        ...
+
+    def refresh(self) -> None: ...
+
+    @property
+    def problems(self) -> list[MemoryFileError]:
+        """The files that could not be read (a database store has none)."""
+        ...
+
+    def memories(self, *, refresh: bool = True, wait: bool = True) -> list[Memory]: ...
+
+    def __iter__(self) -> Iterator[Memory]: ...
+
+    def __len__(self) -> int: ...
+
+    def __contains__(self, mid: object) -> bool: ...
+
+    def missing(self, ids: Iterable[str], *, refresh: bool = True, wait: bool = True) -> set[str]: ...
+
+    def known(self, ids: Iterable[str]) -> list[Memory]: ...
+
+    def get(self, mid: str) -> Memory: ...
+
+    def pinned(self) -> list[Memory]: ...
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        min_score: float | None = None,
+        context: Sequence[str] = (),
+        exclude: Collection[str] = (),
+        refresh: bool = True,
+        wait: bool = True,
+    ) -> list[Hit]: ...
+
+    # -- writing
+    def add(
+        self,
+        text: str,
+        tags: Sequence[str] = (),
+        pinned: bool = False,
+        *,
+        topic: str | None = None,
+        date: str | None = None,
+        cue: str = "explicit",
+    ) -> Memory: ...
+
+    def add_many(self, memories: Iterable[Memory | str], *, cue: str = "explicit") -> list[Memory]: ...
+
+    def pin(self, mid: str, pinned: bool = True) -> Memory: ...
+
+    def forget(self, mid: str, *, reason: str | None = "forgotten") -> Memory: ...
+
+    def archive_copy(self, mems: Iterable[Memory], reason: str) -> None: ...
+
+    def restore(self, mid: str) -> Memory: ...
+
+    def edit_file(self, name: str, edit: Callable[[str | None], str | None]) -> None: ...
+
+    def rename_file(self, old: str, new: str) -> None: ...
+
+    # -- lifecycle records and event logs
+    @property
+    def lifecycle(self) -> Lifecycle: ...
+
+    def append_event(self, log: str, record: Mapping[str, Any]) -> None: ...
+
+    def append_events(self, log: str, records: Sequence[Mapping[str, Any]]) -> None: ...
+
+    def read_events(self, log: str) -> list[dict[str, Any]]: ...
