@@ -12,8 +12,9 @@ audio. The pieces of one answer are joined as the SDKs join them (Responses ``ou
 Anthropic text blocks): end to end; several choices (chat ``n > 1``) by a blank line. A reply
 without text (tool calls only), an error status, a body that cannot be read: no text (None).
 
-Bodies: JSON, or server-sent events (``text/event-stream``) of chat chunks, Anthropic events or
-Responses events (whose ``response.completed`` copy of the whole reply wins over the deltas).
+Bodies: JSON, or server-sent events (``text/event-stream``) of the API's events; what a body or an
+event of an API holds is read by that API's format (``Format.read_reply``, ``Format.read_event``,
+in its module of :mod:`memwire.middleware.formats`).
 Compressed bodies (the proxy relays them as they came): gzip and deflate are decompressed from the
 copy; other encodings are not read (a debug log). At most ``cap`` bytes are kept (one log line
 past it); the reply is then read from what was kept: a stream's first events, a JSON body not at all.
@@ -29,9 +30,9 @@ from typing import Any, NamedTuple
 
 from .._worker import Worker
 from ._core import Middleware
-from ._formats import text_of
 from ._prepared import Injection
-from ._usage import Usage, merged, usage_of
+from ._usage import Usage, usage_of
+from .formats import Format, ReplyText, format_for
 
 __all__ = ["Reply", "ReplyReader", "ReplyTap", "tap_reply", "reply_text", "observe", "MAX_REPLY_BYTES"]
 
@@ -48,132 +49,9 @@ _parser = Worker("memwire-reply", "reading replies", "replies", lambda: MAX_PEND
 # ---------------------------------------------------------------------- reading one reply
 
 
-def _get(obj: Any, key: str) -> Any:
-    """A field of a JSON object or of an SDK object (litellm's responses and stream chunks)."""
-    return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
-
-
-def _kind(obj: Any) -> str | None:
-    """The ``type`` of an object or event, as a plain string (litellm's are enums)."""
-    kind = _get(obj, "type")
-    kind = getattr(kind, "value", kind)
-    return kind if isinstance(kind, str) else None
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _index(obj: Any, key: str = "index") -> int:
-    i = _get(obj, key)
-    return i if isinstance(i, int) and not isinstance(i, bool) else 0
-
-
-class _Text:
-    """A reply's text as it is read: pieces by place (choice, content block, output part)."""
-
-    def __init__(self, sep: str) -> None:
-        self.sep = sep
-        self.pieces: dict[Any, list[str]] = {}
-        self.size = 0
-        self.final: str | None = None  # the whole reply, as a stream's last event repeats it (Responses)
-        self.done = False              # the stream's end marker was read
-        self.usage: Any = None         # the API's usage object, as last reported (see _usage)
-
-    def add(self, place: Any, piece: Any) -> None:
-        if isinstance(piece, str) and piece:
-            self.pieces.setdefault(place, []).append(piece)
-            self.size += len(piece)
-
-    def text(self) -> str:
-        return self.final or self.sep.join("".join(self.pieces[p]) for p in sorted(self.pieces))
-
-
-def _chat(out: _Text, body: Any, field: str = "message") -> None:
-    """Chat completions: each choice's message (a chunk: its delta) content and refusal; the
-    usage (a stream's last chunk holds it, with no choices)."""
-    if (usage := _get(body, "usage")) is not None:
-        out.usage = usage
-    for choice in _list(_get(body, "choices")):
-        message = _get(choice, field)
-        content = _get(message, "content")
-        out.add(_index(choice), content if isinstance(content, str) else text_of(content, ("text",)))
-        out.add(_index(choice), _get(message, "refusal"))
-
-
-def _chat_event(out: _Text, event: Any) -> None:
-    _chat(out, event, "delta")
-
-
-def _anthropic(out: _Text, body: Any) -> None:
-    out.usage = _get(body, "usage")
-    for i, block in enumerate(_list(_get(body, "content"))):
-        if _kind(block) == "text":
-            out.add(i, _get(block, "text"))
-
-
-def _anthropic_event(out: _Text, event: Any) -> None:
-    kind = _kind(event)
-    if kind == "message_start":
-        out.usage = merged(None, _get(_get(event, "message"), "usage"))
-    elif kind == "message_delta":
-        out.usage = merged(out.usage, _get(event, "usage"))
-    elif kind == "content_block_start":
-        block = _get(event, "content_block")
-        if _kind(block) == "text":
-            out.add(_index(event), _get(block, "text"))
-    elif kind == "content_block_delta":
-        delta = _get(event, "delta")
-        if _kind(delta) == "text_delta":
-            out.add(_index(event), _get(delta, "text"))
-    elif kind == "message_stop":
-        out.done = True
-
-
-_RESPONSES_PARTS = {"output_text": "text", "refusal": "refusal"}  # content part type -> its text field
-_RESPONSES_DELTAS = ("response.output_text.delta", "response.refusal.delta")
-_RESPONSES_ENDS = ("response.completed", "response.incomplete", "response.failed")
-
-
-def _responses(out: _Text, body: Any) -> None:
-    out.usage = _get(body, "usage")
-    for i, item in enumerate(_list(_get(body, "output"))):
-        if _kind(item) == "message":
-            for j, part in enumerate(_list(_get(item, "content"))):
-                field = _RESPONSES_PARTS.get(_kind(part) or "")
-                if field:
-                    out.add((i, j), _get(part, field))
-
-
-def _responses_event(out: _Text, event: Any) -> None:
-    kind = _kind(event)
-    if kind in _RESPONSES_DELTAS:
-        out.add((_index(event, "output_index"), _index(event, "content_index")), _get(event, "delta"))
-    elif kind in _RESPONSES_ENDS:
-        out.done = True
-        whole = _Text("")
-        _responses(whole, _get(event, "response"))
-        out.final, out.usage = whole.text() or None, whole.usage
-
-
-class _Api(NamedTuple):
-    whole: Callable[[_Text, Any], None]  # a reply read whole (JSON)
-    event: Callable[[_Text, Any], None]  # one event of a streamed reply
-    sep: str = ""                        # between the answers of several choices
-
-
-_APIS = {
-    "openai.chat": _Api(_chat, _chat_event, "\n\n"),
-    "anthropic.messages": _Api(_anthropic, _anthropic_event),
-    "openai.responses": _Api(_responses, _responses_event),
-}
-
-
-def _api(api: str) -> _Api:
-    try:
-        return _APIS[api]
-    except KeyError:
-        raise ValueError(f"unknown api {api!r}; expected one of {', '.join(_APIS)}") from None
+def _api(api: str) -> Format:
+    """The format that reads replies of ``api`` (its own module: what its bodies and events hold)."""
+    return format_for(api)
 
 
 class Reply(NamedTuple):
@@ -183,7 +61,7 @@ class Reply(NamedTuple):
     usage: Usage | None = None
 
 
-def _reply(api: str, out: _Text) -> Reply:
+def _reply(api: str, out: ReplyText) -> Reply:
     return Reply(out.text() or None, usage_of(api, out.usage))
 
 
@@ -191,9 +69,9 @@ def read_reply(api: str, body: Any) -> Reply:
     """A whole reply of ``api``: parsed JSON, or an SDK object (a litellm ``ModelResponse``, a
     Responses object). An odd body is an empty :class:`Reply`, never an error."""
     spec = _api(api)
-    out = _Text(spec.sep)
+    out = ReplyText(spec.reply_sep)
     try:
-        spec.whole(out, body)
+        spec.read_reply(out, body)
         return _reply(api, out)
     except Exception as exc:  # noqa: BLE001 - an odd body is no reply, never an error for the caller
         log.debug("memwire: reply not read (%s: %s)", type(exc).__name__, exc)
@@ -223,7 +101,7 @@ def _inflate(data: bytes, cap: int) -> bytes:
 
 
 class ReplyReader:
-    """Reads the reply of ``api`` ("openai.chat", "anthropic.messages", "openai.responses") from a
+    """Reads the reply of ``api`` (a ``Format.api`` name) from a
     response with ``status`` and ``headers`` (content type and encoding), fed as it passes:
     :meth:`feed` for body bytes, :meth:`feed_event` for stream events already parsed (litellm's
     chunks); :meth:`text` at the end. Never raises on what it is fed."""
@@ -239,7 +117,7 @@ class ReplyReader:
         self.cap = cap
         self.size = 0  # bytes (and event text) kept
         self._body = bytearray()
-        self._events = _Text(self._spec.sep)
+        self._events = ReplyText(self._spec.reply_sep)
         self._full = False
 
     def feed(self, chunk: bytes) -> None:
@@ -253,7 +131,7 @@ class ReplyReader:
             return
         before = self._events.size
         try:
-            self._spec.event(self._events, event)
+            self._spec.read_event(self._events, event)
         except Exception as exc:  # noqa: BLE001 - an odd event is skipped, never the caller's problem
             log.debug("memwire: reply event not read (%s: %s)", type(exc).__name__, exc)
         self._room(self._events.size - before)
@@ -289,8 +167,8 @@ class ReplyReader:
             log.debug("memwire: reply not read (%s: %s)", type(exc).__name__, exc)
             return Reply()
 
-    def _read_events(self) -> _Text:
-        out = _Text(self._spec.sep)
+    def _read_events(self) -> ReplyText:
+        out = ReplyText(self._spec.reply_sep)
         body = self._decoded() or b""
         for data in _sse_data(body.decode("utf-8", "replace")):
             if data == "[DONE]":  # chat completions' end marker
@@ -300,7 +178,7 @@ class ReplyReader:
                 event = json.loads(data)
             except ValueError:
                 continue  # a cut or broken event: the others still count
-            self._spec.event(out, event)
+            self._spec.read_event(out, event)
         return out
 
     def _decoded(self) -> bytes | None:

@@ -12,12 +12,12 @@ A new API: a module here with a ``Format`` subclass, and one line below that reg
 from __future__ import annotations
 
 from ..._errors import RequestFormatError
-from ._base import Format, Scan, Usage, View, text_of
+from ._base import Format, ReplyText, Scan, Usage, View, text_of
 from .anthropic_messages import AnthropicMessages
 from .openai_chat import OpenAIChat
 from .openai_responses import OpenAIResponses
 
-__all__ = ["Format", "Scan", "View", "Usage", "text_of", "FORMATS", "APIS", "register", "format_for",
+__all__ = ["Format", "Scan", "View", "Usage", "ReplyText", "text_of", "FORMATS", "APIS", "register", "format_for",
            "format_for_path", "get_format"]
 
 FORMATS: dict[str, Format] = {}   # api -> its format, in registration order

@@ -21,7 +21,7 @@ from ..._errors import RequestFormatError
 from ...policies._human_text import drop_repeated, human_text, strip_wrappers
 from ...policies._query import CONTEXT_MESSAGES
 
-__all__ = ["View", "Scan", "Format", "Usage", "text_of"]
+__all__ = ["View", "Scan", "Format", "Usage", "ReplyText", "text_of"]
 
 
 @dataclass
@@ -153,6 +153,43 @@ def count(obj: Any, *path: str) -> int | None:
         if obj is None:
             return None
     return obj if isinstance(obj, int) and not isinstance(obj, bool) and obj >= 0 else None
+
+
+def kind(obj: Any) -> str | None:
+    """The ``type`` of an object or event, as a plain string (litellm's are enums)."""
+    value = get(obj, "type")
+    value = getattr(value, "value", value)
+    return value if isinstance(value, str) else None
+
+
+def listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def index_of(obj: Any, key: str = "index") -> int:
+    i = get(obj, key)
+    return i if isinstance(i, int) and not isinstance(i, bool) else 0
+
+
+class ReplyText:
+    """A reply's text as a format reads it (``Format.read_reply``, ``Format.read_event``): pieces by
+    place (choice, content block, output part)."""
+
+    def __init__(self, sep: str) -> None:
+        self.sep = sep
+        self.pieces: dict[Any, list[str]] = {}
+        self.size = 0
+        self.final: str | None = None  # the whole reply, as a stream's last event repeats it (Responses)
+        self.done = False              # the stream's end marker was read
+        self.usage: Any = None         # the API's usage object, as last reported (``Format.usage``)
+
+    def add(self, place: Any, piece: Any) -> None:
+        if isinstance(piece, str) and piece:
+            self.pieces.setdefault(place, []).append(piece)
+            self.size += len(piece)
+
+    def text(self) -> str:
+        return self.final or self.sep.join("".join(self.pieces[p]) for p in sorted(self.pieces))
 
 
 class Format:
@@ -315,7 +352,17 @@ class Format:
         out.reverse()
         return out
 
-    # ---- the provider's answer
+    # ---- the provider's answer (``_reply``: what a reply's text is, and which bodies are read)
+
+    reply_sep: str = ""  # between the answers of several choices
+
+    def read_reply(self, out: ReplyText, body: Any) -> None:
+        """Read a whole reply (parsed JSON, or an SDK object) into ``out``: its text and usage."""
+        raise NotImplementedError
+
+    def read_event(self, out: ReplyText, event: Any) -> None:
+        """Read one event of a streamed reply into ``out`` (set ``out.done`` at its end marker)."""
+        raise NotImplementedError
 
     def usage(self, usage: Any) -> Usage | None:
         """The :class:`Usage` of this API's ``usage`` object (a dict or an SDK object), or None when

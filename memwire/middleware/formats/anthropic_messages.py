@@ -6,6 +6,9 @@ Usage: ``input_tokens`` counts only what was neither read from nor written to th
 prompt is ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``; streamed,
 ``message_start`` carries the input side and ``message_delta`` cumulative figures (a field it holds
 replaces the earlier one: :func:`merged`).
+
+Reply: the text blocks, end to end; streamed, ``content_block_start`` / ``content_block_delta``
+text, ended by ``message_stop``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..._errors import RequestFormatError
-from ._base import Format, Scan, Usage, _append_content, count, text_of
+from ._base import Format, ReplyText, Scan, Usage, _append_content, count, get, index_of, kind, listed, text_of
 
 __all__ = ["AnthropicMessages", "merged"]
 
@@ -72,6 +75,29 @@ class AnthropicMessages(Format):
         if fresh is None:
             return None
         return Usage(fresh + read + written, read, written, count(usage, "output_tokens") or 0)
+
+    def read_reply(self, out: ReplyText, body: Any) -> None:
+        out.usage = get(body, "usage")
+        for i, block in enumerate(listed(get(body, "content"))):
+            if kind(block) == "text":
+                out.add(i, get(block, "text"))
+
+    def read_event(self, out: ReplyText, event: Any) -> None:
+        what = kind(event)
+        if what == "message_start":
+            out.usage = merged(None, get(get(event, "message"), "usage"))
+        elif what == "message_delta":
+            out.usage = merged(out.usage, get(event, "usage"))
+        elif what == "content_block_start":
+            block = get(event, "content_block")
+            if kind(block) == "text":
+                out.add(index_of(event), get(block, "text"))
+        elif what == "content_block_delta":
+            delta = get(event, "delta")
+            if kind(delta) == "text_delta":
+                out.add(index_of(event), get(delta, "text"))
+        elif what == "message_stop":
+            out.done = True
 
 
 def merged(earlier: Mapping[str, Any] | None, later: Any) -> dict[str, Any]:

@@ -4,6 +4,10 @@ a provider-side history (``previous_response_id``, ``conversation``).
 
 Usage: ``usage.input_tokens`` (cached included) and ``usage.input_tokens_details.cached_tokens``;
 streamed, in ``response.completed``.
+
+Reply: the output messages' ``output_text`` and ``refusal`` parts, end to end (as the SDK's
+``output_text``); streamed, their deltas, and the copy of the whole reply in the end event
+(``response.completed``, ``.incomplete``, ``.failed``) wins over them.
 """
 
 from __future__ import annotations
@@ -11,9 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._base import Format, Scan, Usage, View, _append_content, count
+from ._base import Format, ReplyText, Scan, Usage, View, _append_content, count, get, index_of, kind, listed
 
 __all__ = ["OpenAIResponses"]
+
+_PARTS = {"output_text": "text", "refusal": "refusal"}  # content part type -> its text field
+_DELTAS = ("response.output_text.delta", "response.refusal.delta")
+_ENDS = ("response.completed", "response.incomplete", "response.failed")
 
 
 class OpenAIResponses(Format):
@@ -68,3 +76,22 @@ class OpenAIResponses(Format):
             return None
         cached = count(usage, "input_tokens_details", "cached_tokens") or 0
         return Usage(prompt, min(cached, prompt), 0, count(usage, "output_tokens") or 0)
+
+    def read_reply(self, out: ReplyText, body: Any) -> None:
+        out.usage = get(body, "usage")
+        for i, item in enumerate(listed(get(body, "output"))):
+            if kind(item) == "message":
+                for j, part in enumerate(listed(get(item, "content"))):
+                    field = _PARTS.get(kind(part) or "")
+                    if field:
+                        out.add((i, j), get(part, field))
+
+    def read_event(self, out: ReplyText, event: Any) -> None:
+        what = kind(event)
+        if what in _DELTAS:
+            out.add((index_of(event, "output_index"), index_of(event, "content_index")), get(event, "delta"))
+        elif what in _ENDS:
+            out.done = True
+            whole = ReplyText("")
+            self.read_reply(whole, get(event, "response"))
+            out.final, out.usage = whole.text() or None, whole.usage
