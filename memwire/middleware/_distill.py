@@ -32,6 +32,7 @@ from .._lru import LRU
 from ..memory._model import Memory
 from ..policies._screen import screened
 from ..policies._tokens import count_tokens
+from .formats import format_for
 
 __all__ = ["Distiller", "Proposal", "Complete", "PROMPT", "litellm_complete", "upstream_complete", "MAX_TEXT_CHARS",
            "KINDS", "CREDENTIAL_HEADERS"]
@@ -189,27 +190,18 @@ CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key", "anthropic-versio
 def upstream_complete(base_url: str, api: str, headers: Mapping[str, str], model: str, *,
                       timeout: float = 30.0) -> Complete:
     """``complete`` through the proxy's own upstream with the caller's credentials (the operator's
-    opt-in, ``distill_via_upstream``): Anthropic's messages API for an Anthropic caller, OpenAI's
-    chat completions for the others."""
+    opt-in, ``distill_via_upstream``), in the shape the caller's format gives (``Format.distill_call``):
+    Anthropic's messages API for an Anthropic caller, OpenAI's chat completions for the others."""
     auth = {k: v for k, v in headers.items() if k.lower() in CREDENTIAL_HEADERS}
+    fmt = format_for(api)  # the call shape is the format's (for Responses: chat completions)
 
     def complete(messages: list[dict[str, str]]) -> str:
         import httpx
 
-        system, rest = messages[0]["content"], messages[1:]
-        if api == "anthropic.messages":
-            body: dict[str, Any] = {"model": model, "max_tokens": 1024, "temperature": 0, "system": system,
-                                    "messages": rest}
-            url = f"{base_url}/v1/messages"
-        else:
-            body = {"model": model, "temperature": 0, "messages": messages}
-            url = f"{base_url}/v1/chat/completions"
+        path, body = fmt.distill_call(model, messages)
         with httpx.Client(timeout=timeout, trust_env=False, follow_redirects=False) as client:
-            r = client.post(url, json=body, headers=auth)
+            r = client.post(f"{base_url}{path}", json=body, headers=auth)
         r.raise_for_status()
-        data = r.json()
-        if api == "anthropic.messages":
-            return "".join(b.get("text", "") for b in data.get("content", []) if b.get("type") == "text")
-        return str(data["choices"][0]["message"]["content"] or "")
+        return fmt.distill_text(r.json())
 
     return complete

@@ -53,7 +53,10 @@ from ..._json import load_json
 from ...memory._store import validate_namespace
 from ...middleware._core import Injection, Middleware, Prepared
 from ...middleware._distill import Complete, upstream_complete
-from ...middleware.formats import FORMATS, format_for_path
+from ...middleware.formats import FORMATS, format_for, format_for_path
+# the Anthropic cache-breakpoint rule's names, where they were (tests, callers)
+from ...middleware.formats.anthropic_messages import (MAX_CACHE_BREAKPOINTS, add_cache_breakpoint,  # noqa: F401
+                                                      count_cache_breakpoints)
 from ...middleware._records import record_of
 from ...middleware._reply import Reply, ReplyTap, tap_reply
 from ._aio import AioTransport, Answer, Outgoing
@@ -75,7 +78,6 @@ _Answer = httpx.Response | Answer  # what the upstream answered: httpx's, or aio
 DEFAULT_OPENAI_UPSTREAM = "https://api.openai.com"
 DEFAULT_ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # Anthropic's own limit for the Messages API
-MAX_CACHE_BREAKPOINTS = 4  # Anthropic rejects a request with more cache_control blocks
 OFFLOAD_BYTES = 256 * 1024  # bodies bigger than this are parsed and prepared in a worker thread
 # a pass-through body of a declared length up to this is read whole before it is sent: one write
 # upstream instead of a stream, and sent again when a pooled connection turns out closed; a bigger
@@ -367,8 +369,8 @@ class _Proxy:
         body = prepared.body
         if body == data:  # nothing changed: the caller's exact bytes go upstream
             return raw
-        if api == "anthropic.messages" and self.cache_breakpoint:
-            body = add_cache_breakpoint(body, prepared.injection)
+        if self.cache_breakpoint:  # the format's own rule (Anthropic's: formats/anthropic_messages.py)
+            body = format_for(api).cache_breakpoint(body, prepared.injection)
         return dump_json(body)
 
     # ---------------------------------------------------------------- upstream
@@ -696,106 +698,3 @@ class _AccessLog:
             injected = scope.get("state", {}).get("injected", 0)  # set by the memory routes (request.state)
             log.info("%s %s %s injected=%d %.1fms", scope["method"], scope["path"], status, injected,
                      (time.perf_counter() - start) * 1000)
-
-
-# -------------------------------------------------------------------- Anthropic prompt caching
-
-
-def count_cache_breakpoints(body: Mapping[str, Any]) -> int:
-    """``cache_control`` markers at the top level (automatic caching), in tools, system and messages
-    (Anthropic allows 4 in all)."""
-
-    def count(blocks: Any) -> int:
-        if not isinstance(blocks, list):
-            return 0
-        n = 0
-        for b in blocks:
-            if isinstance(b, Mapping):
-                n += bool(b.get("cache_control"))
-                if b.get("type") == "tool_result":
-                    n += count(b.get("content"))
-        return n
-
-    messages = body.get("messages")
-    total = bool(body.get("cache_control")) + count(body.get("tools")) + count(body.get("system"))
-    if isinstance(messages, list):
-        total += sum(count(m.get("content")) for m in messages if isinstance(m, Mapping))
-    return total
-
-
-def add_cache_breakpoint(body: dict[str, Any], injection: Injection | None) -> dict[str, Any]:
-    """Mark the last content block before the memory with ``cache_control`` so the history prefix is
-    written to the cache. Returns ``body`` itself when there is nothing to do; otherwise a new body
-    in which only the changed message and block are copies."""
-    if injection is None or not injection.injected or injection.position is None:
-        return body
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not 0 <= injection.position < len(messages):
-        return body
-    target = _block_before_memory(messages, injection)
-    if target is None or count_cache_breakpoints(body) >= MAX_CACHE_BREAKPOINTS:
-        return body
-    index, end = target
-    msg = messages[index]
-    content = msg["content"]
-    marker = _marker(messages, index)
-    if isinstance(content, str):
-        new_content: list[Any] = [{"type": "text", "text": content, "cache_control": marker}]
-    else:
-        j = _cacheable(content[:end])
-        if j is None:
-            return body
-        new_content = list(content)
-        new_content[j] = {**content[j], "cache_control": marker}
-    new_messages = list(messages)
-    new_messages[index] = {**msg, "content": new_content}
-    return {**body, "messages": new_messages}
-
-
-def _block_before_memory(messages: list[Any], injection: Injection) -> tuple[int, int] | None:
-    """(message index, number of its leading blocks) holding the content just before the memory."""
-    position = injection.position
-    assert position is not None
-    if injection.placement == "merge":  # the block is a part of the message at position
-        content = messages[position].get("content") if isinstance(messages[position], Mapping) else None
-        if isinstance(content, list):
-            k = next((i for i, p in enumerate(content) if isinstance(p, Mapping) and p.get("text") == injection.text), 0)
-            if k > 0:  # tool results come first in that message
-                return position, k
-    elif injection.placement != "message":  # "system": appended to the system prompt, no history split
-        return None
-    if position == 0 or not isinstance(messages[position - 1], Mapping):
-        return None
-    content = messages[position - 1].get("content")
-    if isinstance(content, str):
-        return (position - 1, 1) if content else None
-    if isinstance(content, list) and content:
-        return position - 1, len(content)
-    return None
-
-
-def _cacheable(blocks: Sequence[Any]) -> int | None:
-    """Index of the last block that may carry cache_control; None if it already has one or none may."""
-    for j in range(len(blocks) - 1, -1, -1):
-        b = blocks[j]
-        if not isinstance(b, Mapping):
-            return None
-        if b.get("cache_control"):
-            return None  # already a breakpoint right there
-        # Thinking blocks and empty text blocks cannot be marked (the API rejects them).
-        if b.get("type") in ("thinking", "redacted_thinking") or (b.get("type") == "text" and not b.get("text")):
-            continue
-        return j
-    return None
-
-
-def _marker(messages: list[Any], index: int) -> dict[str, str]:
-    """Anthropic wants longer TTLs before shorter ones: match a 1h breakpoint that comes later."""
-    for m in messages[index + 1 :]:
-        content = m.get("content") if isinstance(m, Mapping) else None
-        if isinstance(content, list):
-            for b in content:
-                cc = b.get("cache_control") if isinstance(b, Mapping) else None
-                if isinstance(cc, Mapping) and cc.get("ttl") == "1h":
-                    return {"type": "ephemeral", "ttl": "1h"}
-    return {"type": "ephemeral"}

@@ -369,6 +369,24 @@ class Format:
         it says nothing about the prompt."""
         raise NotImplementedError
 
+    # ---- a distillation call through this API's upstream (``_distill.upstream_complete``)
+
+    def distill_call(self, model: str, messages: list[dict[str, str]]) -> tuple[str, dict[str, Any]]:
+        """The path and body of a distillation call to this API's upstream: ``messages`` is the
+        distiller's system prompt (first) and its question."""
+        raise NotImplementedError
+
+    def distill_text(self, data: Any) -> str:
+        """The text of that call's reply (parsed JSON)."""
+        raise NotImplementedError
+
+    # ---- the provider's prompt cache
+
+    def cache_breakpoint(self, body: dict[str, Any], injection: Any) -> dict[str, Any]:
+        """``body`` with the marks this API's prompt cache needs around the memory (the proxy's
+        ``anthropic_cache_breakpoint``); ``body`` itself when it needs none (the default)."""
+        return body
+
     # ---- writing (every method returns a new body)
 
     def memory_item(self, text: str, role: str) -> dict[str, Any]:

@@ -9,17 +9,23 @@ replaces the earlier one: :func:`merged`).
 
 Reply: the text blocks, end to end; streamed, ``content_block_start`` / ``content_block_delta``
 text, ended by ``message_stop``.
+
+Prompt cache (the proxy's ``anthropic_cache_breakpoint``): the last block before the memory gets a
+``cache_control`` mark, so the history before it is written to the cache (:func:`add_cache_breakpoint`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..._errors import RequestFormatError
+from .._prepared import Injection
 from ._base import Format, ReplyText, Scan, Usage, _append_content, count, get, index_of, kind, listed, text_of
 
-__all__ = ["AnthropicMessages", "merged"]
+__all__ = ["AnthropicMessages", "merged", "add_cache_breakpoint", "count_cache_breakpoints", "MAX_CACHE_BREAKPOINTS"]
+
+MAX_CACHE_BREAKPOINTS = 4  # Anthropic rejects a request with more cache_control blocks
 
 
 class AnthropicMessages(Format):
@@ -99,6 +105,19 @@ class AnthropicMessages(Format):
         elif what == "message_stop":
             out.done = True
 
+    # ---- a distillation call, and the prompt cache
+
+    def distill_call(self, model: str, messages: list[dict[str, str]]) -> tuple[str, dict[str, Any]]:
+        system, rest = messages[0]["content"], messages[1:]
+        return "/v1/messages", {"model": model, "max_tokens": 1024, "temperature": 0, "system": system,
+                                "messages": rest}
+
+    def distill_text(self, data: Any) -> str:
+        return "".join(b.get("text", "") for b in data.get("content", []) if b.get("type") == "text")
+
+    def cache_breakpoint(self, body: dict[str, Any], injection: Any) -> dict[str, Any]:
+        return add_cache_breakpoint(body, injection)
+
 
 def merged(earlier: Mapping[str, Any] | None, later: Any) -> dict[str, Any]:
     """Anthropic's streamed usage: ``later``'s fields (cumulative) over ``earlier``'s."""
@@ -110,3 +129,106 @@ def merged(earlier: Mapping[str, Any] | None, later: Any) -> dict[str, Any]:
             if (value := getattr(later, key, None)) is not None:
                 out[key] = value
     return out
+
+
+# -------------------------------------------------------------------- Anthropic prompt caching
+
+
+def count_cache_breakpoints(body: Mapping[str, Any]) -> int:
+    """``cache_control`` markers at the top level (automatic caching), in tools, system and messages
+    (Anthropic allows 4 in all)."""
+
+    def count(blocks: Any) -> int:
+        if not isinstance(blocks, list):
+            return 0
+        n = 0
+        for b in blocks:
+            if isinstance(b, Mapping):
+                n += bool(b.get("cache_control"))
+                if b.get("type") == "tool_result":
+                    n += count(b.get("content"))
+        return n
+
+    messages = body.get("messages")
+    total = bool(body.get("cache_control")) + count(body.get("tools")) + count(body.get("system"))
+    if isinstance(messages, list):
+        total += sum(count(m.get("content")) for m in messages if isinstance(m, Mapping))
+    return total
+
+
+def add_cache_breakpoint(body: dict[str, Any], injection: Injection | None) -> dict[str, Any]:
+    """Mark the last content block before the memory with ``cache_control`` so the history prefix is
+    written to the cache. Returns ``body`` itself when there is nothing to do; otherwise a new body
+    in which only the changed message and block are copies."""
+    if injection is None or not injection.injected or injection.position is None:
+        return body
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not 0 <= injection.position < len(messages):
+        return body
+    target = _block_before_memory(messages, injection)
+    if target is None or count_cache_breakpoints(body) >= MAX_CACHE_BREAKPOINTS:
+        return body
+    index, end = target
+    msg = messages[index]
+    content = msg["content"]
+    marker = _marker(messages, index)
+    if isinstance(content, str):
+        new_content: list[Any] = [{"type": "text", "text": content, "cache_control": marker}]
+    else:
+        j = _cacheable(content[:end])
+        if j is None:
+            return body
+        new_content = list(content)
+        new_content[j] = {**content[j], "cache_control": marker}
+    new_messages = list(messages)
+    new_messages[index] = {**msg, "content": new_content}
+    return {**body, "messages": new_messages}
+
+
+def _block_before_memory(messages: list[Any], injection: Injection) -> tuple[int, int] | None:
+    """(message index, number of its leading blocks) holding the content just before the memory."""
+    position = injection.position
+    assert position is not None
+    if injection.placement == "merge":  # the block is a part of the message at position
+        content = messages[position].get("content") if isinstance(messages[position], Mapping) else None
+        if isinstance(content, list):
+            k = next((i for i, p in enumerate(content) if isinstance(p, Mapping) and p.get("text") == injection.text), 0)
+            if k > 0:  # tool results come first in that message
+                return position, k
+    elif injection.placement != "message":  # "system": appended to the system prompt, no history split
+        return None
+    if position == 0 or not isinstance(messages[position - 1], Mapping):
+        return None
+    content = messages[position - 1].get("content")
+    if isinstance(content, str):
+        return (position - 1, 1) if content else None
+    if isinstance(content, list) and content:
+        return position - 1, len(content)
+    return None
+
+
+def _cacheable(blocks: Sequence[Any]) -> int | None:
+    """Index of the last block that may carry cache_control; None if it already has one or none may."""
+    for j in range(len(blocks) - 1, -1, -1):
+        b = blocks[j]
+        if not isinstance(b, Mapping):
+            return None
+        if b.get("cache_control"):
+            return None  # already a breakpoint right there
+        # Thinking blocks and empty text blocks cannot be marked (the API rejects them).
+        if b.get("type") in ("thinking", "redacted_thinking") or (b.get("type") == "text" and not b.get("text")):
+            continue
+        return j
+    return None
+
+
+def _marker(messages: list[Any], index: int) -> dict[str, str]:
+    """Anthropic wants longer TTLs before shorter ones: match a 1h breakpoint that comes later."""
+    for m in messages[index + 1 :]:
+        content = m.get("content") if isinstance(m, Mapping) else None
+        if isinstance(content, list):
+            for b in content:
+                cc = b.get("cache_control") if isinstance(b, Mapping) else None
+                if isinstance(cc, Mapping) and cc.get("ttl") == "1h":
+                    return {"type": "ephemeral", "ttl": "1h"}
+    return {"type": "ephemeral"}

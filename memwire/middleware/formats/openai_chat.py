@@ -50,3 +50,9 @@ class OpenAIChat(Format):
 
     def read_event(self, out: ReplyText, event: Any) -> None:
         self.read_reply(out, event, "delta")
+
+    def distill_call(self, model: str, messages: list[dict[str, str]]) -> tuple[str, dict[str, Any]]:
+        return "/v1/chat/completions", {"model": model, "temperature": 0, "messages": messages}
+
+    def distill_text(self, data: Any) -> str:
+        return str(data["choices"][0]["message"]["content"] or "")

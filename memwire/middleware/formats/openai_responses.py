@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .openai_chat import OpenAIChat
 from ._base import Format, ReplyText, Scan, Usage, View, _append_content, count, get, index_of, kind, listed
 
 __all__ = ["OpenAIResponses"]
@@ -22,6 +23,7 @@ __all__ = ["OpenAIResponses"]
 _PARTS = {"output_text": "text", "refusal": "refusal"}  # content part type -> its text field
 _DELTAS = ("response.output_text.delta", "response.refusal.delta")
 _ENDS = ("response.completed", "response.incomplete", "response.failed")
+_CHAT = OpenAIChat()  # a distillation call goes to the same upstream's chat completions
 
 
 class OpenAIResponses(Format):
@@ -95,3 +97,9 @@ class OpenAIResponses(Format):
             whole = ReplyText("")
             self.read_reply(whole, get(event, "response"))
             out.final, out.usage = whole.text() or None, whole.usage
+
+    def distill_call(self, model: str, messages: list[dict[str, str]]) -> tuple[str, dict[str, Any]]:
+        return _CHAT.distill_call(model, messages)
+
+    def distill_text(self, data: Any) -> str:
+        return _CHAT.distill_text(data)
