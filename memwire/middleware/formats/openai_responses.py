@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .openai_chat import OpenAIChat
 from ._base import Format, ReplyText, Scan, Usage, View, _append_content, count, get, index_of, kind, listed
+from .openai_chat import OpenAIChat
 
 __all__ = ["OpenAIResponses"]
 
