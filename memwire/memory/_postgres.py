@@ -47,7 +47,9 @@ from .._errors import InvalidMemoryError, MemoryNotFoundError, StoreBusyError, S
 from . import _pg
 from ._index import BM25Index
 from ._lifecycle import Lifecycle, Meta, Scoring, _Delta
+from ._capture_queue import PgQueue
 from ._model import Hit, Memory
+from ._protocol import CaptureQueue, LedgerKinds, LedgerT
 from ._table import kind_of
 from ._store import (
     ARCHIVE_REASONS,
@@ -618,6 +620,14 @@ class PgStore:
             rows = conn.execute("SELECT record FROM memwire_events WHERE namespace = %s AND log = %s ORDER BY seq",
                                 (self.namespace, name)).fetchall()
         return [r[0] for r in rows]
+
+    def open_ledger(self, session: str, kinds: LedgerKinds[LedgerT]) -> LedgerT:
+        """The ledger rows of ``session`` in the namespace (``Store.open_ledger``)."""
+        return kinds.database(self.db.connection, self.namespace, session)
+
+    def capture_queue(self) -> CaptureQueue:
+        """The namespace's queue table of captured statements (``Store.capture_queue``)."""
+        return PgQueue(self)
 
 
 class PgLifecycle(Lifecycle):

@@ -14,24 +14,29 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .._errors import MemoryFileError
+from ._capture_queue import FileQueue, MemoryQueue, PgQueue
 from ._lifecycle import Lifecycle, Scoring
 from ._model import Hit, Memory
 
-__all__ = ["Store", "LedgerKinds"]
+__all__ = ["Store", "LedgerKinds", "LedgerT", "CaptureQueue"]
 
-L = TypeVar("L", covariant=True)
+LedgerT = TypeVar("LedgerT", covariant=True)
+
+# a store's durable queue of captured statements (``middleware._capture``): a markdown directory's
+# file, a PostgreSQL namespace's table (``MemoryQueue``: what a store with neither would keep)
+CaptureQueue = FileQueue | PgQueue | MemoryQueue
 
 
-class LedgerKinds(Protocol[L]):
+class LedgerKinds(Protocol[LedgerT]):
     """How the modes make a session ledger of each kind of place (``policies.modes._replay``): a
     store picks the one that is its own (``Store.open_ledger``). The ledgers live above memory, so
     the store is handed their constructors rather than importing them."""
 
-    def file(self, directory: Path, session: str, root: Path) -> L:
+    def file(self, directory: Path, session: str, root: Path) -> LedgerT:
         """A ledger file of ``session`` in ``directory`` (nothing below ``root`` through a symlink)."""
         ...
 
-    def database(self, connection: Callable[[], Any], namespace: str, session: str) -> L:
+    def database(self, connection: Callable[[], Any], namespace: str, session: str) -> LedgerT:
         """The ledger rows of ``session`` in ``namespace`` of the database ``connection`` opens."""
         ...
 
@@ -140,3 +145,13 @@ class Store(Protocol):
     def append_events(self, log: str, records: Sequence[Mapping[str, Any]]) -> None: ...
 
     def read_events(self, log: str) -> list[dict[str, Any]]: ...
+
+    # -- what the middleware and the modes keep beside the memories, in the same backend
+    def open_ledger(self, session: str, kinds: LedgerKinds[LedgerT]) -> LedgerT:
+        """The ledger of ``session`` in this store's namespace, made by the one of ``kinds`` that is
+        this backend's (a file beside the memory files, rows in the store's database)."""
+        ...
+
+    def capture_queue(self) -> CaptureQueue:
+        """A new handle on this namespace's queue of captured statements (``middleware._capture``)."""
+        ...

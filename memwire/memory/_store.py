@@ -51,11 +51,13 @@ from .._locks import write_lock
 from ..policies._query import Query
 from ..policies._screen import refusal
 from . import _snapshot
+from ._capture_queue import FileQueue
 from ._index import BM25Index
 from ._lifecycle import Lifecycle, Scoring
 from ._logfile import append_jsonl_many, read_jsonl
 from ._markdown import MAX_TAG_CHARS, PINNED_TAG, TAG_PATTERN, ParsedFile, format_line, parse, parse_text
 from ._model import Hit, Memory, memory_id, normalized
+from ._protocol import CaptureQueue, LedgerKinds, LedgerT
 from ._table import Kind, Merged, Table, longer_id
 
 __all__ = ["MemoryStore", "validate_namespace", "fold_namespace", "cue_of", "archived", "full_id", "with_prior", "index_hits", "event_log_name", "MAIN_FILE",
@@ -646,6 +648,14 @@ class MemoryStore:
     def read_events(self, log: str) -> list[dict[str, Any]]:
         """The records of an event log, oldest first."""
         return read_jsonl(self.path / f".{event_log_name(log)}.jsonl", root=self.root)
+
+    def open_ledger(self, session: str, kinds: LedgerKinds[LedgerT]) -> LedgerT:
+        """The ledger file of ``session`` beside the memory files (``Store.open_ledger``)."""
+        return kinds.file(self.path, session, self.root)
+
+    def capture_queue(self) -> CaptureQueue:
+        """The directory's queue file of captured statements (``Store.capture_queue``)."""
+        return FileQueue(self.path, self.root)
     # ---------------------------------------------------------------- reading
 
     def refresh(self) -> None:

@@ -65,6 +65,7 @@ from .._worker import MAX_DEFER_S, QUIET_S, Traffic, dropped
 from ..memory._capture_queue import FileQueue, MemoryQueue, PgQueue, Retry, queue_files
 from ..memory._inbox import CAPTURED_TAG, inbox_of, log_event, read_log, reject, was_rejected
 from ..memory._model import Memory, memory_id, normalized
+from ..memory._protocol import Store
 from ..memory._store import MemoryStore
 from ..memory._text import analyze
 from ..memory._upkeep import sweep_if_due
@@ -518,13 +519,10 @@ def _work(ref: "weakref.ref[Capture]") -> None:
         del capture
 
 
-def _new_queue(store: "MemoryStore") -> FileQueue | PgQueue | MemoryQueue:
-    """A markdown directory's queue file, a PostgreSQL namespace's table, else this process's memory."""
-    if not getattr(store, "remote", False) and getattr(store, "path", None) is not None:
-        return FileQueue(Path(store.path), Path(getattr(store, "root", store.path)))
-    if getattr(store, "db", None) is not None and getattr(store, "namespace", None) is not None:
-        return PgQueue(store)
-    return MemoryQueue()
+def _new_queue(store: "Store") -> FileQueue | PgQueue | MemoryQueue:
+    """The store's own queue (``Store.capture_queue``): a markdown directory's queue file, a
+    PostgreSQL namespace's table."""
+    return store.capture_queue()
 
 
 def _namespaces_with_queues(store: "MemoryStore") -> list["MemoryStore"]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from ..._lru import LRU
@@ -117,13 +118,23 @@ def _occurrences(keys: Mapping[int, str]) -> dict[str, int]:
     return seen
 
 
+class _Ledgers:
+    """The ledger of each kind of place a store keeps it in (``LedgerKinds``): the store picks its own."""
+
+    def file(self, directory: Path, session: str, root: Path) -> Ledger:
+        return Ledger.load(directory, session, root)
+
+    def database(self, connection: Callable[[], Any], namespace: str, session: str) -> Ledger:
+        return PgLedger.open(connection, namespace, session)
+
+
+_LEDGERS = _Ledgers()
+
+
 def open_ledger(store: "Store", session: str) -> Ledger:
     """The ledger of ``session`` in ``store``'s namespace: a file beside the memory files, or rows
-    in the store's database (``_ledger_pg``) when the store is on PostgreSQL."""
-    db = getattr(store, "db", None)  # a PgStore's database
-    if db is not None:
-        return PgLedger.open(db.connection, store.namespace, session)
-    return Ledger.load(store.path, session, store.root)
+    in the store's database (``_ledger_pg``) when the store is on PostgreSQL (``Store.open_ledger``)."""
+    return store.open_ledger(session, _LEDGERS)
 
 
 # ---------------------------------------------------------------------------- the strategy
