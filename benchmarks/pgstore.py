@@ -38,8 +38,8 @@ from index_scale import TextGen, pct, session_date  # noqa: E402
 import psycopg  # noqa: E402
 
 from memwire import MemoryStore  # noqa: E402
-from memwire.memory import _pg  # noqa: E402
-from memwire.memory._postgres import PgStore  # noqa: E402
+from memwire.memory.postgres import _pg  # noqa: E402
+from memwire.memory.postgres._store import PgStore  # noqa: E402
 from tests.stores import fresh_schema_name, with_search_path  # noqa: E402
 
 

@@ -136,7 +136,7 @@ def drop_database(server: str, db: str) -> None:
 def seed_namespaces(url: str, numbers: list[int], count: int) -> int:
     """In a seeding process: each namespace's memories in one ``add_many``, then its metadata."""
     from memwire.memory._model import Memory
-    from memwire.memory._postgres import PgStore
+    from memwire.memory.postgres._store import PgStore
 
     for n in numbers:
         store = PgStore(url, ns_name(n))
@@ -150,7 +150,7 @@ def seed(url: str, namespaces: int, memories: int, processes: int) -> tuple[int,
     """Seed the database with ``processes`` processes: (memories written, seconds)."""
     import psycopg
 
-    from memwire.memory import _pg
+    from memwire.memory.postgres import _pg
 
     with psycopg.connect(url) as conn:  # the schema first, so the seeders do not queue on its lock
         _pg.migrate(conn)

@@ -115,7 +115,7 @@ def fresh_schema() -> Iterator[str]:
     if not TEST_POSTGRES:
         pytest.skip("set MEMWIRE_TEST_POSTGRES to a PostgreSQL URL (the tests create and drop schemas in it)")
     psycopg = pytest.importorskip("psycopg", reason="the PostgreSQL store needs memwire[postgres]")
-    from memwire.memory import _pg
+    from memwire.memory.postgres import _pg
 
     schema = fresh_schema_name()
     with psycopg.connect(TEST_POSTGRES, autocommit=True) as conn:

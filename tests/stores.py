@@ -25,7 +25,7 @@ class StoreSpec:
             from memwire import MemoryStore
 
             return MemoryStore.for_namespace(self.where, self.namespace, **kw)
-        from memwire.memory._postgres import PgStore
+        from memwire.memory.postgres._store import PgStore
 
         return PgStore(self.where, self.namespace, **kw)
 

@@ -28,9 +28,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # the pure rules: the gate, the human text and the query, tokens, capture and secret rules, the
     # screen, side requests: functions of text, no store, no request, no setting
     ("rules", ("memwire.policies",)),
-    # the stores (markdown, PostgreSQL), the index, lifecycle, inbox, import/export: they may use
-    # the rules (the screen, the query); they take their settings as arguments
-    ("memory", ("memwire.memory",)),
+    # the stores (markdown; PostgreSQL in its own subpackage) and their protocol, the index,
+    # lifecycle, inbox, import/export: they may use the rules (the screen, the query); they take
+    # their settings as arguments
+    ("memory", ("memwire.memory", "memwire.memory.postgres")),
     # the settings: plain data naming a mode by its name (``_mode_names``; the mode registry checks
     # it holds those names), loaded from files and the environment (``_trust`` decides which files).
     # Above memory: the lifecycle settings are validated with the lifecycle's own ``Scoring``

@@ -378,7 +378,7 @@ class Lifecycle:
                 self._disk = disk
 
     # ------------------------------------------------------------------ storage: the JSON file
-    # (hooks: a subclass keeps the metadata elsewhere, memory/_postgres.py in a table)
+    # (hooks: a subclass keeps the metadata elsewhere, memory/postgres/_store.py in a table)
 
     @property
     def where(self) -> str:

@@ -45,7 +45,7 @@ def open_store(config: StoreSettings, namespace: str | None = None, *, dir: Path
     url = store or (None if dir is not None else config.store)
     kw: dict[str, Any] = {"min_score": config.min_score, "scoring": config.scoring()}
     if url:
-        from ._postgres import PgStore  # start-up time: the PostgreSQL backend, for a PostgreSQL store only (psycopg is an extra)
+        from .postgres._store import PgStore  # start-up time: the PostgreSQL backend, for a PostgreSQL store only (psycopg is an extra)
 
         return PgStore(url, namespace, **kw)
     root = dir if dir is not None else config.dir

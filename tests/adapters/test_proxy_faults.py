@@ -247,7 +247,7 @@ def _api_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 def test_a_database_that_cannot_be_reached_is_one_line_of_the_memory_api(caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("psycopg", reason="the PostgreSQL store needs memwire[postgres]")
-    from memwire.memory._postgres import PgStore
+    from memwire.memory.postgres._store import PgStore
 
     caplog.set_level(logging.WARNING, logger="memwire")
     proxy = serve(Middleware(store=PgStore("postgresql://postgres:hunter2@127.0.0.1:1/outage-test")))
@@ -269,8 +269,8 @@ def test_a_database_outage_is_said_once_and_its_end_once(
         postgres_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     from urllib.parse import urlsplit
 
-    from memwire.memory import _pg
-    from memwire.memory._postgres import PgStore
+    from memwire.memory.postgres import _pg
+    from memwire.memory.postgres._store import PgStore
 
     from ..memory.test_postgres import Forwarder
 

@@ -21,7 +21,7 @@ from .test_proxy_workers import MODES, Proxy, conversation, first_difference, pa
 
 
 def seed(url: str) -> None:
-    from memwire.memory._postgres import PgStore
+    from memwire.memory.postgres._store import PgStore
 
     PgStore(url).add_many([text for text, _ in MEMORIES])
 
@@ -29,7 +29,7 @@ def seed(url: str) -> None:
 def add_mid_turn(url: str, i: int) -> None:
     """A memory that would answer the turn better, added between a turn's question and its tool
     loop by another writer: the turn's block must not change, whichever proxy serves."""
-    from memwire.memory._postgres import PgStore
+    from memwire.memory.postgres._store import PgStore
 
     if i % 2 == 1:
         PgStore(url).add(f"Staging database and test suite and migrations and deploys: note {i}")
@@ -117,7 +117,7 @@ def test_a_database_that_cannot_be_reached_is_said_once_and_calls_go_through(
     from memwire import Middleware
     from memwire._sim.fake_provider import serve_in_thread
     from memwire.adapters.server._proxy import create_app
-    from memwire.memory._postgres import PgStore
+    from memwire.memory.postgres._store import PgStore
 
     mw = Middleware(store=PgStore("postgresql://postgres@127.0.0.1:1/proxy-test"), mode="contextPerTurn")  # closed port
     fake = FakeProvider()

@@ -21,12 +21,12 @@ import pytest
 
 from memwire import MemoryStore, MissingDependencyError
 from memwire._errors import NamespaceError, StoreUnavailableError, UsageError
-from memwire.memory import _pg
+from memwire.memory.postgres import _pg
 from memwire.memory._lifecycle import Lifecycle
 
 psycopg = pytest.importorskip("psycopg", reason="the PostgreSQL store needs memwire[postgres]")
 
-from memwire.memory._postgres import PgStore  # noqa: E402
+from memwire.memory.postgres._store import PgStore  # noqa: E402
 
 
 def replica(url: str, name: str = "b") -> str:
@@ -447,7 +447,7 @@ def _added(store: PgStore, text: str) -> bool:
 
 
 def test_events_keep_the_newest_records(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memwire.memory import _postgres
+    from memwire.memory.postgres import _store as _postgres
 
     monkeypatch.setattr(_postgres, "EVENTS_KEEP", 3)
     monkeypatch.setattr(_postgres, "TRIM_EVERY", 1)
@@ -462,7 +462,7 @@ def test_events_keep_the_newest_records(postgres_url: str, monkeypatch: pytest.M
 
 def test_events_appended_together_are_trimmed_as_one_by_one(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch that passes the 1st, 11th, ... append trims, like appends one at a time would."""
-    from memwire.memory import _postgres
+    from memwire.memory.postgres import _store as _postgres
 
     monkeypatch.setattr(_postgres, "EVENTS_KEEP", 4)
     monkeypatch.setattr(_postgres, "TRIM_EVERY", 10)
@@ -520,7 +520,7 @@ def test_the_location_names_the_database_without_its_password() -> None:
 
 
 def test_without_psycopg_the_store_names_the_extra(tmp_path: Path) -> None:
-    code = ("import sys\nsys.modules['psycopg'] = None\nimport memwire.memory._postgres as p\n"
+    code = ("import sys\nsys.modules['psycopg'] = None\nimport memwire.memory.postgres._store as p\n"
             "try:\n    p.PgStore('postgresql://127.0.0.1/x')\nexcept ModuleNotFoundError as exc:\n    print(repr(exc))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True)
     assert "MissingDependencyError" in out.stdout and "pip install 'memwire[postgres]'" in out.stdout

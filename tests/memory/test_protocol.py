@@ -15,7 +15,7 @@ from memwire.memory._store import MemoryStore
 
 
 def _pg_store_class() -> type:
-    from memwire.memory._postgres import PgStore
+    from memwire.memory.postgres._store import PgStore
 
     return PgStore
 

@@ -98,7 +98,7 @@ def test_a_damaged_line_changes_nothing(tmp_path: Path) -> None:
 
 
 def test_markdown_to_postgresql_and_back_is_lossless(tmp_path: Path, postgres_url: str) -> None:
-    from memwire.memory._postgres import PgStore
+    from memwire.memory.postgres._store import PgStore
 
     src = _filled(MemoryStore(tmp_path / "a"))
     db = PgStore(postgres_url, "alice")

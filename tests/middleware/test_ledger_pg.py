@@ -16,7 +16,7 @@ from memwire.policies.modes._ledger import LedgerEntry
 @pytest.fixture
 def connect(postgres_url: str) -> Any:
     """Connections to a fresh schema, migrated as a store's first use does."""
-    from memwire.memory import _pg
+    from memwire.memory.postgres import _pg
 
     return _pg.database(postgres_url).connection
 
@@ -86,7 +86,7 @@ def test_a_compaction_is_seen_whole_by_every_replica(connect: Any, monkeypatch: 
 
 def test_unreachable_database_goes_on_in_memory(caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("psycopg", reason="the PostgreSQL store needs memwire[postgres]")
-    from memwire.memory import _pg
+    from memwire.memory.postgres import _pg
 
     down = _pg.database("postgresql://postgres@127.0.0.1:1/ledger-test").connection  # a closed port (its own URL: an outage is said once per URL and process)
     ledger = PgLedger.open(down, "ns", "s")

@@ -162,7 +162,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
         if args.dir:
             cfg.store = None  # a directory given on the command line wins over $MEMWIRE_STORE
         if cfg.store:
-            from ...memory._pg import redacted  # start-up time (as above)
+            from ...memory.postgres._pg import redacted  # start-up time (as above)
 
             memory_at = redacted(cfg.store)
         else:

@@ -14,7 +14,7 @@ refused with a clear error. To change the schema, append a step: never edit one 
 Changes: a write notifies ``CHANNEL`` with its namespace (``pg_notify`` in its transaction, sent at
 commit). The listener counts the notifications per namespace (``Database.token``); a store compares
 the token with the one it last refreshed at. When the LISTEN connection is down, ``listening`` is
-False and the stores poll instead (see ``_postgres``); on each (re)connection the token's epoch
+False and the stores poll instead (see ``_store``); on each (re)connection the token's epoch
 moves, so whatever was missed meanwhile is looked at once.
 
 Outages: connections time out after ``CONNECT_TIMEOUT_S``, the pool after ``POOL_TIMEOUT_S``. After a
@@ -36,8 +36,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .._errors import ConfigError, MissingDependencyError, StoreUnavailableError
-from ._lifecycle import _OPEN
+from ..._errors import ConfigError, MissingDependencyError, StoreUnavailableError
+from .._lifecycle import _OPEN
 
 if TYPE_CHECKING:
     import psycopg
@@ -374,7 +374,7 @@ def close(url: str) -> None:
     if _pid != os.getpid() or url not in _DATABASES:
         return
     for lc in list(_OPEN):
-        store = getattr(lc, "_store", None)  # a PostgreSQL store's (see _postgres.PgLifecycle)
+        store = getattr(lc, "_store", None)  # a PostgreSQL store's (see _store.PgLifecycle)
         if store is not None and getattr(store, "url", None) == url:
             with contextlib.suppress(Exception):
                 lc.flush()

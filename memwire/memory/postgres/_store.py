@@ -43,15 +43,13 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .._errors import InvalidMemoryError, MemoryNotFoundError, StoreBusyError, StoreUnavailableError, UsageError
-from . import _pg
-from ._index import BM25Index
-from ._lifecycle import Lifecycle, Meta, Scoring, _Delta
-from ._capture_queue import PgQueue
-from ._model import Hit, Memory
-from ._protocol import CaptureQueue, LedgerKinds, LedgerT
-from ._table import kind_of
-from ._store import (
+from ..._errors import InvalidMemoryError, MemoryNotFoundError, StoreBusyError, StoreUnavailableError, UsageError
+from .._capture_queue import PgQueue
+from .._index import BM25Index
+from .._lifecycle import Lifecycle, Meta, Scoring, _Delta
+from .._model import Hit, Memory
+from .._protocol import CaptureQueue, LedgerKinds, LedgerT
+from .._store import (
     ARCHIVE_REASONS,
     MIN_ID_PREFIX,
     _checked,
@@ -63,6 +61,8 @@ from ._store import (
     validate_namespace,
     with_prior,
 )
+from .._table import kind_of
+from . import _pg
 
 __all__ = ["PgStore", "KINDS", "EVENTS_KEEP"]
 
