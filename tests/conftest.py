@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from tests.stores import BACKENDS, StoreSpec, fresh_schema_name, with_search_path
+from tests.stores import BACKENDS, StoreSpec, fresh_schema_name, need_psycopg, with_search_path
 
 # Property tests run the same examples on every run (CI must not pass or fail by luck); a
 # developer explores with HYPOTHESIS_PROFILE=explore and turns what it finds into @example lines.
@@ -114,12 +114,17 @@ def fresh_schema() -> Iterator[str]:
     """The body of a fixture: a fresh schema's URL, dropped afterwards (see ``postgres_url``)."""
     if not TEST_POSTGRES:
         pytest.skip("set MEMWIRE_TEST_POSTGRES to a PostgreSQL URL (the tests create and drop schemas in it)")
-    psycopg = pytest.importorskip("psycopg", reason="the PostgreSQL store needs memwire[postgres]")
+    # set: PostgreSQL is expected (.ci/run sets it), so a missing driver or server fails, never skips
+    psycopg = need_psycopg()
     from memwire.memory.postgres import _pg
 
     schema = fresh_schema_name()
-    with psycopg.connect(TEST_POSTGRES, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        with psycopg.connect(TEST_POSTGRES, autocommit=True, connect_timeout=10) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+    except psycopg.OperationalError as exc:
+        pytest.fail(f"MEMWIRE_TEST_POSTGRES is set but {_pg.redacted(TEST_POSTGRES)} cannot be reached: {exc}",
+                    pytrace=False)
     url = with_search_path(TEST_POSTGRES, schema)
     try:
         yield url

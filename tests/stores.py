@@ -30,6 +30,21 @@ class StoreSpec:
         return PgStore(self.where, self.namespace, **kw)
 
 
+def need_psycopg() -> Any:
+    """psycopg, for a PostgreSQL test. Without it the test skips, unless ``MEMWIRE_TEST_POSTGRES`` is
+    set: then PostgreSQL is expected (``.ci/run`` sets it) and the test fails instead."""
+    import pytest
+
+    if not os.environ.get("MEMWIRE_TEST_POSTGRES"):
+        return pytest.importorskip("psycopg", reason="the PostgreSQL store needs memwire[postgres]")
+    try:
+        import psycopg
+    except ImportError as exc:
+        pytest.fail(f"MEMWIRE_TEST_POSTGRES is set but psycopg cannot be imported ({exc}): install memwire[postgres]",
+                    pytrace=False)
+    return psycopg
+
+
 def with_search_path(url: str, schema: str) -> str:
     """``url`` with libpq's ``options`` selecting ``schema`` (the tests' fresh, empty schema)."""
     parts = urlsplit(url)

@@ -28,6 +28,7 @@ from memwire._errors import ConfigError
 from memwire._sim.fake_provider import FakeProvider, serve_in_thread
 from memwire.adapters.server._keys import KeyRing, add_key
 from memwire.adapters.server._proxy import create_app
+from tests.stores import need_psycopg
 
 from .test_proxy_stream import Served
 
@@ -246,7 +247,7 @@ def _api_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 def test_a_database_that_cannot_be_reached_is_one_line_of_the_memory_api(caplog: pytest.LogCaptureFixture) -> None:
-    pytest.importorskip("psycopg", reason="the PostgreSQL store needs memwire[postgres]")
+    need_psycopg()
     from memwire.memory.postgres._store import PgStore
 
     caplog.set_level(logging.WARNING, logger="memwire")

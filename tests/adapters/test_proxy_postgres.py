@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from memwire._sim.fake_provider import FakeProvider
+from tests.stores import need_psycopg
 
 from ..middleware.conftest import MEMORIES
 from .test_proxy_workers import MODES, Proxy, conversation, first_difference, page_counts, reference, sent, upstream  # noqa: F401 - upstream: a fixture
@@ -113,7 +114,7 @@ def test_a_database_that_cannot_be_reached_is_said_once_and_calls_go_through(
         caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    pytest.importorskip("psycopg", reason="the PostgreSQL store needs memwire[postgres]")
+    need_psycopg()
     from memwire import Middleware
     from memwire._sim.fake_provider import serve_in_thread
     from memwire.adapters.server._proxy import create_app

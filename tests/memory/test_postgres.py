@@ -21,10 +21,11 @@ import pytest
 
 from memwire import MemoryStore, MissingDependencyError
 from memwire._errors import NamespaceError, StoreUnavailableError, UsageError
-from memwire.memory.postgres import _pg
 from memwire.memory._lifecycle import Lifecycle
+from memwire.memory.postgres import _pg
+from tests.stores import need_psycopg
 
-psycopg = pytest.importorskip("psycopg", reason="the PostgreSQL store needs memwire[postgres]")
+psycopg = need_psycopg()  # fails, not skips, when MEMWIRE_TEST_POSTGRES is set
 
 from memwire.memory.postgres._store import PgStore  # noqa: E402
 

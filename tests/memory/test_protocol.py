@@ -104,27 +104,3 @@ def test_a_postgres_store_is_a_store(postgres_url: str) -> None:
         assert hasattr(store, name), name
     assert isinstance(store.inbox, Store) and isinstance(store.namespace_store("other"), Store)
 
-
-class _Kinds:
-    """Records which kind of ledger a store asked for."""
-
-    def file(self, directory: Path, session: str, root: Path) -> tuple[str, Any, str]:
-        return ("file", directory, session)
-
-    def database(self, connection: Any, namespace: str, session: str) -> tuple[str, Any, str]:
-        return ("database", namespace, session)
-
-
-def test_each_backend_opens_its_own_ledger_and_capture_queue(make_store: Any) -> None:
-    from memwire.memory._capture_queue import FileQueue, PgQueue
-
-    store = make_store()
-    kind, where, session = store.open_ledger("s1", _Kinds())
-    assert session == "s1"
-    if make_store.backend == "markdown":
-        assert (kind, where) == ("file", store.path)
-        assert isinstance(store.capture_queue(), FileQueue)
-    else:
-        assert (kind, where) == ("database", store.namespace)
-        q = store.capture_queue()
-        assert isinstance(q, PgQueue) and q.namespace == store.namespace

@@ -11,6 +11,7 @@ import pytest
 from memwire.policies.modes import _ledger
 from memwire.policies.modes._ledger_pg import PgLedger, prune
 from memwire.policies.modes._ledger import LedgerEntry
+from tests.stores import need_psycopg
 
 
 @pytest.fixture
@@ -85,7 +86,7 @@ def test_a_compaction_is_seen_whole_by_every_replica(connect: Any, monkeypatch: 
 
 
 def test_unreachable_database_goes_on_in_memory(caplog: pytest.LogCaptureFixture) -> None:
-    pytest.importorskip("psycopg", reason="the PostgreSQL store needs memwire[postgres]")
+    need_psycopg()
     from memwire.memory.postgres import _pg
 
     down = _pg.database("postgresql://postgres@127.0.0.1:1/ledger-test").connection  # a closed port (its own URL: an outage is said once per URL and process)
