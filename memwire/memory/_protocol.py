@@ -18,25 +18,26 @@ from ._capture_queue import FileQueue, MemoryQueue, PgQueue
 from ._lifecycle import Lifecycle, Scoring
 from ._model import Hit, Memory
 
-__all__ = ["Store", "LedgerKinds", "LedgerT", "CaptureQueue"]
+__all__ = ["CaptureQueue", "LedgerKinds", "LedgerT", "Store"]
 
-LedgerT = TypeVar("LedgerT", covariant=True)
+_Made_co = TypeVar("_Made_co", covariant=True)  # what a LedgerKinds makes
+LedgerT = TypeVar("LedgerT")  # the ledger a caller of Store.open_ledger gets
 
 # a store's durable queue of captured statements (``middleware._capture``): a markdown directory's
 # file, a PostgreSQL namespace's table (``MemoryQueue``: what a store with neither would keep)
 CaptureQueue = FileQueue | PgQueue | MemoryQueue
 
 
-class LedgerKinds(Protocol[LedgerT]):
+class LedgerKinds(Protocol[_Made_co]):
     """How the modes make a session ledger of each kind of place (``policies.modes._replay``): a
     store picks the one that is its own (``Store.open_ledger``). The ledgers live above memory, so
     the store is handed their constructors rather than importing them."""
 
-    def file(self, directory: Path, session: str, root: Path) -> LedgerT:
+    def file(self, directory: Path, session: str, root: Path) -> _Made_co:
         """A ledger file of ``session`` in ``directory`` (nothing below ``root`` through a symlink)."""
         ...
 
-    def database(self, connection: Callable[[], Any], namespace: str, session: str) -> LedgerT:
+    def database(self, connection: Callable[[], Any], namespace: str, session: str) -> _Made_co:
         """The ledger rows of ``session`` in ``namespace`` of the database ``connection`` opens."""
         ...
 

@@ -15,7 +15,8 @@ __all__ = ["PgStore"]
 
 def __getattr__(name: str) -> Any:
     if name == "PgStore":
-        from ._store import PgStore  # start-up time: the backend (and its index) only when asked for
+        # start-up time: the backend (and its index) only when asked for
+        from ._store import PgStore
 
         return PgStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -42,7 +42,7 @@ from .._lifecycle import _OPEN
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["Database", "database", "migrate", "close", "redacted", "MIGRATIONS", "CHANNEL", "SCHEMA_TABLE"]
+__all__ = ["CHANNEL", "MIGRATIONS", "SCHEMA_TABLE", "Database", "close", "database", "migrate", "redacted"]
 
 log = logging.getLogger("memwire")
 
@@ -153,7 +153,7 @@ def redacted(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-def migrate(conn: "psycopg.Connection[Any]", upto: int | None = None, *, shown: str = "the database") -> int:
+def migrate(conn: psycopg.Connection[Any], upto: int | None = None, *, shown: str = "the database") -> int:
     """Bring the schema to version ``upto`` (default: the newest) and return the version it has.
     One transaction, under an advisory lock: concurrent runners apply each step once."""
     target = len(MIGRATIONS) if upto is None else upto
@@ -181,7 +181,7 @@ class _Listener:
     """The LISTEN connection of one URL in this process, on its own thread: counts notifications
     per namespace. ``epoch`` moves on every (re)connection (anything may have been missed)."""
 
-    def __init__(self, db: "Database") -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
         self._gens: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -278,7 +278,7 @@ class Database:
     # ------------------------------------------------------------------ connections
 
     @contextlib.contextmanager
-    def connection(self) -> Iterator["psycopg.Connection[Any]"]:
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection (committed at the end of the block, rolled back on an error). An
         unreachable database raises ``StoreUnavailableError`` naming it; so does every call during
         the ``RETRY_S`` after a failure."""

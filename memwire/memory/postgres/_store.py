@@ -43,7 +43,13 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..._errors import InvalidMemoryError, MemoryNotFoundError, StoreBusyError, StoreUnavailableError, UsageError
+from ..._errors import (
+    InvalidMemoryError,
+    MemoryNotFoundError,
+    StoreBusyError,
+    StoreUnavailableError,
+    UsageError,
+)
 from .._capture_queue import PgQueue
 from .._index import BM25Index
 from .._lifecycle import Lifecycle, Meta, Scoring, _Delta
@@ -64,7 +70,7 @@ from .._store import (
 from .._table import kind_of
 from . import _pg
 
-__all__ = ["PgStore", "KINDS", "EVENTS_KEEP"]
+__all__ = ["EVENTS_KEEP", "KINDS", "PgStore"]
 
 log = logging.getLogger("memwire")
 
@@ -139,7 +145,7 @@ def _no_nul(value: Any) -> Any:
 class _Write:
     """One write transaction of a namespace, its row locked (see ``PgStore._writing``)."""
 
-    def __init__(self, store: "PgStore", conn: Any, version: int) -> None:
+    def __init__(self, store: PgStore, conn: Any, version: int) -> None:
         self.store, self.conn, self.version = store, conn, version
         self.rows: dict[str, list[tuple[Any, ...]]] = {}  # kind -> rows written (as the cache reads them)
 
@@ -279,12 +285,12 @@ class PgStore:
             return conn.execute("SELECT count(*) FROM memwire_namespaces WHERE namespace <> %s",
                                 (DEFAULT_NAMESPACE,)).fetchone()[0]
 
-    def namespace_store(self, namespace: str | None) -> "PgStore":
+    def namespace_store(self, namespace: str | None) -> PgStore:
         """The store of ``namespace`` in the same database, with this store's settings."""
         return PgStore(self.url, namespace, min_score=self.min_score, scoring=self.scoring, track=self.track)
 
     @property
-    def archive(self) -> "PgStore":
+    def archive(self) -> PgStore:
         """Where forgotten, superseded, rejected and decayed memories go: never injected, searchable,
         restorable."""
         if self.kind == "archive":
@@ -295,14 +301,14 @@ class PgStore:
         return self._archive
 
     @property
-    def inbox(self) -> "PgStore":
+    def inbox(self) -> PgStore:
         """Where captured memories wait for review: never searched with this store."""
         if self._inbox is None:
             self._inbox = PgStore(self.url, self.namespace, min_score=self.min_score, track=False, kind="inbox")
         return self._inbox
 
     @property
-    def lifecycle(self) -> "PgLifecycle":
+    def lifecycle(self) -> PgLifecycle:
         """The memories' metadata (created, reinforced, evidence, cue, uses) and their scores."""
         if self._lifecycle is None:
             with self._lock:
@@ -490,7 +496,7 @@ class PgStore:
             found = index_hits(self._index, self._mems.get, query, k, cut, context, exclude)
         return with_prior(found, k, self.track, self._lifecycle_of, kind_of, _itself)
 
-    def _lifecycle_of(self) -> "PgLifecycle":
+    def _lifecycle_of(self) -> PgLifecycle:
         return self.lifecycle
 
     # ---------------------------------------------------------------- writing
@@ -499,15 +505,14 @@ class PgStore:
     def _writing(self) -> Iterator[_Write]:
         """One write transaction, the namespace's row locked; afterwards the cache is patched and
         the namespace marked stale for this process's other stores."""
-        with self._db.connection() as conn:
-            with conn.transaction():
-                version = _locked_namespace(conn, self.namespace, "version")
-                w = _Write(self, conn, version + 1)
-                yield w
-                if w.rows:
-                    conn.execute("UPDATE memwire_namespaces SET version = %s WHERE namespace = %s",
-                                 (w.version, self.namespace))
-                    conn.execute("SELECT pg_notify(%s, %s)", (_pg.CHANNEL, self.namespace))
+        with self._db.connection() as conn, conn.transaction():
+            version = _locked_namespace(conn, self.namespace, "version")
+            w = _Write(self, conn, version + 1)
+            yield w
+            if w.rows:
+                conn.execute("UPDATE memwire_namespaces SET version = %s WHERE namespace = %s",
+                             (w.version, self.namespace))
+                conn.execute("SELECT pg_notify(%s, %s)", (_pg.CHANNEL, self.namespace))
         if w.rows:
             self._db.touch(self.namespace)
             with self._lock:
