@@ -66,12 +66,11 @@ from ..memory._capture_queue import FileQueue, MemoryQueue, PgQueue, Retry, queu
 from ..memory._inbox import CAPTURED_TAG, inbox_of, log_event, read_log, reject, was_rejected
 from ..memory._model import Memory, memory_id, normalized
 from ..memory._protocol import Store
-from ..memory._store import MemoryStore
 from ..memory._text import analyze
 from ..memory._upkeep import sweep_if_due
 from ..policies._capture import statements
 from ..policies._human_text import human_text
-from ..policies._secrets import find_secret
+from ..policies._screen import screened
 from ..policies.modes import Turn
 from ..policies.modes._render import CLOSE, OPEN
 from ._distill import Complete, Distiller
@@ -139,16 +138,16 @@ class Capture:
         self._thread: threading.Thread | None = None
         self._queues: dict[str, FileQueue | PgQueue | MemoryQueue] = {}  # by store location
         self._held: dict[str, MemoryQueue] = {}  # statements a queue file could not take (a full disk)
-        self._due: dict[str, "MemoryStore"] = {}  # stores with statements to write (or to look at)
+        self._due: dict[str, "Store"] = {}  # stores with statements to write (or to look at)
         self._due_since: float | None = None
-        self._retry: dict[str, "MemoryStore"] = {}  # stores to try again at _retry_at
+        self._retry: dict[str, "Store"] = {}  # stores to try again at _retry_at
         self._retry_at = 0.0
         self._known: set[str] = set()  # stores whose leftovers were looked for
         self._jobs: collections.deque[tuple[Any, ...]] = collections.deque()  # distillation, shed past MAX_PENDING
         self._shedding = False
         self._backlog = 0  # statements this process queued and no one has written yet
         self._busy = False
-        self._unlogged: list[tuple["MemoryStore", str, Memory, dict[str, str]]] = []  # capture events to append
+        self._unlogged: list[tuple["Store", str, Memory, dict[str, str]]] = []  # capture events to append
         self._waiting = False  # said once per outage: the store cannot be written
         _alive.add(self)
 
@@ -177,7 +176,7 @@ class Capture:
         if exchange:
             self._offer_exchange(store, turn.session, key[-1], exchange, complete)
 
-    def resume(self, store: "MemoryStore") -> None:
+    def resume(self, store: "Store") -> None:
         """Write, in the background, what a restart left in ``store``'s queues and its namespaces'
         (done anyway when a request first uses a store; a server calls this as it starts)."""
         if self.setting != "off":
@@ -187,20 +186,20 @@ class Capture:
         out = []
         at = time.time()
         for st in statements(_without_blocks(text)):
-            if (secret := find_secret(st.said)) is not None:
-                log.warning("memwire: not captured: the statement looks like it holds a secret (%s)", secret)
+            if (why := screened(" ".join(st.said.split()))) is not None:  # the store's screen, before the queue
+                log.warning("memwire: not captured: the statement looks like it holds a %s (%s)", *why)
                 continue
             out.append({"key": entry_key(session, turn, st.kind, st.text), "kind": st.kind, "text": st.text,
                         "session": session, "turn": turn, "at": at})
         return out
 
-    def _queue_of(self, store: "MemoryStore") -> FileQueue | PgQueue | MemoryQueue:
+    def _queue_of(self, store: "Store") -> FileQueue | PgQueue | MemoryQueue:
         q = self._queues.get(store.location)
         if q is None:
             q = self._queues.setdefault(store.location, _new_queue(store))
         return q
 
-    def _enqueue(self, store: "MemoryStore", entries: list[dict[str, Any]]) -> None:
+    def _enqueue(self, store: "Store", entries: list[dict[str, Any]]) -> None:
         """Queue ``entries`` (never dropped): back-pressure first when the worker is far behind."""
         with self._cond:
             if self._backlog >= MAX_BACKLOG:
@@ -220,7 +219,7 @@ class Capture:
             held.put(entries)
         self._wake(store)
 
-    def _wake(self, store: "MemoryStore") -> None:
+    def _wake(self, store: "Store") -> None:
         with self._cond:
             self._due[store.location] = store
             if self._due_since is None:
@@ -228,7 +227,7 @@ class Capture:
             self._start()
             self._cond.notify_all()
 
-    def _offer_exchange(self, store: "MemoryStore", session: str, turn: str,
+    def _offer_exchange(self, store: "Store", session: str, turn: str,
                         exchange: tuple["Format", list[Any], str], complete: Complete | None) -> None:
         with self._cond:
             shed = len(self._jobs) >= MAX_PENDING
@@ -245,7 +244,7 @@ class Capture:
         if shed:
             dropped("distillation")
 
-    def _event(self, store: "MemoryStore", event: str, mem: Memory, source: dict[str, str]) -> None:
+    def _event(self, store: "Store", event: str, mem: Memory, source: dict[str, str]) -> None:
         """One capture event: to the capture log, and to the ``listeners`` (the proxy's metrics).
         The memory is written by now: an event that cannot be appended is kept and tried again."""
         source = {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **source}
@@ -333,7 +332,7 @@ class Capture:
             if time.monotonic() - self.traffic.last >= self.settle_s:
                 return
 
-    def _drain(self, store: "MemoryStore") -> None:
+    def _drain(self, store: "Store") -> None:
         """Write what waits in ``store``'s queues (and, the first time, in its namespaces' queues)."""
         loc = store.location
         if loc not in self._known:
@@ -366,7 +365,7 @@ class Capture:
             except Exception as exc:  # noqa: BLE001 - upkeep is never worth more than a log line
                 log.warning("memwire: lifecycle upkeep failed (%s)", describe(exc))
 
-    def _apply(self, store: "MemoryStore", entry: Mapping[str, Any], replayed: bool) -> None:
+    def _apply(self, store: "Store", entry: Mapping[str, Any], replayed: bool) -> None:
         """Write one queued statement (``Retry`` when the store cannot take it now)."""
         kind, text, session, turn = (entry.get(k) for k in ("kind", "text", "session", "turn"))
         if kind not in _KINDS or not all(isinstance(v, str) for v in (text, session, turn)):
@@ -392,7 +391,7 @@ class Capture:
             self._backlog = max(0, self._backlog - n)
             self._cond.notify_all()
 
-    def _applied_before(self, store: "MemoryStore", entry: Mapping[str, Any]) -> bool:
+    def _applied_before(self, store: "Store", entry: Mapping[str, Any]) -> bool:
         """Whether a replayed entry was applied before its consumer died: the capture log has an
         event of its key, or its memory is there (then the event it lacks is appended now)."""
         if entry["kind"] == "forget":
@@ -422,12 +421,12 @@ class Capture:
         if waiting:
             log.warning("memwire: %d capture event(s) appended to the capture log late", len(waiting))
 
-    def _run(self, store: "MemoryStore", session: str, turn: str, text: str) -> None:
+    def _run(self, store: "Store", session: str, turn: str, text: str) -> None:
         """Read and write ``text``'s statements now, on this thread (tests, tools)."""
         for entry in self._entries(text, session, turn):
             self._apply(store, entry, False)
 
-    def _write(self, store: "MemoryStore", kind: str, text: str, source: dict[str, str],
+    def _write(self, store: "Store", kind: str, text: str, source: dict[str, str],
                extra_tags: tuple[str, ...] = (), at: float | None = None) -> None:
         """The one write path of explicit and distilled memories: cooldown, near-duplicates
         reinforced, rejected ones not proposed again, profile facts superseded, review inbox."""
@@ -458,7 +457,7 @@ class Capture:
         self._event(store, "captured" if inbox is None else "captured-for-review", mem, source)
         log.info("memwire: captured %s %s (%d chars)", kind, mem.id, len(mem.text))
 
-    def _distill(self, store: "MemoryStore", session: str, turn: str, fmt: "Format", items: list[Any],
+    def _distill(self, store: "Store", session: str, turn: str, fmt: "Format", items: list[Any],
                  system_text: str, complete: Complete | None = None) -> None:
         assert self.distiller is not None
         exchange = _exchange_text(fmt, items)
@@ -471,14 +470,14 @@ class Capture:
                 self._event(store, "superseded", store.forget(old.id, reason="superseded"), source)
             self._write(store, p.kind, p.text, source, extra_tags=(DISTILLED_TAG,))
 
-    def _supersede(self, store: "MemoryStore", text: str, source: dict[str, str]) -> None:
+    def _supersede(self, store: "Store", text: str, source: dict[str, str]) -> None:
         """A new "User's timezone is X" replaces the captured "User's timezone is Y"."""
         key = text[: text.find(" is ") + 4].lower()
         for mem in store.memories():
             if CAPTURED_TAG in mem.tags and mem.text.lower().startswith(key) and mem.text != text:
                 self._event(store, "superseded", store.forget(mem.id, reason="superseded"), source)
 
-    def _forget(self, store: "MemoryStore", session: str, text: str) -> None:
+    def _forget(self, store: "Store", session: str, text: str) -> None:
         inbox = inbox_of(store) if self.setting == "review" else None
         if text:
             gone = [m for where in (store, inbox) if where is not None for m in _captured_match(where, text)][:1]
@@ -525,7 +524,7 @@ def _new_queue(store: "Store") -> FileQueue | PgQueue | MemoryQueue:
     return store.capture_queue()
 
 
-def _namespaces_with_queues(store: "MemoryStore") -> list["MemoryStore"]:
+def _namespaces_with_queues(store: "Store") -> list["Store"]:
     """The other namespaces of ``store``'s tree or database whose queues hold entries (a restart's)."""
     path = getattr(store, "path", None)
     try:
@@ -549,11 +548,11 @@ def _namespaces_with_queues(store: "MemoryStore") -> list["MemoryStore"]:
     return out
 
 
-def _captured_match(store: "MemoryStore", text: str) -> list[Memory]:
+def _captured_match(store: "Store", text: str) -> list[Memory]:
     return [h.memory for h in store.search(text, 5, min_score=FORGET_SCORE) if CAPTURED_TAG in h.memory.tags][:1]
 
 
-def _near_duplicate(store: "MemoryStore", text: str) -> Memory | None:
+def _near_duplicate(store: "Store", text: str) -> Memory | None:
     """A stored memory that says the same: BM25 finds it (share ≥ ``DUPLICATE_SCORE``), and it
     holds ``DUPLICATE_WORDS`` of the statement's words and the same numbers ("Java 21" is not
     "Java 17", though BM25 scores them alike)."""
