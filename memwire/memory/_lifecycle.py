@@ -387,18 +387,11 @@ class Lifecycle:
 
     def _load(self) -> dict[str, Meta] | None:
         """Everything stored, when it changed since last loaded; else None."""
-        # looked at on every ranking: unchanged, or still not there, it costs one lstat (no walk)
         try:
-            st = os.lstat(os.path.join(self.path, META_NAME))  # not self.file: a Path costs more than the lstat
-        except FileNotFoundError:
-            if self._sig is None:  # never there: nothing stored yet
-                return None
-        except OSError:
-            pass
-        else:
-            if (st.st_mtime_ns, st.st_size, st.st_ino) == self._sig:
-                return None
-        try:
+            with contextlib.suppress(OSError):  # unchanged (looked at per ranking): one lstat, no walk
+                st = os.lstat(self.file)
+                if (st.st_mtime_ns, st.st_size, st.st_ino) == self._sig:
+                    return None
             st = _paths.lstat(self.root, self.file)
             return self._read() if (st.st_mtime_ns, st.st_size, st.st_ino) != self._sig else None
         except FileNotFoundError:
