@@ -22,10 +22,7 @@ person when first seen: its markdown date when it has one, else the day a sweep 
 
 Writes are batched: changes are kept in memory and merged into the file (re-read under its lock,
 so processes sharing a directory add up their counts) at most every ``SAVE_INTERVAL_S`` seconds,
-and at exit. A crash loses at most those seconds of counts, never a memory. Ranking reads only
-what is saved (``priors``), so processes sharing a directory rank every search alike at any moment;
-a memory's first record counts its existence once, whichever process saves it first (its adder, or
-another process's sweep that saw it before).
+and at exit. A crash loses at most those seconds of counts, never a memory.
 """
 
 from __future__ import annotations
