@@ -166,13 +166,7 @@ class Meta(NamedTuple):
 
 @dataclass
 class _Delta:
-    """What this process changed since its last save: counts to add, times to take.
-
-    ``first``: this process recorded the memory for the first time (``added`` as new, or
-    ``seen``). That first record's own evidence of 1 is not in ``evidence``, which counts only what
-    was said again since: when another process saved a record of the memory meanwhile (its sweep
-    saw it, or it added it too), the memory's existence is counted once, not once per process —
-    else the evidence, and with it the ranking prior, would depend on which process saved first."""
+    """What this process changed since its last save: counts to add, times to take."""
 
     created: float | None = None
     cue: str | None = None
@@ -182,12 +176,11 @@ class _Delta:
     injected: int = 0
     forgotten: float | None = None
     restored: bool = False
-    first: bool = False
 
     def apply(self, base: Meta | None, now: float) -> Meta:
         if base is None:
             created = self.created if self.created is not None else now
-            base = Meta(created, created, 1 if self.first else 0, self.cue or "explicit")
+            base = Meta(created, created, 0, self.cue or "explicit")
         reinforced = base.reinforced if self.reinforced is None else max(base.reinforced, self.reinforced)
         forgotten = self.forgotten if self.forgotten is not None else None if self.restored else base.forgotten
         return Meta(base.created, reinforced, max(1, base.evidence + self.evidence), base.cue,
@@ -235,7 +228,8 @@ class Lifecycle:
             return delta.apply(base, now)
         if base is not None:
             return base
-        return _unrecorded(date, now)
+        when = _date(date) or now
+        return Meta(when, when, recorded=False)
 
     def score(self, mem: Memory, now: float | None = None) -> float:
         return self.scoring.stability(mem, self.get(mem), self.clock() if now is None else now)
@@ -245,18 +239,11 @@ class Lifecycle:
 
     def priors(self, ids: Sequence[str], kinds: Sequence[Kind]) -> list[float]:
         """The ranking factors (see ``Scoring.prior``) of the memories ``ids``, of these (tags,
-        pinned, topic, date): a search ranks its hits by them before building any.
-
-        Read from the metadata as saved, looked at on every call, never from this process's unsaved
-        changes: at any moment every process sharing the storage ranks a search alike, so the block
-        a turn gets does not depend on which worker of ``memwire proxy --workers N`` settles it, nor
-        on when each one last saved or looked. A change counts in ranking once saved (within
-        ``SAVE_INTERVAL_S``); ``get``, ``score`` and ``state`` see it at once."""
-        self._sync(always=True)
+        pinned, topic, date): a search ranks its hits by them before building any."""
+        self._sync()
         now, sc = self.clock(), self.scoring
         with self._lock:
-            disk = self._disk
-        metas = [disk.get(mid) or _unrecorded(kind[3], now) for mid, kind in zip(ids, kinds)]
+            metas = [self._meta(mid, kind[3], now) for mid, kind in zip(ids, kinds)]
         return [sc.prior(sc.stability_of(meta, kind[1], kind[0], now)) for meta, kind in zip(metas, kinds)]
 
     # ------------------------------------------------------------------ recording
@@ -275,7 +262,7 @@ class Lifecycle:
                     d.reinforced = now
                 else:
                     when = _date(m.date) or now  # a dated memory (imported, say) is as old as its date
-                    d.created, d.cue, d.reinforced, d.evidence, d.first = when, cue, when, 0, True
+                    d.created, d.cue, d.reinforced, d.evidence = when, cue, when, 1
                 d.forgotten, d.restored = None, True  # added again after it was forgotten: back
         self._changed()
 
@@ -312,7 +299,7 @@ class Lifecycle:
             for m in mems:
                 if m.id not in self._disk and m.id not in self._delta:
                     when = _date(m.date) or now
-                    self._delta[m.id] = _Delta(created=when, cue="explicit", reinforced=when, first=True)
+                    self._delta[m.id] = _Delta(created=when, cue="explicit", reinforced=when, evidence=1)
         self._changed()
 
     def put(self, metas: Mapping[str, Meta | None]) -> None:
@@ -362,11 +349,10 @@ class Lifecycle:
         with self._lock:
             self._disk, self._checked = disk, time.monotonic()
 
-    def _sync(self, always: bool = False) -> None:
-        """Re-read the storage when another process changed it (looked at most once a second, or
-        ``always``)."""
+    def _sync(self) -> None:
+        """Re-read the storage when another process changed it (looked at most once a second)."""
         now = time.monotonic()
-        if now - self._checked < 1.0 and not always:
+        if now - self._checked < 1.0:
             return
         self._checked = now
         disk = self._load()
@@ -385,10 +371,6 @@ class Lifecycle:
     def _load(self) -> dict[str, Meta] | None:
         """Everything stored, when it changed since last loaded; else None."""
         try:
-            with contextlib.suppress(OSError):  # unchanged (looked at per ranking): one lstat, no walk
-                st = os.lstat(self.file)
-                if (st.st_mtime_ns, st.st_size, st.st_ino) == self._sig:
-                    return None
             st = _paths.lstat(self.root, self.file)
             return self._read() if (st.st_mtime_ns, st.st_size, st.st_ino) != self._sig else None
         except FileNotFoundError:
@@ -448,20 +430,13 @@ class Lifecycle:
         self._sig = (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-def _unrecorded(date: str | None, now: float) -> Meta:
-    """The metadata of a memory nobody recorded: a person's, as old as its markdown date, else new."""
-    when = _date(date) or now
-    return Meta(when, when, recorded=False)
-
-
 def _merge(a: _Delta, b: _Delta | None) -> _Delta:
     if b is None:
         return a
     return _Delta(a.created if a.created is not None else b.created, a.cue or b.cue,
                   max((t for t in (a.reinforced, b.reinforced) if t is not None), default=None),
                   a.evidence + b.evidence, a.uses + b.uses, a.injected + b.injected,
-                  b.forgotten if b.forgotten is not None else a.forgotten, a.restored or b.restored,
-                  a.first or b.first)  # two first records of one memory: counted once, as two processes'
+                  b.forgotten if b.forgotten is not None else a.forgotten, a.restored or b.restored)
 
 
 def _iso(t: float) -> str:
