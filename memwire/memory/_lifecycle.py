@@ -23,6 +23,12 @@ person when first seen: its markdown date when it has one, else the day a sweep 
 Writes are batched: changes are kept in memory and merged into the file (re-read under its lock,
 so processes sharing a directory add up their counts) at most every ``SAVE_INTERVAL_S`` seconds,
 and at exit. A crash loses at most those seconds of counts, never a memory.
+
+Evidence counts what was said (each add, each reinforcement, in any process: they add up); a
+record made only because a memory was seen or injected says nothing and saves evidence 0 (read and
+scored as 1, like a memory nobody recorded). So a memory one process adds and another process's sweep
+records before the adder saves has evidence 1, not 2, whichever saves first. Ranking reads only
+what is saved (``priors``): at any moment every process sharing the storage ranks a search alike.
 """
 
 from __future__ import annotations
@@ -183,7 +189,7 @@ class _Delta:
             base = Meta(created, created, 0, self.cue or "explicit")
         reinforced = base.reinforced if self.reinforced is None else max(base.reinforced, self.reinforced)
         forgotten = self.forgotten if self.forgotten is not None else None if self.restored else base.forgotten
-        return Meta(base.created, reinforced, max(1, base.evidence + self.evidence), base.cue,
+        return Meta(base.created, reinforced, base.evidence + self.evidence, base.cue,
                     base.uses + self.uses, base.injected + self.injected, forgotten)
 
 
@@ -222,14 +228,14 @@ class Lifecycle:
             return [self._meta(mem.id, mem.date, now) for mem in mems]
 
     def _meta(self, mid: str, date: str | None, now: float) -> Meta:
-        """The metadata of memory ``mid`` (dated ``date``), with the lock held."""
+        """The metadata of memory ``mid`` (dated ``date``), with the lock held. A memory is there
+        because it was said or written once at least: a record that counts no saying (made by a sweep
+        or an injection before its adder's record was saved, or without it) shows evidence 1."""
         base, delta = self._disk.get(mid), self._delta.get(mid)
-        if delta is not None:
-            return delta.apply(base, now)
-        if base is not None:
-            return base
-        when = _date(date) or now
-        return Meta(when, when, recorded=False)
+        meta = delta.apply(base, now) if delta is not None else base
+        if meta is None:
+            return _unrecorded(date, now)
+        return meta if meta.evidence > 0 else meta._replace(evidence=1)
 
     def score(self, mem: Memory, now: float | None = None) -> float:
         return self.scoring.stability(mem, self.get(mem), self.clock() if now is None else now)
@@ -239,11 +245,19 @@ class Lifecycle:
 
     def priors(self, ids: Sequence[str], kinds: Sequence[Kind]) -> list[float]:
         """The ranking factors (see ``Scoring.prior``) of the memories ``ids``, of these (tags,
-        pinned, topic, date): a search ranks its hits by them before building any."""
-        self._sync()
+        pinned, topic, date): a search ranks its hits by them before building any.
+
+        Read from the metadata as saved, looked at on every call (the file's signature; the
+        PostgreSQL store's catch-up), never from this process's unsaved changes: processes sharing
+        the storage rank a search alike, so the block a turn gets does not depend on which worker
+        of ``memwire proxy --workers N`` settles it, nor on when each one last saved or looked. A
+        change counts in ranking once saved (within ``SAVE_INTERVAL_S``); ``get``, ``score`` and
+        ``state`` see it at once."""
+        self._sync(always=True)
         now, sc = self.clock(), self.scoring
         with self._lock:
-            metas = [self._meta(mid, kind[3], now) for mid, kind in zip(ids, kinds)]
+            disk = self._disk
+        metas = [disk.get(mid) or _unrecorded(kind[3], now) for mid, kind in zip(ids, kinds)]
         return [sc.prior(sc.stability_of(meta, kind[1], kind[0], now)) for meta, kind in zip(metas, kinds)]
 
     # ------------------------------------------------------------------ recording
@@ -299,7 +313,9 @@ class Lifecycle:
             for m in mems:
                 if m.id not in self._disk and m.id not in self._delta:
                     when = _date(m.date) or now
-                    self._delta[m.id] = _Delta(created=when, cue="explicit", reinforced=when, evidence=1)
+                    # evidence 0: seeing a memory is not a saying (its adder, maybe another process
+                    # whose record is not saved yet, counts that), else it would be counted twice
+                    self._delta[m.id] = _Delta(created=when, cue="explicit", reinforced=when)
         self._changed()
 
     def put(self, metas: Mapping[str, Meta | None]) -> None:
@@ -349,10 +365,11 @@ class Lifecycle:
         with self._lock:
             self._disk, self._checked = disk, time.monotonic()
 
-    def _sync(self) -> None:
-        """Re-read the storage when another process changed it (looked at most once a second)."""
+    def _sync(self, always: bool = False) -> None:
+        """Re-read the storage when another process changed it (looked at most once a second, or
+        ``always``)."""
         now = time.monotonic()
-        if now - self._checked < 1.0:
+        if now - self._checked < 1.0 and not always:
             return
         self._checked = now
         disk = self._load()
@@ -370,6 +387,17 @@ class Lifecycle:
 
     def _load(self) -> dict[str, Meta] | None:
         """Everything stored, when it changed since last loaded; else None."""
+        # looked at on every ranking: unchanged, or still not there, it costs one lstat (no walk)
+        try:
+            st = os.lstat(os.path.join(self.path, META_NAME))  # not self.file: a Path costs more than the lstat
+        except FileNotFoundError:
+            if self._sig is None:  # never there: nothing stored yet
+                return None
+        except OSError:
+            pass
+        else:
+            if (st.st_mtime_ns, st.st_size, st.st_ino) == self._sig:
+                return None
         try:
             st = _paths.lstat(self.root, self.file)
             return self._read() if (st.st_mtime_ns, st.st_size, st.st_ino) != self._sig else None
@@ -428,6 +456,12 @@ class Lifecycle:
             raise
         st = os.lstat(self.file)
         self._sig = (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _unrecorded(date: str | None, now: float) -> Meta:
+    """The metadata of a memory nobody recorded: a person's, as old as its markdown date, else new."""
+    when = _date(date) or now
+    return Meta(when, when, recorded=False)
 
 
 def _merge(a: _Delta, b: _Delta | None) -> _Delta:

@@ -221,10 +221,11 @@ def test_the_prior_orders_equally_relevant_memories_by_strength(make_store: Stor
     strong = s.add("The staging database runs Postgres 16", cue="captured")
     clock.days(60)
     s.lifecycle.reinforce([strong.id], used=True)
+    s.lifecycle.flush()  # the prior reads the metadata as saved (tests/memory/test_lifecycle_shared.py)
     assert [h.memory.id for h in s.search("staging database postgres", k=2)] == [strong.id, weak.id]
     s.lifecycle.reinforce([weak.id] * 5, used=True)
-    assert [h.memory.id for h in s.search("staging database postgres", k=2)] == [weak.id, strong.id]
     s.lifecycle.flush()
+    assert [h.memory.id for h in s.search("staging database postgres", k=2)] == [weak.id, strong.id]
     off = open_at(make_store, clock, scoring=Scoring(rank_prior=0))
     assert {h.score for h in off.search("staging database postgres", k=2)} == {
         h.score for h in make_store(scoring=Scoring(rank_prior=0)).search("staging database postgres", k=2)}
@@ -244,6 +245,7 @@ def test_priors_read_from_ids_and_kinds_are_the_memories_stability_priors(tmp_pa
     clock.days(40)
     s.lifecycle.reinforce([mems[1].id], used=True)
     s.lifecycle.forgotten([mems[3].id])
+    s.lifecycle.flush()  # the prior reads the metadata as saved
     clock.days(3)
     lc, sc = s.lifecycle, s.lifecycle.scoring
     expected = [sc.prior(sc.stability(m, meta, clock.now)) for m, meta in zip(mems, lc.get_many(mems))]

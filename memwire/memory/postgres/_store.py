@@ -97,7 +97,7 @@ VALUES (%(ns)s, %(id)s, %(created)s, %(reinforced)s, %(evidence)s, %(cue)s, %(us
         %(version)s)
 ON CONFLICT (namespace, id) DO UPDATE SET
     reinforced = GREATEST(l.reinforced, %(d_reinforced)s::timestamptz),
-    evidence = GREATEST(1, l.evidence + %(d_evidence)s),
+    evidence = l.evidence + %(d_evidence)s,
     uses = l.uses + %(d_uses)s,
     injected = l.injected + %(d_injected)s,
     forgotten = CASE WHEN %(d_forgotten)s::timestamptz IS NOT NULL THEN %(d_forgotten)s::timestamptz
