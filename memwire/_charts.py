@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-__all__ = ["share_chart", "CHART_CSS"]
+__all__ = ["CHART_CSS", "share_chart"]
 
 _W, _H, _PAD = 640, 160, 32
 

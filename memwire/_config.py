@@ -19,8 +19,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ._errors import ConfigError
 from ._mode_names import MODES, normalize_mode
@@ -33,7 +34,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Config", "MODES", "PROJECT_MODES", "PROJECT_REFUSED", "normalize_mode", "load_config", "make_config", "restrict_project_config"]
+__all__ = ["MODES", "PROJECT_MODES", "PROJECT_REFUSED", "Config", "load_config", "make_config", "normalize_mode", "restrict_project_config"]
 
 log = logging.getLogger("memwire")
 

@@ -6,8 +6,9 @@ the first config built.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -140,7 +141,7 @@ class Config(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _scoring(self) -> "Config":
+    def _scoring(self) -> Config:
         self.scoring()  # unknown categories or cues, or a weight that is not positive: named here
         return self
 

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 __all__ = [
-    "MemwireError",
     "ConfigError",
-    "UsageError",
-    "RequestFormatError",
+    "InvalidMemoryError",
     "MemoryFileError",
     "MemoryNotFoundError",
+    "MemwireError",
+    "MissingDependencyError",
     "NamespaceError",
-    "InvalidMemoryError",
+    "RequestFormatError",
     "StoreBusyError",
     "StoreUnavailableError",
-    "MissingDependencyError",
+    "UsageError",
 ]
 
 

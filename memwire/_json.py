@@ -19,7 +19,7 @@ import json
 from functools import cache
 from typing import Any
 
-__all__ = ["NonFinite", "load_json", "dump_json"]
+__all__ = ["NonFinite", "dump_json", "load_json"]
 
 
 class NonFinite(float):

@@ -27,7 +27,7 @@ import time
 import traceback
 from typing import Any
 
-__all__ = ["configure_logging", "LOG_FORMATS", "describe", "Redact", "REDACT"]
+__all__ = ["LOG_FORMATS", "REDACT", "Redact", "configure_logging", "describe"]
 
 LOG_FORMATS = ("text", "json")
 _TEXT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -23,8 +23,18 @@ from pathlib import Path
 
 from ._errors import MemoryFileError
 
-__all__ = ["under", "open_fd", "read_bytes", "makedirs", "scandir", "lstat", "replace", "unlink", "mkstemp",
-           "SYMLINK"]
+__all__ = [
+    "SYMLINK",
+    "lstat",
+    "makedirs",
+    "mkstemp",
+    "open_fd",
+    "read_bytes",
+    "replace",
+    "scandir",
+    "under",
+    "unlink",
+]
 
 SYMLINK = "a symlink inside the memory directory; memwire never reads or writes through a symlink there"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -135,7 +145,7 @@ def makedirs(root: Path, path: Path, mode: int = 0o777) -> Path:
     return Path(path)
 
 
-def scandir(root: Path, path: Path) -> "os._ScandirIterator[str]":
+def scandir(root: Path, path: Path) -> os._ScandirIterator[str]:
     """``os.scandir`` of the directory ``path`` under ``root`` (entries are the caller's to check:
     ``DirEntry.is_file(follow_symlinks=False)``)."""
     return os.scandir(under(root, path))

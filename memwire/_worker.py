@@ -23,11 +23,12 @@ import logging
 import threading
 import time
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ._logs import describe
 
-__all__ = ["Worker", "Traffic", "QUIET_S", "MAX_DEFER_S", "on_dropped", "dropped"]
+__all__ = ["MAX_DEFER_S", "QUIET_S", "Traffic", "Worker", "dropped", "on_dropped"]
 
 QUIET_S = 0.02      # a request leaves within a few ms of prepare(); a provider takes 100s of ms to answer
 MAX_DEFER_S = 5.0   # a job waits for a quiet moment at most this long
@@ -76,7 +77,7 @@ def dropped(kind: str, count: int = 1) -> None:
             continue
         try:
             listen(kind, count)
-        except Exception as exc:  # noqa: BLE001 - a count never fails the work
+        except Exception as exc:
             log.debug("memwire: a drop listener failed (%s)", describe(exc))
     if dead:
         with _listeners_lock:

@@ -12,6 +12,14 @@ figures from a prompt-cache simulator, served on 127.0.0.1.
 
 from __future__ import annotations
 
-from ._sim.fake_provider import ErrorReply, FakeProvider, RecordedRequest, Reply, ServerThread, ToolCall, serve_in_thread
+from ._sim.fake_provider import (
+    ErrorReply,
+    FakeProvider,
+    RecordedRequest,
+    Reply,
+    ServerThread,
+    ToolCall,
+    serve_in_thread,
+)
 
-__all__ = ["FakeProvider", "Reply", "ToolCall", "ErrorReply", "RecordedRequest", "ServerThread", "serve_in_thread"]
+__all__ = ["ErrorReply", "FakeProvider", "RecordedRequest", "Reply", "ServerThread", "ToolCall", "serve_in_thread"]

@@ -59,17 +59,17 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from memwire._errors import ConfigError, RequestFormatError
-from memwire.policies._tokens import get_encoder
 from memwire._sim.serialize import Block, count_breakpoints, request_blocks
+from memwire.policies._tokens import get_encoder
 
 __all__ = [
+    "ANTHROPIC_COSTS",
+    "OPENAI_COSTS",
+    "CacheRuleError",
+    "CacheSimulator",
+    "CostModel",
     "Provider",
     "Usage",
-    "CostModel",
-    "OPENAI_COSTS",
-    "ANTHROPIC_COSTS",
-    "CacheSimulator",
-    "CacheRuleError",
     "anthropic_min_tokens",
 ]
 

@@ -23,14 +23,14 @@ from ..adapters.server._proxy import create_app
 from ..memory._model import Memory
 from ..memory._store import MemoryStore
 from ..middleware._core import Middleware
-from ..policies.modes._render import escape
 from ..policies._tokens import get_encoder
+from ..policies.modes._render import escape
 from .cache import Usage
 from .demo_data import LEARNED, MEMORIES, SESSIONS, SYSTEM_PROMPT, TOOLS, Turn, tool_output
 from .fake_provider import FakeProvider, serve_in_thread
 from .serialize import request_blocks
 
-__all__ = ["Config_", "ModeResult", "DemoReport", "run_demo", "CONFIGS", "MODELS"]
+__all__ = ["CONFIGS", "MODELS", "Config_", "DemoReport", "ModeResult", "run_demo"]
 
 MODELS = {"openai": "gpt-4.1", "anthropic": "claude-sonnet-4-5"}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["MEMORIES", "LEARNED", "SESSIONS", "Turn", "SYSTEM_PROMPT", "TOOLS", "tool_output"]
+__all__ = ["LEARNED", "MEMORIES", "SESSIONS", "SYSTEM_PROMPT", "TOOLS", "Turn", "tool_output"]
 
 # (text, tags, pinned)
 MEMORIES: list[tuple[str, tuple[str, ...], bool]] = [
@@ -158,7 +158,7 @@ TOOLS = [
 
 def tool_output(command: str, lines: int) -> str:
     """Deterministic, code-and-log-like output of a tool call, ``lines`` lines long."""
-    words = "refund payment amount_cents currency status approve settle ledger entry fixture session assert".split()
+    words = ["refund", "payment", "amount_cents", "currency", "status", "approve", "settle", "ledger", "entry", "fixture", "session", "assert"]
     out = []
     for i in range(lines):
         a, b, c = words[(i * 7 + len(command)) % len(words)], words[(i * 3 + 1) % len(words)], words[(i * 5 + 2) % len(words)]

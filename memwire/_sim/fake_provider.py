@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Union
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -40,27 +40,27 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memwire._errors import RequestFormatError
-from memwire.middleware._formats import text_of
-from memwire.policies._tokens import get_encoder
 from memwire._sim.cache import CacheSimulator, Usage
 from memwire._sim.serialize import request_blocks
+from memwire.middleware._formats import text_of
+from memwire.policies._tokens import get_encoder
 
 __all__ = [
-    "FakeProvider",
-    "Reply",
-    "ToolCall",
     "ErrorReply",
+    "FakeProvider",
     "RecordedRequest",
+    "Reply",
     "ServerThread",
-    "serve_in_thread",
-    "default_reply",
-    "last_user_text",
-    "tool_result_pending",
-    "tool_names",
-    "json_schema_of",
-    "schema_example",
-    "structured_reply",
+    "ToolCall",
     "ToolLoop",
+    "default_reply",
+    "json_schema_of",
+    "last_user_text",
+    "schema_example",
+    "serve_in_thread",
+    "structured_reply",
+    "tool_names",
+    "tool_result_pending",
 ]
 
 CREATED = 1_700_000_000  # fixed timestamp: responses are byte-deterministic
@@ -105,7 +105,7 @@ class ErrorReply:
     message: str = "fake provider error"
 
 
-ReplyFn = Callable[[dict[str, Any], str], Union[Reply, ErrorReply, str]]
+ReplyFn = Callable[[dict[str, Any], str], Reply | ErrorReply | str]
 
 
 @dataclass

@@ -16,7 +16,7 @@ from typing import Any
 from ..middleware._records import Record
 from .cache import Usage
 
-__all__ = ["Figures", "from_records", "from_metrics"]
+__all__ = ["Figures", "from_metrics", "from_records"]
 
 @dataclass
 class Figures:

@@ -31,7 +31,7 @@ from typing import Any
 from memwire._errors import RequestFormatError
 from memwire.policies._tokens import Encoder, get_encoder
 
-__all__ = ["API", "APIS", "Block", "serialize", "request_blocks", "count_breakpoints", "canonical_json"]
+__all__ = ["API", "APIS", "Block", "canonical_json", "count_breakpoints", "request_blocks", "serialize"]
 
 API = str  # "openai.chat" | "openai.responses" | "anthropic.messages"
 APIS = ("openai.chat", "openai.responses", "anthropic.messages")

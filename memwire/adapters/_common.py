@@ -14,11 +14,21 @@ from typing import Any
 from .._json import dump_json
 from ..memory._store import fold_namespace
 
-
 __all__ = [
-    "SESSION_KW", "NAMESPACE_KW", "SESSION_HEADER", "NAMESPACE_HEADER", "split_kwargs", "fail_open", "as_list",
-    "readable", "restore", "dump_json", "error_id", "fold_namespace", "public_message",
+    "NAMESPACE_HEADER",
+    "NAMESPACE_KW",
+    "SESSION_HEADER",
+    "SESSION_KW",
     "Failures",
+    "as_list",
+    "dump_json",
+    "error_id",
+    "fail_open",
+    "fold_namespace",
+    "public_message",
+    "readable",
+    "restore",
+    "split_kwargs",
 ]
 
 log = logging.getLogger("memwire")

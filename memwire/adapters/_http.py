@@ -30,7 +30,7 @@ from ..middleware._core import Middleware, Prepared
 from ..middleware._reply import ReplyTap, tap_reply
 from ._common import NAMESPACE_HEADER, SESSION_HEADER, dump_json, fail_open
 
-__all__ = ["wrap_sdk_client", "MemwireTransport", "AsyncMemwireTransport"]
+__all__ = ["AsyncMemwireTransport", "MemwireTransport", "wrap_sdk_client"]
 
 C = TypeVar("C")
 
@@ -70,7 +70,7 @@ class _Rewrite:
             body = load_json(raw)
             if not isinstance(body, dict):
                 raise RequestFormatError(f"{api}: the request body is not a JSON object")
-        except Exception as exc:  # noqa: BLE001 - fail open: not JSON, not UTF-8, a streamed body
+        except Exception as exc:
             fail_open(f"{api} request", exc)
             return None
         headers = request.headers
@@ -169,7 +169,7 @@ class MemwireTransport(httpx.BaseTransport):
                 prepared = self.rewrite.middleware.prepare_request(
                     call.body, call.api, session_id=call.session, namespace=call.namespace, headers=request.headers
                 )
-            except Exception as exc:  # noqa: BLE001 - memory never fails the user's call
+            except Exception as exc:
                 fail_open(f"{call.api} prepare", exc)
         response: httpx.Response = self.inner.handle_request(self.rewrite.build(request, call, prepared))
         self.rewrite.watch(response, call, prepared, self.tee)
@@ -196,7 +196,7 @@ class AsyncMemwireTransport(httpx.AsyncBaseTransport):
                 prepared = await self.rewrite.middleware.aprepare_request(
                     call.body, call.api, session_id=call.session, namespace=call.namespace, headers=request.headers
                 )
-            except Exception as exc:  # noqa: BLE001 - memory never fails the user's call
+            except Exception as exc:
                 fail_open(f"{call.api} prepare", exc)
         response: httpx.Response = await self.inner.handle_async_request(self.rewrite.build(request, call, prepared))
         self.rewrite.watch(response, call, prepared, self.tee)

@@ -23,7 +23,6 @@ from typing import TypeVar
 
 from .._errors import UsageError
 from ..middleware._core import Middleware
-from ._common import NAMESPACE_HEADER, SESSION_HEADER
 from ._http import wrap_sdk_client
 
 __all__ = ["wrap"]

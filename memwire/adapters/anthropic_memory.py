@@ -56,7 +56,7 @@ from ..memory._markdown import parse_text
 from ..memory._store import MemoryStore, _read_all
 from ..policies._screen import screened
 
-__all__ = ["MemoryTool", "AsyncMemoryTool"]
+__all__ = ["AsyncMemoryTool", "MemoryTool"]
 
 ROOT = "/memories"
 # Any key makes a bullet-less file one memory per paragraph. Not `description`: that becomes every

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
             self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: str,
         ) -> dict[str, Any]: ...
 
-__all__ = ["wrap", "MemwireCallback"]
+__all__ = ["MemwireCallback", "wrap"]
 
 
 def _litellm_installed() -> bool:
@@ -145,7 +145,7 @@ def wrap(fn: F, middleware: Middleware) -> F:
                 p = await middleware.aprepare_request(shown, api="openai.chat", session_id=session, namespace=namespace,
                                                       memory_role="user")
                 call, injection = restore(p.body, "messages", back), p.injection
-            except Exception as exc:  # noqa: BLE001 - fail open
+            except Exception as exc:
                 fail_open("litellm prepare", exc)
             return _watched(await fn(**call), middleware, injection)
 
@@ -160,7 +160,7 @@ def wrap(fn: F, middleware: Middleware) -> F:
             p = middleware.prepare_request(shown, api="openai.chat", session_id=session, namespace=namespace,
                                            memory_role="user")
             call, injection = restore(p.body, "messages", back), p.injection
-        except Exception as exc:  # noqa: BLE001 - fail open
+        except Exception as exc:
             fail_open("litellm prepare", exc)
         return _watched(fn(**call), middleware, injection)
 
@@ -300,7 +300,7 @@ async def _pre_call(
             data, api=api, session_id=proxy_session(data), namespace=namespace_fn(user_api_key_dict, data),
             memory_role="user", headers=_headers(data),
         )
-    except Exception as exc:  # noqa: BLE001 - fail open
+    except Exception as exc:
         fail_open(f"LiteLLM proxy hook ({call_type})", exc)
         return data
     call_id = data.get("litellm_call_id")

@@ -48,7 +48,7 @@ from .. import _paths
 from .._errors import MemoryFileError
 from .._locks import write_lock
 
-__all__ = ["FileQueue", "MemoryQueue", "PgQueue", "Retry", "QUEUE_NAME", "WORK_NAME", "LOCK_NAME", "queue_files"]
+__all__ = ["LOCK_NAME", "QUEUE_NAME", "WORK_NAME", "FileQueue", "MemoryQueue", "PgQueue", "Retry", "queue_files"]
 
 QUEUE_NAME = ".capture-queue.jsonl"
 WORK_NAME = ".capture-queue.work.jsonl"
@@ -308,5 +308,5 @@ class PgQueue:
                     conn.rollback()
                     conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", lock)
                     conn.commit()
-                except Exception:  # noqa: BLE001 - a lost connection took its lock with it
+                except Exception:
                     pass

@@ -27,7 +27,7 @@ class IdMap:
     copied; a number whose id is gone holds None there). The owner sets ``keys[number]`` before
     ``put`` and clears it after ``pop``."""
 
-    __slots__ = ("_keys", "_tab", "_mask", "_n")
+    __slots__ = ("_keys", "_mask", "_n", "_tab")
 
     def __init__(self, keys: Sequence[str | None]) -> None:
         self._keys = keys
@@ -36,7 +36,7 @@ class IdMap:
         self._n = 0
 
     @classmethod
-    def of(cls, keys: Sequence[str | None]) -> "IdMap":
+    def of(cls, keys: Sequence[str | None]) -> IdMap:
         """The map of every id in ``keys`` (None: no id) to its position; an id twice raises
         ``ValueError``. A large one is built with numpy, without a Python loop per id."""
         out = cls(keys)

@@ -18,14 +18,22 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._errors import MemoryNotFoundError
 from ._logfile import LOG_MAX_BYTES
 from ._model import Memory
 from ._protocol import Store
 from ._store import cue_of
 
-__all__ = ["inbox_of", "approve", "reject", "was_rejected", "log_event", "read_log",
-           "CAPTURED_TAG", "LOG_NAME", "LOG_MAX_BYTES"]
+__all__ = [
+    "CAPTURED_TAG",
+    "LOG_MAX_BYTES",
+    "LOG_NAME",
+    "approve",
+    "inbox_of",
+    "log_event",
+    "read_log",
+    "reject",
+    "was_rejected",
+]
 
 CAPTURED_TAG = "captured"
 LOG = "captured"  # the store's event log of capture events

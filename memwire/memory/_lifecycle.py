@@ -45,10 +45,10 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 from .. import _paths
 from .._errors import MemoryFileError
@@ -56,7 +56,7 @@ from .._locks import write_lock
 from ._model import Memory
 from ._table import Kind
 
-__all__ = ["Lifecycle", "Meta", "Scoring", "CUES", "CATEGORIES", "CATEGORY_TAGS", "STATES", "META_NAME", "category_of"]
+__all__ = ["CATEGORIES", "CATEGORY_TAGS", "CUES", "META_NAME", "STATES", "Lifecycle", "Meta", "Scoring", "category_of"]
 
 log = logging.getLogger("memwire")
 _REFUSED = (-1, -1, -1)  # the signature of a metadata file that is refused (a symlink): warned once
@@ -117,10 +117,10 @@ class Scoring:
         if not 0 <= self.rank_prior <= 1:
             raise ValueError(f"rank_prior must be between 0 and 1, got {self.rank_prior!r}")
 
-    def stability(self, mem: Memory, meta: "Meta", now: float) -> float:
+    def stability(self, mem: Memory, meta: Meta, now: float) -> float:
         return self.stability_of(meta, mem.pinned, mem.tags, now)
 
-    def stability_of(self, meta: "Meta", pinned: bool, tags: Iterable[str], now: float) -> float:
+    def stability_of(self, meta: Meta, pinned: bool, tags: Iterable[str], now: float) -> float:
         """``stability`` from the memory's pin and tags (a search ranks hits before building them)."""
         if meta.forgotten:
             return 0.0
@@ -162,7 +162,7 @@ class Meta(NamedTuple):
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Meta":
+    def from_json(cls, data: Mapping[str, Any]) -> Meta:
         created = _epoch(data["created"])
         forgotten = data.get("forgotten")
         return cls(created, _epoch(data.get("reinforced", data["created"])), int(data.get("evidence", 1)),
@@ -346,7 +346,7 @@ class Lifecycle:
             self._timer = None
         try:
             self.flush()
-        except Exception as exc:  # noqa: BLE001 - counts are not worth a crash; kept for the next try
+        except Exception as exc:
             log.warning("memwire: could not save memory metadata to %s (%s: %s)", self.where, type(exc).__name__, exc)
 
     def flush(self) -> None:
@@ -500,7 +500,7 @@ def _day(day: str) -> float | None:
         return None
 
 
-_OPEN: "weakref.WeakSet[Lifecycle]" = weakref.WeakSet()
+_OPEN: weakref.WeakSet[Lifecycle] = weakref.WeakSet()
 
 
 @atexit.register

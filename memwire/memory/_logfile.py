@@ -13,7 +13,7 @@ from typing import Any
 
 from .._paths import makedirs, open_fd, read_bytes, replace
 
-__all__ = ["append_jsonl", "append_jsonl_many", "read_jsonl", "LOG_MAX_BYTES"]
+__all__ = ["LOG_MAX_BYTES", "append_jsonl", "append_jsonl_many", "read_jsonl"]
 
 LOG_MAX_BYTES = 1 << 20
 WRITE_BYTES = 1 << 16  # lines written together at most (one line may be longer)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from .._errors import MemoryFileError
 from ._model import Memory
 
-__all__ = ["Entry", "ParsedFile", "parse", "format_line", "PINNED_TAG", "TAG_PATTERN", "MAX_TAG_CHARS"]
+__all__ = ["MAX_TAG_CHARS", "PINNED_TAG", "TAG_PATTERN", "Entry", "ParsedFile", "format_line", "parse"]
 
 PINNED_TAG = "pinned"
 _PIN_EMOJI = "📌"
@@ -87,7 +87,7 @@ def _front_matter(lines: list[str], path: str, out: ParsedFile) -> tuple[int, di
     import yaml  # only files with front matter need it
 
     try:  # BaseLoader: every scalar stays the string written, nothing is constructed
-        data = yaml.load("\n".join(lines[1:end]), Loader=yaml.BaseLoader)  # noqa: S506 - BaseLoader is safe
+        data = yaml.load("\n".join(lines[1:end]), Loader=yaml.BaseLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = 2 + mark.line if mark is not None else 1

@@ -6,7 +6,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Memory", "Hit", "memory_id", "normalized", "ID_CHARS", "LEGACY_ID_CHARS"]
+__all__ = ["ID_CHARS", "LEGACY_ID_CHARS", "Hit", "Memory", "memory_id", "normalized"]
 
 _WS = re.compile(r"\s+")
 # 80 bits: among 10 million memories the chance of any collision is about 4e-11 (a collision
@@ -48,7 +48,7 @@ class Memory:
         topic: str | None = None,
         date: str | None = None,
         source: str | None = None,
-    ) -> "Memory":
+    ) -> Memory:
         return cls(memory_id(text), text, tuple(tags), pinned, topic, date, source)
 
     def search_text(self) -> str:

@@ -11,7 +11,7 @@ from ._lifecycle import Scoring
 from ._protocol import Store
 from ._store import MemoryStore
 
-__all__ = ["open_store", "check_dir", "StoreSettings"]
+__all__ = ["StoreSettings", "check_dir", "open_store"]
 
 
 class StoreSettings(Protocol):
@@ -45,7 +45,9 @@ def open_store(config: StoreSettings, namespace: str | None = None, *, dir: Path
     url = store or (None if dir is not None else config.store)
     kw: dict[str, Any] = {"min_score": config.min_score, "scoring": config.scoring()}
     if url:
-        from .postgres._store import PgStore  # start-up time: the PostgreSQL backend, for a PostgreSQL store only (psycopg is an extra)
+        from .postgres._store import (
+            PgStore,  # start-up time: the PostgreSQL backend, for a PostgreSQL store only (psycopg is an extra)
+        )
 
         return PgStore(url, namespace, **kw)
     root = dir if dir is not None else config.dir

@@ -39,7 +39,7 @@ from .._errors import MemoryFileError
 from . import _index, _text
 from ._table import Kind, Merged, Table
 
-__all__ = ["SNAPSHOT_NAME", "MIN_MEMORIES", "digest", "save", "restore"]
+__all__ = ["MIN_MEMORIES", "SNAPSHOT_NAME", "digest", "restore", "save"]
 
 log = logging.getLogger("memwire")
 
@@ -139,7 +139,7 @@ def _ints(values: Any, code: str) -> array[int]:
 # ------------------------------------------------------------------ writing
 
 
-def save(store: "MemoryStore") -> bool:
+def save(store: MemoryStore) -> bool:
     """Write the store's snapshot (call with the store's lock held). Returns whether it was
     written: not for a small store, nor when the directory does not exist."""
     import numpy as np
@@ -210,7 +210,7 @@ def save(store: "MemoryStore") -> bool:
     return True
 
 
-def _rows(store: "MemoryStore", index_ids: list[str | None], row_of: dict[int, int], n: int) -> tuple[Any, list[str]]:
+def _rows(store: MemoryStore, index_ids: list[str | None], row_of: dict[int, int], n: int) -> tuple[Any, list[str]]:
     """The index's ids as rows of the saved id column (where the store shows that id from that
     row): restored, they are the very strings the tables hold. An id shown under another (a
     collision's longer id) or from a file not saved goes in ``more``, at row ``n + i``."""
@@ -263,7 +263,7 @@ def _digest_if_unchanged(root: Path, path: Path, sig: Sequence[int]) -> bytes | 
 # ------------------------------------------------------------------ reading
 
 
-def restore(store: "MemoryStore") -> bool:
+def restore(store: MemoryStore) -> bool:
     """Fill the store's directories with the files whose (mtime, size, inode) and digest match the
     snapshot (call before the first load, with the store's lock held). Returns True when the
     index was restored too (every file matched, none added or removed); then the caller must not
@@ -278,7 +278,7 @@ def restore(store: "MemoryStore") -> bool:
     try:
         with fh, np.load(fh, allow_pickle=False) as z:
             return _restore(store, z)
-    except Exception as exc:  # noqa: BLE001 - a damaged or foreign snapshot is rebuilt, never an error
+    except Exception as exc:
         log.debug("memwire: index snapshot %s not used (%s: %s)", path, type(exc).__name__, exc)
         for d in store._dirs:
             for part in (d.files, d.sigs, d.problems, d.heads, d.hashes):
@@ -286,7 +286,7 @@ def restore(store: "MemoryStore") -> bool:
         return False
 
 
-def _restore(store: "MemoryStore", z: Any) -> bool:
+def _restore(store: MemoryStore, z: Any) -> bool:
     header = json.loads(z["header"].tobytes().decode("utf-8"))
     if header.get("format") != FORMAT or header.get("fingerprint") != _fingerprint():
         return False

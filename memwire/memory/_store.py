@@ -39,6 +39,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .. import _paths
 from .._errors import (
     InvalidMemoryError,
     MemoryFileError,
@@ -46,7 +47,6 @@ from .._errors import (
     NamespaceError,
     StoreBusyError,
 )
-from .. import _paths
 from .._locks import write_lock
 from ..policies._query import Query
 from ..policies._screen import refusal
@@ -60,8 +60,20 @@ from ._model import Hit, Memory, memory_id, normalized
 from ._protocol import CaptureQueue, LedgerKinds, LedgerT
 from ._table import Kind, Merged, Table, longer_id
 
-__all__ = ["MemoryStore", "validate_namespace", "fold_namespace", "cue_of", "archived", "full_id", "with_prior", "index_hits", "event_log_name", "MAIN_FILE",
-           "ARCHIVE_REASONS", "EVENT_LOGS"]
+__all__ = [
+    "ARCHIVE_REASONS",
+    "EVENT_LOGS",
+    "MAIN_FILE",
+    "MemoryStore",
+    "archived",
+    "cue_of",
+    "event_log_name",
+    "fold_namespace",
+    "full_id",
+    "index_hits",
+    "validate_namespace",
+    "with_prior",
+]
 
 log = logging.getLogger("memwire")
 
@@ -572,7 +584,7 @@ class MemoryStore:
         self._loaded = False
 
     @classmethod
-    def for_namespace(cls, root: str | os.PathLike[str], namespace: str | None, **kw: Any) -> "MemoryStore":
+    def for_namespace(cls, root: str | os.PathLike[str], namespace: str | None, **kw: Any) -> MemoryStore:
         """The store of a namespace: ``root`` itself for the default one, else ``root/namespaces/NAME``
         (isolated: never the default namespace's files, never the global scope)."""
         if namespace in (None, "", "default"):
@@ -584,7 +596,7 @@ class MemoryStore:
                                  f"are compared case-insensitively (NFKC case-folded); use {twin!r}")
         return cls(path, root=root, **kw)
 
-    def namespace_store(self, namespace: str | None) -> "MemoryStore":
+    def namespace_store(self, namespace: str | None) -> MemoryStore:
         """The store of ``namespace`` in the same tree as this one (``for_namespace`` of its root),
         with this store's settings."""
         return MemoryStore.for_namespace(self.root, namespace, min_score=self.min_score,
@@ -618,7 +630,7 @@ class MemoryStore:
         return self._lifecycle
 
     @property
-    def archive(self) -> "MemoryStore":
+    def archive(self) -> MemoryStore:
         """Where forgotten, superseded, rejected and decayed memories go (``DIR/archive``): never
         injected, searchable, restorable. One store per store: it re-reads only what changed."""
         if self._archive is None:
@@ -627,7 +639,7 @@ class MemoryStore:
         return self._archive
 
     @property
-    def inbox(self) -> "MemoryStore":
+    def inbox(self) -> MemoryStore:
         """Where captured memories wait for review (``DIR/inbox``, see ``_inbox``): never searched
         with this store."""
         if self._inbox is None:
@@ -689,7 +701,7 @@ class MemoryStore:
         try:
             if _snapshot.save(self):
                 self._snapshot_version = self.version
-        except Exception as exc:  # noqa: BLE001 - a snapshot only saves time; never fail a read for it
+        except Exception as exc:
             log.warning("memwire: could not write the index snapshot in %s (%s: %s)", self.path, type(exc).__name__, exc)
 
     def ready(self) -> bool:
@@ -1073,7 +1085,7 @@ class MemoryStore:
         return f"MemoryStore({str(self.path)!r})"
 
 
-_LOADED: "weakref.WeakSet[MemoryStore]" = weakref.WeakSet()  # stores loaded in this process
+_LOADED: weakref.WeakSet[MemoryStore] = weakref.WeakSet()  # stores loaded in this process
 
 
 @atexit.register
@@ -1094,7 +1106,7 @@ def _trim_heap() -> None:
 
         try:  # the process's own symbols: libc's where it is glibc
             _MALLOC_TRIM = ctypes.CDLL(None).malloc_trim
-        except Exception:  # noqa: BLE001 - macOS, musl, Windows: no such function, nothing to give back this way
+        except Exception:
             _MALLOC_TRIM = False
     if _MALLOC_TRIM:
         _MALLOC_TRIM(0)

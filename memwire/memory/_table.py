@@ -29,7 +29,7 @@ from typing import Union
 from ._idmap import IdMap
 from ._model import Memory, normalized
 
-__all__ = ["Kind", "Table", "Merged", "kind_of", "longer_id"]
+__all__ = ["Kind", "Merged", "Table", "kind_of", "longer_id"]
 
 log = logging.getLogger("memwire")
 
@@ -45,7 +45,7 @@ def kind_of(mem: Memory) -> Kind:
 class Table:
     """One memory file's memories, by id, in file order (see the module docstring)."""
 
-    __slots__ = ("source", "_ids", "_row", "_text", "_ends", "_kind", "_kinds", "_kind_of")
+    __slots__ = ("_ends", "_ids", "_kind", "_kind_of", "_kinds", "_row", "_text", "source")
 
     def __init__(self, source: str) -> None:
         self.source = source  # the file's path: every memory's ``source``
@@ -58,7 +58,7 @@ class Table:
         self._kind_of: dict[Kind, int] | None = {}  # _kinds' inverse, built on the first append after a restore
 
     @classmethod
-    def of(cls, source: str, memories: Iterable[Memory]) -> "Table":
+    def of(cls, source: str, memories: Iterable[Memory]) -> Table:
         table = cls(source)
         for mem in memories:
             table.append(mem)
@@ -66,7 +66,7 @@ class Table:
 
     @classmethod
     def restore(cls, source: str, ids: Sequence[str], text: bytearray, ends: array[int], kind: array[int],
-                kinds: list[Kind]) -> "Table":
+                kinds: list[Kind]) -> Table:
         """A table from its columns (``columns``), checked for shape: the snapshot holding them is
         checked against the files, but a damaged one must fail here, not in a later search."""
         n = len(ids)
@@ -135,7 +135,7 @@ class Table:
         for row, mid in enumerate(self._ids):
             yield self._memory(mid, row)
 
-    def same(self, mid: str, other: "Table", other_mid: str) -> bool:
+    def same(self, mid: str, other: Table, other_mid: str) -> bool:
         """Whether memory ``mid`` here equals ``other_mid`` of ``other`` (all but the id and the
         source, as ``Memory`` compares them), without building either."""
         a, b = self._row.get(mid), other._row.get(other_mid)
@@ -173,14 +173,14 @@ class Merged:
     With exactly one table, the view is that table (an add to it shows at once); else a dict maps
     each id to the table holding it."""
 
-    __slots__ = ("_single", "_owner")
+    __slots__ = ("_owner", "_single")
 
     def __init__(self) -> None:
         self._single: Table | None = None
         self._owner: dict[str, _Ref] = {}
 
     @classmethod
-    def of(cls, dirs: Iterable[Sequence[Table]]) -> "Merged":
+    def of(cls, dirs: Iterable[Sequence[Table]]) -> Merged:
         merged = cls()
         dirs = [list(tables) for tables in dirs]
         tables = [t for ts in dirs for t in ts]
@@ -263,7 +263,7 @@ class Merged:
         items = list(self._owner.items())
         return lambda: (m for mid, found in items if (m := _resolved(found, mid)) is not None)
 
-    def same(self, mid: str, other: "Merged") -> bool:
+    def same(self, mid: str, other: Merged) -> bool:
         """Whether ``mid`` is the same memory here and in ``other`` (both missing counts)."""
         a, b = self.ref(mid), other.ref(mid)
         if a is None or b is None:

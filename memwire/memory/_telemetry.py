@@ -26,7 +26,7 @@ from ._protocol import Store
 from ._text import analyze, common_terms
 from ._upkeep import sweep_if_due
 
-__all__ = ["used", "Telemetry", "read_telemetry", "TELEMETRY_NAME", "USED_SHARE"]
+__all__ = ["TELEMETRY_NAME", "USED_SHARE", "Telemetry", "read_telemetry", "used"]
 
 log = logging.getLogger("memwire")
 
@@ -64,15 +64,15 @@ class Telemetry:
     def __init__(self, traffic: Traffic | None = None) -> None:
         self._worker = Worker("memwire-telemetry", "telemetry", "replies", lambda: MAX_PENDING, traffic)
 
-    def offer(self, store: "Store", ids: Sequence[str], reply: str, session: str, mode: str) -> None:
+    def offer(self, store: Store, ids: Sequence[str], reply: str, session: str, mode: str) -> None:
         self._worker.offer(self._record, (store, tuple(ids), reply, session, mode))
 
     def flush(self, timeout: float | None = None) -> None:
         self._worker.flush(timeout)
 
-    def _record(self, replies: list[tuple["Store", tuple[str, ...], str, str, str]]) -> None:
+    def _record(self, replies: list[tuple[Store, tuple[str, ...], str, str, str]]) -> None:
         """The replies offered since the last call, each store's records appended together."""
-        by_store: dict[int, tuple["Store", list[dict[str, object]]]] = {}
+        by_store: dict[int, tuple[Store, list[dict[str, object]]]] = {}
         for store, ids, reply, session, mode in replies:
             try:
                 reply_terms = _terms(reply)
@@ -84,17 +84,17 @@ class Telemetry:
                 if store.track:
                     store.lifecycle.injected([m.id for m in mems])
                     store.lifecycle.reinforce(took, used=True)
-            except Exception as exc:  # noqa: BLE001 - telemetry is never worth more than a log line
+            except Exception as exc:
                 log.warning("memwire: telemetry failed (%s: %s)", type(exc).__name__, exc)
         for store, records in by_store.values():
             try:
                 store.append_events(LOG, records)
                 if store.track:
                     sweep_if_due(store)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 log.warning("memwire: telemetry failed (%s: %s)", type(exc).__name__, exc)
 
 
-def read_telemetry(store: "Store") -> list[dict[str, object]]:
+def read_telemetry(store: Store) -> list[dict[str, object]]:
     """The telemetry records of ``store``, oldest first."""
     return store.read_events(LOG)

@@ -30,7 +30,7 @@ from ._lifecycle import Meta
 from ._model import Memory
 from ._store import _checked
 
-__all__ = ["export_store", "import_export", "is_export", "ImportCounts", "FORMAT_KEY", "KINDS", "LOGS"]
+__all__ = ["FORMAT_KEY", "KINDS", "LOGS", "ImportCounts", "export_store", "import_export", "is_export"]
 
 FORMAT_KEY = "memwire_export"
 FORMAT_VERSION = 1

@@ -19,7 +19,7 @@ from ._lifecycle import CATEGORIES, STATES, category_of
 from ._model import Memory
 from ._protocol import Store
 
-__all__ = ["Scored", "scored", "stale", "sweep", "sweep_if_due", "stats", "CategoryStats", "SWEEP_INTERVAL_S"]
+__all__ = ["SWEEP_INTERVAL_S", "CategoryStats", "Scored", "scored", "stale", "stats", "sweep", "sweep_if_due"]
 
 log = logging.getLogger("memwire")
 
@@ -40,7 +40,7 @@ class Scored:
     injected: int
 
 
-def scored(store: "Store", now: float | None = None) -> list[Scored]:
+def scored(store: Store, now: float | None = None) -> list[Scored]:
     """Every memory of ``store`` with its category, stability and state, strongest first."""
     lc = store.lifecycle
     now = lc.clock() if now is None else now
@@ -57,7 +57,7 @@ def _movable(s: Scored) -> bool:
     return s.cue != "explicit" and not s.memory.pinned
 
 
-def _sweepable(store: "Store", rows: list[Scored]) -> list[tuple[Scored, str]]:
+def _sweepable(store: Store, rows: list[Scored]) -> list[tuple[Scored, str]]:
     """What a sweep archives, of ``rows`` (``scored``, strongest first), and why."""
     out = [(s, "decayed") for s in rows if s.state == "dropped" and _movable(s)]
     decayed = {s.memory.id for s, _ in out}
@@ -70,7 +70,7 @@ def _sweepable(store: "Store", rows: list[Scored]) -> list[tuple[Scored, str]]:
     return out
 
 
-def stale(store: "Store", now: float | None = None) -> list[tuple[Scored, str]]:
+def stale(store: Store, now: float | None = None) -> list[tuple[Scored, str]]:
     """What is fading (``candidate`` or ``dropped``) or over its cap, weakest first, each with what
     a sweep does to it: ``decayed``/``capped`` (archived) or ``kept`` (a person's or pinned)."""
     every = scored(store, now)
@@ -79,7 +79,7 @@ def stale(store: "Store", now: float | None = None) -> list[tuple[Scored, str]]:
     return [(s, moving.get(s.memory.id, "kept")) for s in sorted(rows, key=lambda s: (s.score, s.memory.id))]
 
 
-def sweep(store: "Store", now: float | None = None) -> list[tuple[Memory, str]]:
+def sweep(store: Store, now: float | None = None) -> list[tuple[Memory, str]]:
     """Archive what decayed or overflows its category (see the module); returns what moved."""
     store.lifecycle.seen(store.memories())  # from now on a hand-written memory's age counts
     moved = []
@@ -87,7 +87,7 @@ def sweep(store: "Store", now: float | None = None) -> list[tuple[Memory, str]]:
         try:
             store.forget(s.memory.id, reason=why)
             moved.append((s.memory, why))
-        except Exception as exc:  # noqa: BLE001 - edited or removed meanwhile: the next sweep sees it
+        except Exception as exc:
             log.info("memwire: sweep left %s (%s)", s.memory.id, exc)
     store.lifecycle.flush()
     for mem, why in moved:
@@ -95,7 +95,7 @@ def sweep(store: "Store", now: float | None = None) -> list[tuple[Memory, str]]:
     return moved
 
 
-def sweep_if_due(store: "Store") -> None:
+def sweep_if_due(store: Store) -> None:
     """A background sweep, at most every ``SWEEP_INTERVAL_S`` per store in this process (none for a
     directory not there: nothing to sweep, or not a directory, which its caller reports)."""
     key = store.location
@@ -109,7 +109,7 @@ def sweep_if_due(store: "Store") -> None:
         return
     try:
         sweep(store)
-    except Exception as exc:  # noqa: BLE001 - upkeep never costs more than a log line
+    except Exception as exc:
         log.warning("memwire: lifecycle sweep of %s failed (%s: %s)", key, type(exc).__name__, exc)
 
 
@@ -134,7 +134,7 @@ class CategoryStats:
         return self.count / self.cap if self.cap else 0.0
 
 
-def stats(store: "Store", now: float | None = None) -> list[CategoryStats]:
+def stats(store: Store, now: float | None = None) -> list[CategoryStats]:
     """Per category (those with memories): counts by state, injections, uses, capacity."""
     caps = store.lifecycle.scoring.caps
     out = {c: CategoryStats(c, cap=caps[c]) for c in CATEGORIES}

@@ -53,9 +53,10 @@ import logging
 import threading
 import time
 import weakref
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from .. import _paths
 from .._errors import MemoryFileError, StoreBusyError, StoreUnavailableError
@@ -76,8 +77,20 @@ from ..policies.modes._render import CLOSE, OPEN
 from ._distill import Complete, Distiller
 from ._formats import Format
 
-__all__ = ["Capture", "CAPTURE_SETTINGS", "DUPLICATE_SCORE", "DUPLICATE_WORDS", "FORGET_SCORE", "COOLDOWN_S", "TOPICS",
-           "MAX_PENDING", "MAX_BACKLOG", "BACKPRESSURE_S", "URGENT", "RETRY_S"]
+__all__ = [
+    "BACKPRESSURE_S",
+    "CAPTURE_SETTINGS",
+    "COOLDOWN_S",
+    "DUPLICATE_SCORE",
+    "DUPLICATE_WORDS",
+    "FORGET_SCORE",
+    "MAX_BACKLOG",
+    "MAX_PENDING",
+    "RETRY_S",
+    "TOPICS",
+    "URGENT",
+    "Capture",
+]
 
 log = logging.getLogger("memwire")
 
@@ -100,7 +113,7 @@ _KINDS = ("fact", "preference", "instruction", "forget")
 # the store cannot be written now (a full disk, a permission, an outage): keep the statement queued
 _TRANSIENT = (OSError, StoreUnavailableError, StoreBusyError, MemoryFileError)
 
-_alive: "weakref.WeakSet[Capture]" = weakref.WeakSet()
+_alive: weakref.WeakSet[Capture] = weakref.WeakSet()
 
 
 @atexit.register
@@ -138,22 +151,22 @@ class Capture:
         self._thread: threading.Thread | None = None
         self._queues: dict[str, FileQueue | PgQueue | MemoryQueue] = {}  # by store location
         self._held: dict[str, MemoryQueue] = {}  # statements a queue file could not take (a full disk)
-        self._due: dict[str, "Store"] = {}  # stores with statements to write (or to look at)
+        self._due: dict[str, Store] = {}  # stores with statements to write (or to look at)
         self._due_since: float | None = None
-        self._retry: dict[str, "Store"] = {}  # stores to try again at _retry_at
+        self._retry: dict[str, Store] = {}  # stores to try again at _retry_at
         self._retry_at = 0.0
         self._known: set[str] = set()  # stores whose leftovers were looked for
         self._jobs: collections.deque[tuple[Any, ...]] = collections.deque()  # distillation, shed past MAX_PENDING
         self._shedding = False
         self._backlog = 0  # statements this process queued and no one has written yet
         self._busy = False
-        self._unlogged: list[tuple["Store", str, Memory, dict[str, str]]] = []  # capture events to append
+        self._unlogged: list[tuple[Store, str, Memory, dict[str, str]]] = []  # capture events to append
         self._waiting = False  # said once per outage: the store cannot be written
         _alive.add(self)
 
     # ------------------------------------------------------------------ the request path
 
-    def offer(self, turn: "Turn", complete: Complete | None = None) -> None:
+    def offer(self, turn: Turn, complete: Complete | None = None) -> None:
         """Read a new turn (request path: no I/O unless it says something to remember): its
         statements are queued, and with a distiller the exchange it finishes (the previous user
         message and the replies) is handed to the worker."""
@@ -176,7 +189,7 @@ class Capture:
         if exchange:
             self._offer_exchange(store, turn.session, key[-1], exchange, complete)
 
-    def resume(self, store: "Store") -> None:
+    def resume(self, store: Store) -> None:
         """Write, in the background, what a restart left in ``store``'s queues and its namespaces'
         (done anyway when a request first uses a store; a server calls this as it starts)."""
         if self.setting != "off":
@@ -193,13 +206,13 @@ class Capture:
                         "session": session, "turn": turn, "at": at})
         return out
 
-    def _queue_of(self, store: "Store") -> FileQueue | PgQueue | MemoryQueue:
+    def _queue_of(self, store: Store) -> FileQueue | PgQueue | MemoryQueue:
         q = self._queues.get(store.location)
         if q is None:
             q = self._queues.setdefault(store.location, _new_queue(store))
         return q
 
-    def _enqueue(self, store: "Store", entries: list[dict[str, Any]]) -> None:
+    def _enqueue(self, store: Store, entries: list[dict[str, Any]]) -> None:
         """Queue ``entries`` (never dropped): back-pressure first when the worker is far behind."""
         with self._cond:
             if self._backlog >= MAX_BACKLOG:
@@ -211,7 +224,7 @@ class Capture:
             self._backlog += len(entries)
         try:
             self._queue_of(store).put(entries)
-        except Exception as exc:  # noqa: BLE001 - the directory cannot take it: held here until it can
+        except Exception as exc:
             held = self._held.setdefault(store.location, MemoryQueue())
             if not held.pending():  # said once while it lasts (an outage is not a line per statement)
                 log.warning("memwire: capture queue of %s not written (%s); what is said is held in memory until "
@@ -219,7 +232,7 @@ class Capture:
             held.put(entries)
         self._wake(store)
 
-    def _wake(self, store: "Store") -> None:
+    def _wake(self, store: Store) -> None:
         with self._cond:
             self._due[store.location] = store
             if self._due_since is None:
@@ -227,8 +240,8 @@ class Capture:
             self._start()
             self._cond.notify_all()
 
-    def _offer_exchange(self, store: "Store", session: str, turn: str,
-                        exchange: tuple["Format", list[Any], str], complete: Complete | None) -> None:
+    def _offer_exchange(self, store: Store, session: str, turn: str,
+                        exchange: tuple[Format, list[Any], str], complete: Complete | None) -> None:
         with self._cond:
             shed = len(self._jobs) >= MAX_PENDING
             if shed:
@@ -244,7 +257,7 @@ class Capture:
         if shed:
             dropped("distillation")
 
-    def _event(self, store: "Store", event: str, mem: Memory, source: dict[str, str]) -> None:
+    def _event(self, store: Store, event: str, mem: Memory, source: dict[str, str]) -> None:
         """One capture event: to the capture log, and to the ``listeners`` (the proxy's metrics).
         The memory is written by now: an event that cannot be appended is kept and tried again."""
         source = {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **source}
@@ -320,7 +333,7 @@ class Capture:
                 self._distill(store, session, turn, *exchange, complete=complete)
                 if store.track:
                     sweep_if_due(store)
-            except Exception as exc:  # noqa: BLE001 - distillation is never worth more than a log line
+            except Exception as exc:
                 log.warning("memwire: distillation of an exchange failed (%s)", describe(exc))
 
     def _wait_quiet(self, since: float) -> None:
@@ -332,7 +345,7 @@ class Capture:
             if time.monotonic() - self.traffic.last >= self.settle_s:
                 return
 
-    def _drain(self, store: "Store") -> None:
+    def _drain(self, store: Store) -> None:
         """Write what waits in ``store``'s queues (and, the first time, in its namespaces' queues)."""
         loc = store.location
         if loc not in self._known:
@@ -349,7 +362,7 @@ class Capture:
             if self._waiting:
                 self._waiting = False
                 log.warning("memwire: capture writes to %s again", loc)
-        except Exception as exc:  # noqa: BLE001 - Retry, or the queue itself cannot be read: tried again
+        except Exception as exc:
             cause = exc.__cause__ if isinstance(exc, Retry) and exc.__cause__ is not None else exc
             with self._cond:
                 self._retry[loc] = store
@@ -362,10 +375,10 @@ class Capture:
         if store.track:
             try:
                 sweep_if_due(store)  # the lifecycle's upkeep, at most every few hours
-            except Exception as exc:  # noqa: BLE001 - upkeep is never worth more than a log line
+            except Exception as exc:
                 log.warning("memwire: lifecycle upkeep failed (%s)", describe(exc))
 
-    def _apply(self, store: "Store", entry: Mapping[str, Any], replayed: bool) -> None:
+    def _apply(self, store: Store, entry: Mapping[str, Any], replayed: bool) -> None:
         """Write one queued statement (``Retry`` when the store cannot take it now)."""
         kind, text, session, turn = (entry.get(k) for k in ("kind", "text", "session", "turn"))
         if kind not in _KINDS or not all(isinstance(v, str) for v in (text, session, turn)):
@@ -382,7 +395,7 @@ class Capture:
                             at=at if isinstance(at, (int, float)) else None)
         except _TRANSIENT as exc:
             raise Retry() from exc
-        except Exception as exc:  # noqa: BLE001 - this statement cannot be stored (refused): it is done
+        except Exception as exc:
             log.warning("memwire: a statement was not captured (%s)", describe(exc))
         self._written(1)
 
@@ -391,7 +404,7 @@ class Capture:
             self._backlog = max(0, self._backlog - n)
             self._cond.notify_all()
 
-    def _applied_before(self, store: "Store", entry: Mapping[str, Any]) -> bool:
+    def _applied_before(self, store: Store, entry: Mapping[str, Any]) -> bool:
         """Whether a replayed entry was applied before its consumer died: the capture log has an
         event of its key, or its memory is there (then the event it lacks is appended now)."""
         if entry["kind"] == "forget":
@@ -421,12 +434,12 @@ class Capture:
         if waiting:
             log.warning("memwire: %d capture event(s) appended to the capture log late", len(waiting))
 
-    def _run(self, store: "Store", session: str, turn: str, text: str) -> None:
+    def _run(self, store: Store, session: str, turn: str, text: str) -> None:
         """Read and write ``text``'s statements now, on this thread (tests, tools)."""
         for entry in self._entries(text, session, turn):
             self._apply(store, entry, False)
 
-    def _write(self, store: "Store", kind: str, text: str, source: dict[str, str],
+    def _write(self, store: Store, kind: str, text: str, source: dict[str, str],
                extra_tags: tuple[str, ...] = (), at: float | None = None) -> None:
         """The one write path of explicit and distilled memories: cooldown, near-duplicates
         reinforced, rejected ones not proposed again, profile facts superseded, review inbox."""
@@ -457,7 +470,7 @@ class Capture:
         self._event(store, "captured" if inbox is None else "captured-for-review", mem, source)
         log.info("memwire: captured %s %s (%d chars)", kind, mem.id, len(mem.text))
 
-    def _distill(self, store: "Store", session: str, turn: str, fmt: "Format", items: list[Any],
+    def _distill(self, store: Store, session: str, turn: str, fmt: Format, items: list[Any],
                  system_text: str, complete: Complete | None = None) -> None:
         assert self.distiller is not None
         exchange = _exchange_text(fmt, items)
@@ -470,14 +483,14 @@ class Capture:
                 self._event(store, "superseded", store.forget(old.id, reason="superseded"), source)
             self._write(store, p.kind, p.text, source, extra_tags=(DISTILLED_TAG,))
 
-    def _supersede(self, store: "Store", text: str, source: dict[str, str]) -> None:
+    def _supersede(self, store: Store, text: str, source: dict[str, str]) -> None:
         """A new "User's timezone is X" replaces the captured "User's timezone is Y"."""
         key = text[: text.find(" is ") + 4].lower()
         for mem in store.memories():
             if CAPTURED_TAG in mem.tags and mem.text.lower().startswith(key) and mem.text != text:
                 self._event(store, "superseded", store.forget(mem.id, reason="superseded"), source)
 
-    def _forget(self, store: "Store", session: str, text: str) -> None:
+    def _forget(self, store: Store, session: str, text: str) -> None:
         inbox = inbox_of(store) if self.setting == "review" else None
         if text:
             gone = [m for where in (store, inbox) if where is not None for m in _captured_match(where, text)][:1]
@@ -495,7 +508,7 @@ class Capture:
             log.info("memwire: forgot captured memory %s", mem.id)
 
 
-def _work(ref: "weakref.ref[Capture]") -> None:
+def _work(ref: weakref.ref[Capture]) -> None:
     """The worker thread's loop (it holds its capture weakly: a dropped middleware's thread ends)."""
     while True:
         capture = ref()
@@ -513,18 +526,18 @@ def _work(ref: "weakref.ref[Capture]") -> None:
             capture._busy = True
         try:
             capture._do(*work)
-        except Exception as exc:  # noqa: BLE001 - the worker outlives any one piece of work
+        except Exception as exc:
             log.warning("memwire: capture worker: %s", describe(exc))
         del capture
 
 
-def _new_queue(store: "Store") -> FileQueue | PgQueue | MemoryQueue:
+def _new_queue(store: Store) -> FileQueue | PgQueue | MemoryQueue:
     """The store's own queue (``Store.capture_queue``): a markdown directory's queue file, a
     PostgreSQL namespace's table."""
     return store.capture_queue()
 
 
-def _namespaces_with_queues(store: "Store") -> list["Store"]:
+def _namespaces_with_queues(store: Store) -> list[Store]:
     """The other namespaces of ``store``'s tree or database whose queues hold entries (a restart's)."""
     path = getattr(store, "path", None)
     try:
@@ -537,22 +550,22 @@ def _namespaces_with_queues(store: "Store") -> list["Store"]:
                          and queue_files(root / "namespaces" / e.name, root)]
         else:
             return []
-    except Exception:  # noqa: BLE001 - no tree, no table yet: nothing left
+    except Exception:
         return []
     out = []
     for name in names:
         try:
             out.append(store.namespace_store(name))
-        except Exception:  # noqa: BLE001 - not a namespace memwire made
+        except Exception:
             continue
     return out
 
 
-def _captured_match(store: "Store", text: str) -> list[Memory]:
+def _captured_match(store: Store, text: str) -> list[Memory]:
     return [h.memory for h in store.search(text, 5, min_score=FORGET_SCORE) if CAPTURED_TAG in h.memory.tags][:1]
 
 
-def _near_duplicate(store: "Store", text: str) -> Memory | None:
+def _near_duplicate(store: Store, text: str) -> Memory | None:
     """A stored memory that says the same: BM25 finds it (share ≥ ``DUPLICATE_SCORE``), and it
     holds ``DUPLICATE_WORDS`` of the statement's words and the same numbers ("Java 21" is not
     "Java 17", though BM25 scores them alike)."""
@@ -574,7 +587,7 @@ def _without_blocks(text: str) -> str:
     return text
 
 
-def _previous_exchange(turn: "Turn") -> tuple["Format", list[Any], str] | None:
+def _previous_exchange(turn: Turn) -> tuple[Format, list[Any], str] | None:
     """The exchange this turn finishes: the previous human user message up to this one (a shallow
     copy: the caller may append to its list once the call returns)."""
     users = turn.view.user_indices
@@ -583,7 +596,7 @@ def _previous_exchange(turn: "Turn") -> tuple["Format", list[Any], str] | None:
     return turn.fmt, list(turn.view.items[users[-2]:users[-1]]), turn.view.system_text
 
 
-def _exchange_text(fmt: "Format", items: list[Any]) -> str:
+def _exchange_text(fmt: Format, items: list[Any]) -> str:
     """"User: ..." and "Assistant: ..." lines: the person's human text and the replies' text
     (tool calls and their results left out: the model's reading is about what was said), never
     memwire's own blocks (the model would extract what memwire injected, again and again)."""

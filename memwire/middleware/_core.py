@@ -16,8 +16,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable, Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .. import _trust
 from .._config import make_config, normalize_mode
@@ -45,7 +45,7 @@ from ._session import resolve_session, session_hint, session_signals
 if TYPE_CHECKING:  # start-up time: the config model is pydantic's, loaded on the first config built
     from .._config_model import Config
 
-__all__ = ["Middleware", "Prepared", "Injection"]
+__all__ = ["Injection", "Middleware", "Prepared"]
 
 log = logging.getLogger("memwire")
 
@@ -105,7 +105,7 @@ class Middleware:
         self._views = Views()  # each conversation's previous request: a request reads only what is new
 
     @classmethod
-    def from_config(cls, path: str | os.PathLike[str] | None = None, **overrides: Any) -> "Middleware":
+    def from_config(cls, path: str | os.PathLike[str] | None = None, **overrides: Any) -> Middleware:
         """Read the config file ``path`` (or ``$MEMWIRE_CONFIG``; yours, every key applies) and the
         ``MEMWIRE_*`` environment. Without a file named, ``./memwire.toml`` applies once the
         directory is trusted, as on the command line."""
@@ -134,7 +134,7 @@ class Middleware:
                 self.store.search("warm up")
                 for model in models:
                     get_encoder(model).encode("warm up")
-            except Exception as exc:  # noqa: BLE001 - warming is an optimization
+            except Exception as exc:
                 log.warning("memwire: warm-up failed (%s: %s)", type(exc).__name__, exc)
 
         if not background:
@@ -238,13 +238,13 @@ class Middleware:
             return self._finish(m, turn, plan, block, reused, start)
         except (RequestFormatError, NamespaceError):
             raise
-        except Exception as exc:  # noqa: BLE001 - a bug in memwire must not fail the user's call
+        except Exception as exc:
             return _unchanged(body, api, exc, mode or self.config.mode)
 
     def _offer(self, turn: Turn, distill_with: Complete | None) -> None:
         try:
             self.capture.offer(turn, distill_with)
-        except Exception as exc:  # noqa: BLE001 - capture failing must not cost the turn its memory
+        except Exception as exc:
             log.warning("memwire: capture failed (%s: %s)", type(exc).__name__, exc)
 
     def flush(self, timeout: float | None = None) -> None:
@@ -258,7 +258,7 @@ class Middleware:
             if store.track:
                 try:
                     store.lifecycle.flush()
-                except Exception as exc:  # noqa: BLE001 - counts only, as the timed save: kept for the next one
+                except Exception as exc:
                     log.warning("memwire: could not save memory metadata to %s (%s: %s)", store.lifecycle.where,
                                 type(exc).__name__, exc)
 
@@ -274,7 +274,7 @@ class Middleware:
         try:
             store = self.store_for(injection.namespace or None)
             self.telemetry.offer(store, ids, text, injection.session, injection.mode)
-        except Exception as exc:  # noqa: BLE001 - telemetry never fails a call
+        except Exception as exc:
             log.warning("memwire: telemetry not recorded (%s: %s)", type(exc).__name__, exc)
 
     # ------------------------------------------------------------------ retrieval, two faces
@@ -294,7 +294,7 @@ class Middleware:
             return future.result(timeout=self.config.timeout_ms / 1000)
         except concurrent.futures.TimeoutError:
             return self._timed_out()
-        except Exception as exc:  # noqa: BLE001 - fail open
+        except Exception as exc:
             return failed(exc)
 
     async def _run_async(self, store: Store, compute: Callable[[bool], Block]) -> Block:
@@ -308,7 +308,7 @@ class Middleware:
             return await asyncio.wait_for(loop.run_in_executor(_executor(), compute, True), self.config.timeout_ms / 1000)
         except asyncio.TimeoutError:
             return self._timed_out()
-        except Exception as exc:  # noqa: BLE001 - fail open
+        except Exception as exc:
             return failed(exc)
 
     def _inline(self, fn: Callable[[bool], Block]) -> Block:
@@ -317,7 +317,7 @@ class Middleware:
             block = fn(False)
         except StoreBusyError:
             raise  # the worker path takes over, under the budget
-        except Exception as exc:  # noqa: BLE001 - fail open
+        except Exception as exc:
             return failed(exc)
         if (time.perf_counter() - start) * 1000 > self.config.timeout_ms:
             return self._timed_out()
@@ -377,7 +377,7 @@ class Middleware:
         return Prepared(placed.body, injection, turn.fmt.api)
 
 
-def _distiller(config: "Config") -> Distiller | None:
+def _distiller(config: Config) -> Distiller | None:
     if not config.distill_model:
         return None
     complete = litellm_complete(config.distill_model, api_base=config.distill_api_base, timeout=config.distill_timeout)

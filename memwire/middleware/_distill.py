@@ -34,8 +34,17 @@ from ..policies._screen import screened
 from ..policies._tokens import count_tokens
 from .formats import format_for
 
-__all__ = ["Distiller", "Proposal", "Complete", "PROMPT", "litellm_complete", "upstream_complete", "MAX_TEXT_CHARS",
-           "KINDS", "CREDENTIAL_HEADERS"]
+__all__ = [
+    "CREDENTIAL_HEADERS",
+    "KINDS",
+    "MAX_TEXT_CHARS",
+    "PROMPT",
+    "Complete",
+    "Distiller",
+    "Proposal",
+    "litellm_complete",
+    "upstream_complete",
+]
 
 log = logging.getLogger("memwire")
 
@@ -73,7 +82,7 @@ class Proposal:
     replaces: str | None = None
 
     @classmethod
-    def parse(cls, raw: Any) -> "Proposal | None":
+    def parse(cls, raw: Any) -> Proposal | None:
         """A proposal from the model's JSON, or None when it is not of the documented shape
         (hand-checked: ``import memwire`` stays free of pydantic)."""
         if not isinstance(raw, dict):
@@ -102,7 +111,7 @@ class Distiller:
     def __post_init__(self) -> None:
         self._spent: LRU[str, list[int]] = LRU(self.memo_size)
 
-    def propose(self, session: str, exchange: str, existing: Sequence["Memory"], system_text: str = "",
+    def propose(self, session: str, exchange: str, existing: Sequence[Memory], system_text: str = "",
                 complete: Complete | None = None) -> list[Proposal]:
         """The proposals that pass the guards ([] on any failure: logged, never raised).
         ``complete`` overrides the distiller's own for this exchange (the proxy's upstream)."""
@@ -120,7 +129,7 @@ class Distiller:
         spent[0] += cost
         try:
             reply = (complete or self.complete)(messages)
-        except Exception as exc:  # noqa: BLE001 - a failed distillation costs a log line
+        except Exception as exc:
             log.warning("memwire: distillation failed (%s)", describe(exc))
             return []
         spent[0] += count_tokens(reply)

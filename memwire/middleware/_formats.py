@@ -8,5 +8,17 @@ from .formats.anthropic_messages import AnthropicMessages
 from .formats.openai_chat import OpenAIChat
 from .formats.openai_responses import OpenAIResponses
 
-__all__ = ["View", "Scan", "Format", "FORMATS", "get_format", "text_of", "APIS", "format_for", "format_for_path",
-           "OpenAIChat", "AnthropicMessages", "OpenAIResponses"]
+__all__ = [
+           "APIS",
+           "FORMATS",
+           "AnthropicMessages",
+           "Format",
+           "OpenAIChat",
+           "OpenAIResponses",
+           "Scan",
+           "View",
+           "format_for",
+           "format_for_path",
+           "get_format",
+           "text_of",
+]

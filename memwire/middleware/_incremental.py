@@ -34,7 +34,7 @@ from typing import Any
 from .._lru import LRU
 from ._formats import Format, Scan, View
 
-__all__ = ["Views", "CONVERSATIONS"]
+__all__ = ["CONVERSATIONS", "Views"]
 
 CONVERSATIONS = 256  # conversations whose previous request is kept
 

@@ -32,8 +32,17 @@ from ..memory._logfile import append_jsonl, read_jsonl
 from ._prepared import Injection
 from ._usage import Usage
 
-__all__ = ["Record", "Records", "SharedRecords", "record_of", "read_records", "session_records", "stored_records",
-           "RECORDS_SIZE", "REQUESTS_LOG"]
+__all__ = [
+    "RECORDS_SIZE",
+    "REQUESTS_LOG",
+    "Record",
+    "Records",
+    "SharedRecords",
+    "read_records",
+    "record_of",
+    "session_records",
+    "stored_records",
+]
 
 log = logging.getLogger("memwire")
 
@@ -96,7 +105,7 @@ class Record:
         return {name: getattr(self, name) for name in _RECORD_FIELDS}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Record":
+    def from_json(cls, d: dict[str, Any]) -> Record:
         kw = {k: v for k, v in d.items() if k in _RECORD_FIELDS}
         kw["memory_ids"] = tuple(kw.get("memory_ids") or ())
         return cls(**kw)
@@ -105,7 +114,7 @@ class Record:
 _RECORD_FIELDS = tuple(f.name for f in fields(Record))
 
 
-def record_of(injection: "Injection | None", api: str, model: str, status: int, usage: "Usage | None",
+def record_of(injection: Injection | None, api: str, model: str, status: int, usage: Usage | None,
               at: float | None = None) -> Record:
     """The record of one request (``injection`` None: memwire passed it through untouched)."""
     inj: dict[str, Any] = {}
@@ -139,7 +148,7 @@ class Records:
         for listen in self.listeners:
             try:
                 listen(record)
-            except Exception as exc:  # noqa: BLE001 - figures never fail a call
+            except Exception as exc:
                 log.warning("memwire: request figures not counted (%s: %s)", type(exc).__name__, exc)
         if self.path is not None:
             try:
@@ -189,7 +198,7 @@ class SharedRecords:
         for namespace, mine in by_namespace.items():
             try:
                 self._store_for(namespace or None).append_events(REQUESTS_LOG, [r.to_json() for r in mine])
-            except Exception as exc:  # noqa: BLE001 - figures never fail anything
+            except Exception as exc:
                 # an outage is logged once, by the database: not once per record
                 (log.debug if isinstance(exc, StoreUnavailableError) else log.warning)(
                     "memwire: requests' records not kept in the store (%d of them; %s: %s)", len(mine),
@@ -213,7 +222,7 @@ def session_records(store: Any, records: Records, namespace: str | None, session
     kept: dict[str, Record] = {}
     try:
         kept = {r.rid: r for r in stored_records(store)}
-    except Exception as exc:  # noqa: BLE001 - the page still shows this process's records
+    except Exception as exc:
         log.warning("memwire: the store's request log cannot be read (%s: %s)", type(exc).__name__, exc)
     for r in records.recent(namespace=namespace or ""):
         kept.setdefault(r.rid, r)

@@ -34,7 +34,7 @@ from ._prepared import Injection
 from ._usage import Usage, usage_of
 from .formats import Format, ReplyText, format_for
 
-__all__ = ["Reply", "ReplyReader", "ReplyTap", "tap_reply", "reply_text", "observe", "MAX_REPLY_BYTES"]
+__all__ = ["MAX_REPLY_BYTES", "Reply", "ReplyReader", "ReplyTap", "observe", "reply_text", "tap_reply"]
 
 log = logging.getLogger("memwire")
 
@@ -73,7 +73,7 @@ def read_reply(api: str, body: Any) -> Reply:
     try:
         spec.read_reply(out, body)
         return _reply(api, out)
-    except Exception as exc:  # noqa: BLE001 - an odd body is no reply, never an error for the caller
+    except Exception as exc:
         log.debug("memwire: reply not read (%s: %s)", type(exc).__name__, exc)
         return Reply()
 
@@ -132,7 +132,7 @@ class ReplyReader:
         before = self._events.size
         try:
             self._spec.read_event(self._events, event)
-        except Exception as exc:  # noqa: BLE001 - an odd event is skipped, never the caller's problem
+        except Exception as exc:
             log.debug("memwire: reply event not read (%s: %s)", type(exc).__name__, exc)
         self._room(self._events.size - before)
 
@@ -163,7 +163,7 @@ class ReplyReader:
             out = self._read_events() if self._body else self._events
             reply = _reply(self.api, out)
             return reply if ended or out.done else reply._replace(text=None)
-        except Exception as exc:  # noqa: BLE001 - garbage is no reply, never an exception
+        except Exception as exc:
             log.debug("memwire: reply not read (%s: %s)", type(exc).__name__, exc)
             return Reply()
 
@@ -201,7 +201,7 @@ def observe(middleware: Middleware, injection: Injection, text: str | None) -> N
         return
     try:
         middleware.observe_reply(injection, text)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         log.warning("memwire: observing the reply failed (%s: %s)", type(exc).__name__, exc)
 
 
@@ -237,7 +237,7 @@ class ReplyTap(ReplyReader):
         if self.on_reply is not None:
             try:
                 self.on_reply(reply)
-            except Exception as exc:  # noqa: BLE001 - figures never fail the call they watch
+            except Exception as exc:
                 log.warning("memwire: the request's record failed (%s: %s)", type(exc).__name__, exc)
 
 

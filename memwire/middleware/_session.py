@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["resolve_session", "session_hint", "session_signals", "SESSION_HEADERS"]
+__all__ = ["SESSION_HEADERS", "resolve_session", "session_hint", "session_signals"]
 
 # Headers that carry a client's own conversation id, in order of preference (lower case).
 SESSION_HEADERS: tuple[tuple[str, str], ...] = (

@@ -13,7 +13,7 @@ from typing import Any
 from .formats import Usage, format_for
 from .formats.anthropic_messages import merged
 
-__all__ = ["Usage", "usage_of", "merged"]
+__all__ = ["Usage", "merged", "usage_of"]
 
 
 def usage_of(api: str, usage: Any) -> Usage | None:

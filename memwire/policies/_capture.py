@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Statement", "Kind", "statements", "might_state", "PROFILE_KEYS", "MAX_SENTENCE_CHARS", "MAX_SCAN_CHARS"]
+__all__ = ["MAX_SCAN_CHARS", "MAX_SENTENCE_CHARS", "PROFILE_KEYS", "Kind", "Statement", "might_state", "statements"]
 
 Kind = Literal["fact", "preference", "instruction", "forget"]
 
@@ -65,8 +65,7 @@ _FROM_NOW_ON = re.compile(_LEAD + r"(?:from now on|going forward|in (?:the )?fut
 _ALWAYS_NEVER = re.compile(_LEAD + r"(?:you\s+(?:should|must)\s+)?(?P<x>(?:always|never|don'?t ever|do not ever)\s+(?P<next>\S+).*)$",
                            re.IGNORECASE)
 # "always the same error", "never again": not an order
-_NOT_A_VERB = frozenset("the a an this that these those my your our his her its their so same again mind "
-                        "been had has have was were is are am be".split())
+_NOT_A_VERB = frozenset(["the", "a", "an", "this", "that", "these", "those", "my", "your", "our", "his", "her", "its", "their", "so", "same", "again", "mind", "been", "had", "has", "have", "was", "were", "is", "are", "am", "be"])
 _PREFER = re.compile(
     _LEAD + r"(?:i\s*(?:really\s+|generally\s+|usually\s+|strongly\s+)?(?P<verb>prefer|'d prefer|would prefer"
     r"|'d rather|would rather)|(?P<pref>my\s+preference\s+is(?:\s+that)?)|(?P<call>call\s+me))\s+(?P<x>.+)$",
@@ -90,8 +89,7 @@ _FIRST_PERSON = (
 _I_VERB = re.compile(r"\bI\b(?:\s+(?P<verb>[a-z]+(?:'t)?))?")
 _IRREGULAR = {"am": "is", "have": "has", "do": "does", "don't": "doesn't", "haven't": "hasn't", "was": "was",
               "wasn't": "wasn't", "go": "goes"}
-_UNCHANGED = frozenset("can can't will won't would wouldn't should shouldn't must might may could couldn't did didn't "
-                       "also always never usually often sometimes really just only still".split())
+_UNCHANGED = frozenset(["can", "can't", "will", "won't", "would", "wouldn't", "should", "shouldn't", "must", "might", "may", "could", "couldn't", "did", "didn't", "also", "always", "never", "usually", "often", "sometimes", "really", "just", "only", "still"])
 
 
 def _third_person_verb(verb: str) -> str:

@@ -10,7 +10,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-__all__ = ["GateDecision", "is_closer", "gate", "CLOSERS"]
+__all__ = ["CLOSERS", "GateDecision", "gate", "is_closer"]
 
 CLOSERS = frozenset(
     {

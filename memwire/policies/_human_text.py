@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Sequence
 from itertools import chain
 
-__all__ = ["HARNESS_TAGS", "MIN_REPEATED_CHARS", "strip_wrappers", "drop_repeated", "human_text"]
+__all__ = ["HARNESS_TAGS", "MIN_REPEATED_CHARS", "drop_repeated", "human_text", "strip_wrappers"]
 
 # Tags whose whole block a harness adds around or beside the person's words. Lower case; matched
 # case-insensitively. Keep this list documented (docs/clients.md) and tested.

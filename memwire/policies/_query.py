@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ._scripts import CJK_CHAR
 
-__all__ = ["Query", "query_from_messages", "cap_query", "CONTEXT_MESSAGES", "CONTEXT_CHARS", "MAX_QUERY_CHARS"]
+__all__ = ["CONTEXT_CHARS", "CONTEXT_MESSAGES", "MAX_QUERY_CHARS", "Query", "cap_query", "query_from_messages"]
 
 CONTEXT_MESSAGES = 3  # earlier messages kept as context: a follow-up rarely refers further back
 CONTEXT_CHARS = 600  # tail of each kept message: long assistant answers would otherwise dominate

@@ -215,33 +215,8 @@ _UNIT = re.compile(
 _NUMBER = re.compile(r"\+?\d[\d \t.,/-]{0,40}")
 _QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "«": "»", "„": "“"}
 
-_STOP = frozenset("""
-a an the in on at by to of for from with without into onto inside under behind via per and or but nor not no never
-always only just also still now then than so too very really quite rather pretty already usually often sometimes
-mostly either neither both each every all any some none nothing something anything everything what whatever which
-whichever who whoever whom whose that this these those it its it's they them their theirs there here where wherever
-when how why my mine your yours our ours his her hers we you i me us he she one ones same such other another as like
-unlike about around over between before after during until since because if unless whether though although while be
-been being is are was were do does did done have has had can could will would should must may might shall see check
-ask use get got set kept put left given sent shown known held saved found lost made written hidden stolen leaked
-taken gone read reset needs need n/a na tbd todo unknown unset empty blank missing null nil none true false yes str
-string int integer bool boolean bytes object optional any secretstr number text value values varchar char field enum
-list dict array json type types len length size more less most least much many few several enough plenty else
-otherwise
-""".split())
-_DESCRIBING = frozenset("""
-required mandatory expired wrong right correct incorrect invalid valid weak strong long short secure insecure safe
-unsafe different new old default temporary permanent unique random simple complex hard easy fine ok okay good bad
-great compromised visible encrypted hashed salted rotated changed locked unlocked disabled enabled active inactive
-public private secret confidential sensitive personal elsewhere somewhere everywhere nowhere separate identical
-similar unchanged outdated current latest deprecated obsolete stale fresh ephemeral static dynamic global local
-shared common standard generic special specific overdue due lowercase uppercase numeric alphanumeric case
-insensitive revoked available unavailable absent present gone out off up down outside offline online important
-critical crucial key essential paramount necessary unnecessary useless fake real dummy placeholder example sample
-test demo protected restricted limited unlimited scoped minimal maximal broad narrow tied bound linked attached
-readonly same weird tricky annoying obvious memorable guessable unguessable trivial difficult lost forgotten mine
-unused used new per there here ours yours theirs his hers whose own wide
-""".split())
+_STOP = frozenset(["a", "an", "the", "in", "on", "at", "by", "to", "of", "for", "from", "with", "without", "into", "onto", "inside", "under", "behind", "via", "per", "and", "or", "but", "nor", "not", "no", "never", "always", "only", "just", "also", "still", "now", "then", "than", "so", "too", "very", "really", "quite", "rather", "pretty", "already", "usually", "often", "sometimes", "mostly", "either", "neither", "both", "each", "every", "all", "any", "some", "none", "nothing", "something", "anything", "everything", "what", "whatever", "which", "whichever", "who", "whoever", "whom", "whose", "that", "this", "these", "those", "it", "its", "it's", "they", "them", "their", "theirs", "there", "here", "where", "wherever", "when", "how", "why", "my", "mine", "your", "yours", "our", "ours", "his", "her", "hers", "we", "you", "i", "me", "us", "he", "she", "one", "ones", "same", "such", "other", "another", "as", "like", "unlike", "about", "around", "over", "between", "before", "after", "during", "until", "since", "because", "if", "unless", "whether", "though", "although", "while", "be", "been", "being", "is", "are", "was", "were", "do", "does", "did", "done", "have", "has", "had", "can", "could", "will", "would", "should", "must", "may", "might", "shall", "see", "check", "ask", "use", "get", "got", "set", "kept", "put", "left", "given", "sent", "shown", "known", "held", "saved", "found", "lost", "made", "written", "hidden", "stolen", "leaked", "taken", "gone", "read", "reset", "needs", "need", "n/a", "na", "tbd", "todo", "unknown", "unset", "empty", "blank", "missing", "null", "nil", "none", "true", "false", "yes", "str", "string", "int", "integer", "bool", "boolean", "bytes", "object", "optional", "any", "secretstr", "number", "text", "value", "values", "varchar", "char", "field", "enum", "list", "dict", "array", "json", "type", "types", "len", "length", "size", "more", "less", "most", "least", "much", "many", "few", "several", "enough", "plenty", "else", "otherwise"])
+_DESCRIBING = frozenset(["required", "mandatory", "expired", "wrong", "right", "correct", "incorrect", "invalid", "valid", "weak", "strong", "long", "short", "secure", "insecure", "safe", "unsafe", "different", "new", "old", "default", "temporary", "permanent", "unique", "random", "simple", "complex", "hard", "easy", "fine", "ok", "okay", "good", "bad", "great", "compromised", "visible", "encrypted", "hashed", "salted", "rotated", "changed", "locked", "unlocked", "disabled", "enabled", "active", "inactive", "public", "private", "secret", "confidential", "sensitive", "personal", "elsewhere", "somewhere", "everywhere", "nowhere", "separate", "identical", "similar", "unchanged", "outdated", "current", "latest", "deprecated", "obsolete", "stale", "fresh", "ephemeral", "static", "dynamic", "global", "local", "shared", "common", "standard", "generic", "special", "specific", "overdue", "due", "lowercase", "uppercase", "numeric", "alphanumeric", "case", "insensitive", "revoked", "available", "unavailable", "absent", "present", "gone", "out", "off", "up", "down", "outside", "offline", "online", "important", "critical", "crucial", "key", "essential", "paramount", "necessary", "unnecessary", "useless", "fake", "real", "dummy", "placeholder", "example", "sample", "test", "demo", "protected", "restricted", "limited", "unlimited", "scoped", "minimal", "maximal", "broad", "narrow", "tied", "bound", "linked", "attached", "readonly", "same", "weird", "tricky", "annoying", "obvious", "memorable", "guessable", "unguessable", "trivial", "difficult", "lost", "forgotten", "mine", "unused", "used", "new", "per", "there", "here", "ours", "yours", "theirs", "his", "hers", "whose", "own", "wide"])
 _DESCRIBING_END = re.compile(r"(?:ed|ing|ly|able|ible|ive|ous|ful|less|ness|ment|tion|sion|ity|ance|ence|ical|ism|ward"
                              r"|wards|wise)$")
 _PARTICIPLE = re.compile(r"(?:ed|en)$|^(?:kept|set|held|known|shown|written|hidden|given|taken|sent|stolen|leaked|lost"
@@ -254,7 +229,7 @@ _WORDS = re.compile(r"[A-Za-z]+(?:[ \t]+[A-Za-z]+){0,7}")
 def _is_reference(v: str) -> bool:
     """A name of where a secret lives, a placeholder or a mask: not the secret."""
     return bool(_PLACEHOLDER.fullmatch(v) or _REFERENCE.search(v)
-                or ("<" in v or "{" in v) and not any(c.isalnum() for c in _TEMPLATE_PART.sub("", v)))
+                or (("<" in v or "{" in v) and not any(c.isalnum() for c in _TEMPLATE_PART.sub("", v))))
 
 
 _TEMPLATE_PART = re.compile(r"<[^<>]*>|\{[^{}]*\}")  # "<hash>#<n>", "{user}:{id}": a template, not a value
@@ -416,24 +391,11 @@ def _folded(text: str) -> str:
 
 # a name used for something else: "primary key", "EOS token", "the LED pin", "top secret"
 _OTHER_MEANING = {
-    "bare_key": frozenset("""primary foreign composite compound unique sort sorting partition partitioning cluster clustering
-        shard sharding hash cache caching lookup dict dictionary map json yaml toml config configuration
-        registry row natural surrogate routing idempotency object s3 bucket redis index join group grouping
-        music musical piano keyboard shortcut hot escape esc enter return tab arrow function fn modifier
-        meta option alt ctrl control shift space delete backspace translation i18n locale message react list
-        table column field property dedup dedupe deduplication memo public minor major sign rate throttle
-        cursor pagination page continuation resume sequence record document entity item attribute setting
-        settings legend answer dynamodb range query cluster_key composite""".split()),
-    "bare_token": frozenset("""eos bos pad padding sep separator cls mask unk unknown stop end start special lexer parser next
-        first last previous prev input output prompt completion max context bucket cancellation continuation
-        pagination page cursor sync design color colour reasoning thinking cached image audio text word
-        subword bpe vocab vocabulary sentinel delimiter boundary placeholder fill newline eot eom system
-        chat template control lex syntax ast parse css utility theme spacing size font the_token""".split()),
-    "secret": frozenset("top trade open dirty little big family best-kept kubernetes k8s sealed".split()),
-    "pin": frozenset("""gpio led data clock reset power ground gnd vcc output input analog digital pwm interrupt tx rx sda
-        scl chip enable version versions dependency dependencies map drop hair bowling safety header signal
-        control cs ss mosi miso sck io boot strap jumper bobby lapel push cotter""".split()),
-    "login": frozenset("sso social google github oauth".split()),
+    "bare_key": frozenset(["primary", "foreign", "composite", "compound", "unique", "sort", "sorting", "partition", "partitioning", "cluster", "clustering", "shard", "sharding", "hash", "cache", "caching", "lookup", "dict", "dictionary", "map", "json", "yaml", "toml", "config", "configuration", "registry", "row", "natural", "surrogate", "routing", "idempotency", "object", "s3", "bucket", "redis", "index", "join", "group", "grouping", "music", "musical", "piano", "keyboard", "shortcut", "hot", "escape", "esc", "enter", "return", "tab", "arrow", "function", "fn", "modifier", "meta", "option", "alt", "ctrl", "control", "shift", "space", "delete", "backspace", "translation", "i18n", "locale", "message", "react", "list", "table", "column", "field", "property", "dedup", "dedupe", "deduplication", "memo", "public", "minor", "major", "sign", "rate", "throttle", "cursor", "pagination", "page", "continuation", "resume", "sequence", "record", "document", "entity", "item", "attribute", "setting", "settings", "legend", "answer", "dynamodb", "range", "query", "cluster_key", "composite"]),
+    "bare_token": frozenset(["eos", "bos", "pad", "padding", "sep", "separator", "cls", "mask", "unk", "unknown", "stop", "end", "start", "special", "lexer", "parser", "next", "first", "last", "previous", "prev", "input", "output", "prompt", "completion", "max", "context", "bucket", "cancellation", "continuation", "pagination", "page", "cursor", "sync", "design", "color", "colour", "reasoning", "thinking", "cached", "image", "audio", "text", "word", "subword", "bpe", "vocab", "vocabulary", "sentinel", "delimiter", "boundary", "placeholder", "fill", "newline", "eot", "eom", "system", "chat", "template", "control", "lex", "syntax", "ast", "parse", "css", "utility", "theme", "spacing", "size", "font", "the_token"]),
+    "secret": frozenset(["top", "trade", "open", "dirty", "little", "big", "family", "best-kept", "kubernetes", "k8s", "sealed"]),
+    "pin": frozenset(["gpio", "led", "data", "clock", "reset", "power", "ground", "gnd", "vcc", "output", "input", "analog", "digital", "pwm", "interrupt", "tx", "rx", "sda", "scl", "chip", "enable", "version", "versions", "dependency", "dependencies", "map", "drop", "hair", "bowling", "safety", "header", "signal", "control", "cs", "ss", "mosi", "miso", "sck", "io", "boot", "strap", "jumper", "bobby", "lapel", "push", "cotter"]),
+    "login": frozenset(["sso", "social", "google", "github", "oauth"]),
 }
 _SET_VERB = re.compile(r"\b(?:set|sets|setting|change|changed|changing|reset|update|updated|rotate|rotated|chose"
                        r"|choose)\b", re.IGNORECASE)
@@ -462,7 +424,7 @@ _NEAR_ASSIGN = re.compile(r"(?:[ \t]+[A-Za-z'’]{1,20}){1,4}?[ \t]*(?::(?!//)|=
 _DIRECT = re.compile(r"[ \t]+(?=[^\s])")
 _CLAUSE_END = re.compile(r"[ \t]*(?:\Z|[\n.,;:!?)\]]|(?:for|on|at|in|to|from|with|when|if|and|but"
                          r"|so)(?![A-Za-z0-9]))", re.IGNORECASE)
-_USE_VERBS = frozenset("use using used enter entered type typed try tried chose choose picked pick set".split())
+_USE_VERBS = frozenset(["use", "using", "used", "enter", "entered", "type", "typed", "try", "tried", "chose", "choose", "picked", "pick", "set"])
 _WINDOW = 240
 _TOKEN = re.compile(r"\S{1,120}")
 
@@ -675,8 +637,8 @@ def _after(w: str, name: _Name, before: str) -> bool:
     return False
 
 
-_ARTICLES = frozenset("the my our your his her their its a an this that new same".split())
-_BEFORE_VERBS = frozenset("as is was = for".split())
+_ARTICLES = frozenset(["the", "my", "our", "your", "his", "her", "their", "its", "a", "an", "this", "that", "new", "same"])
+_BEFORE_VERBS = frozenset(["as", "is", "was", "=", "for"])
 _MODIFIER = re.compile(r"[A-Za-z0-9'’-]{1,30}")
 
 
@@ -719,7 +681,7 @@ def _before(text: str, start: int, name: _Name) -> bool:
 # ---------------------------------------------------------------------------- 2. URLs
 
 _URL_CREDENTIALS = re.compile(r"://([^\s/:@]{0,256}):([^\s/@]{1,256})@")
-_URL_PLACEHOLDERS = frozenset("password passwd pass pwd secret token x xxx *** changeme <password> pw".split())
+_URL_PLACEHOLDERS = frozenset(["password", "passwd", "pass", "pwd", "secret", "token", "x", "xxx", "***", "changeme", "<password>", "pw"])
 _SECRET_PARAM = re.compile(
     r"[?&;](?:access_token|refresh_token|id_token|auth_token|token|api_key|apikey|api-key|key|secret|client_secret|password"
     r"|passwd|pwd|pass|sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature"
@@ -825,7 +787,7 @@ def _random(token: str) -> bool:
     entropy = -sum(k / n * math.log2(k / n) for k in counts.values())
     if sum(len(w) for w in _WORDLIKE.findall(token)) >= n / 2:
         return False  # mostly words ("BetaMemoryTool20250818ViewCommand"): an identifier
-    if all(len(part) < 4 or _HEX.fullmatch(part) or part.isalpha() and part.islower()
+    if all(len(part) < 4 or _HEX.fullmatch(part) or (part.isalpha() and part.islower())
            for part in re.split(r"[-_]", token)):
         return False  # words and hex joined ("user_ab12cd34_account_1f2e3d4c-0000-4000-..."): ids
     if has == {"u", "l", "d"}:

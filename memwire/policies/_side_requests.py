@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["is_agent_harness", "is_side_request", "SIDE_PROMPT_PREFIXES"]
+__all__ = ["SIDE_PROMPT_PREFIXES", "is_agent_harness", "is_side_request"]
 
 # How a harness opens the user message of a request it makes for itself
 SIDE_PROMPT_PREFIXES: tuple[str, ...] = (

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import Protocol
 
-__all__ = ["Encoder", "encoding_name_for", "get_encoder", "count_tokens"]
+__all__ = ["Encoder", "count_tokens", "encoding_name_for", "get_encoder"]
 
 log = logging.getLogger("memwire")
 
@@ -145,7 +145,7 @@ def _load(name: str) -> Encoder:
                 enc = tiktoken.get_encoding(name)
             enc.encode("warm up")
             return enc  # type: ignore[return-value]
-        except Exception as exc:  # noqa: BLE001 - any failure means: estimate
+        except Exception as exc:
             if not _warned:
                 _warned = True
                 log.warning("memwire: tiktoken encoding %s unavailable (%s); estimating 4 chars/token. Set "

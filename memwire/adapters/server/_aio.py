@@ -71,7 +71,7 @@ class AioTransport(httpx.AsyncBaseTransport):
             timeout=aiohttp.ClientTimeout(total=None),
         )
 
-    async def send(self, out: Outgoing, request: httpx.Request | None = None) -> "Answer":
+    async def send(self, out: Outgoing, request: httpx.Request | None = None) -> Answer:
         """Send ``out``; what fails is raised as httpx would raise it (``request``: the httpx
         request it stands for, if any, named in those errors)."""
         import aiohttp

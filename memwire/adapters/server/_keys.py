@@ -50,8 +50,19 @@ if TYPE_CHECKING:  # start-up time: pydantic's Config model loads on the first c
     from ..._config_model import Config
 
 __all__ = [
-    "Access", "Caller", "Denied", "KeyEntry", "KeyRing", "KEY_HEADER", "KEY_PREFIX", "add_key", "fingerprint",
-    "hash_key", "read_keys", "register", "revoke_keys",
+    "KEY_HEADER",
+    "KEY_PREFIX",
+    "Access",
+    "Caller",
+    "Denied",
+    "KeyEntry",
+    "KeyRing",
+    "add_key",
+    "fingerprint",
+    "hash_key",
+    "read_keys",
+    "register",
+    "revoke_keys",
 ]
 
 log = logging.getLogger("memwire.proxy")

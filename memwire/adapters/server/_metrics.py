@@ -23,7 +23,7 @@ from typing import Any
 from ..._worker import on_dropped
 from ...middleware._records import Record
 
-__all__ = ["Metrics", "MULTIPROC_ENV"]
+__all__ = ["MULTIPROC_ENV", "Metrics"]
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -141,6 +141,6 @@ class _Derived:
         if self.store_size is not None:
             try:
                 size = self.store_size()
-            except Exception:  # noqa: BLE001 - an unreadable store is a missing figure, not a failed scrape
+            except Exception:
                 return
             yield GaugeMetricFamily("memwire_store_memories", "Memories in the default namespace's store", value=size)

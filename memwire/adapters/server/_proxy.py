@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import json
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
@@ -53,20 +53,24 @@ from ..._json import load_json
 from ...memory._store import validate_namespace
 from ...middleware._core import Injection, Middleware, Prepared
 from ...middleware._distill import Complete, upstream_complete
-from ...middleware.formats import FORMATS, format_for, format_for_path
-# the Anthropic cache-breakpoint rule's names, where they were (tests, callers)
-from ...middleware.formats.anthropic_messages import (MAX_CACHE_BREAKPOINTS, add_cache_breakpoint,  # noqa: F401
-                                                      count_cache_breakpoints)
 from ...middleware._records import record_of
 from ...middleware._reply import Reply, ReplyTap, tap_reply
+from ...middleware.formats import FORMATS, format_for, format_for_path
+
+# the Anthropic cache-breakpoint rule's names, where they were (tests, callers)
+from ...middleware.formats.anthropic_messages import (  # noqa: F401
+    MAX_CACHE_BREAKPOINTS,
+    add_cache_breakpoint,
+    count_cache_breakpoints,
+)
+from .._common import dump_json, error_id
 from ._aio import AioTransport, Answer, Outgoing
 from ._aio import available as aio_available
-from .._common import dump_json, error_id
 from ._keys import KEY_HEADER, Access, Caller, Denied, KeyRing
 from ._limits import NamespaceQuota, Refusal, declared_length, read_all, read_body
+from ._memory_api import memory_api
 from ._metrics import Metrics
 from ._ui import ui_routes
-from ._memory_api import memory_api
 
 __all__ = ["create_app", "default_client"]
 
@@ -257,7 +261,7 @@ class _Proxy:
     def __init__(
         self, middleware: Middleware, upstreams: dict[str, str], client: httpx.AsyncClient, *,
         max_body_bytes: int, access: Access, cache_breakpoint: bool, body_timeout: float,
-        quota: NamespaceQuota, memory: bool = True, direct: "_ShardedTransport | AioTransport | None" = None,
+        quota: NamespaceQuota, memory: bool = True, direct: _ShardedTransport | AioTransport | None = None,
     ) -> None:
         self.middleware = middleware
         self.memory = memory
@@ -353,7 +357,7 @@ class _Proxy:
             return await _run(big, self._encode, prepared, data, raw, api), prepared.injection, model
         except (RequestFormatError, NamespaceError) as exc:
             raise Refusal(400, str(exc)) from None
-        except Exception as exc:  # noqa: BLE001 - fail open: memory never fails the user's call
+        except Exception as exc:
             return (*_unchanged(raw, exc), model)
 
     def _distill_with(self, request: Request, api: str) -> Complete | None:
@@ -464,7 +468,7 @@ async def _healthz(middleware: Middleware, memory: bool, request: Request) -> Re
     if memory:
         try:
             await run_in_threadpool(middleware.store.refresh)
-        except Exception as exc:  # noqa: BLE001 - the probe reports it, the proxy keeps serving (fail open)
+        except Exception as exc:
             log.warning("memwire proxy: health check: the store cannot be read (%s: %s)", type(exc).__name__, exc)
             store = "unreadable"
     return JSONResponse({"status": "ok", "store": store})

@@ -40,8 +40,16 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..._logs import configure_logging
 
-__all__ = ["protocol_with_header_timeout", "http_protocol", "worker_app", "build_app", "freeze_startup", "SPEC_ENV",
-           "GuardedH11Protocol", "exit_with_parent"]
+__all__ = [
+    "SPEC_ENV",
+    "GuardedH11Protocol",
+    "build_app",
+    "exit_with_parent",
+    "freeze_startup",
+    "http_protocol",
+    "protocol_with_header_timeout",
+    "worker_app",
+]
 
 SPEC_ENV = "MEMWIRE_PROXY_WORKER_SPEC"
 

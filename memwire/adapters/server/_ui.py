@@ -42,9 +42,9 @@ from ...middleware._records import Record, session_records
 from ...policies._secrets import find_secret
 from .._common import Failures, error_id, public_message
 from ._keys import Access, Caller, Denied
-from ._limits import NamespaceQuota, Refusal, read_all, read_body
+from ._limits import NamespaceQuota, Refusal, read_all
 
-__all__ = ["ui_routes", "UI_PREFIX"]
+__all__ = ["UI_PREFIX", "ui_routes"]
 
 log = logging.getLogger("memwire")
 

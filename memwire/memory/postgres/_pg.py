@@ -221,7 +221,7 @@ class _Listener:
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=LISTEN_TICK_S):
                             self.bump(note.payload)
-            except Exception as exc:  # noqa: BLE001 - any failure: poll, and connect again
+            except Exception as exc:
                 if not lost and not self._stop.is_set():
                     log.info("memwire: not listening to %s (%s: %s); stores poll it every second meanwhile",
                              self._db.shown, type(exc).__name__, exc)

@@ -423,7 +423,7 @@ class PgStore:
             pass
         except StoreBusyError:
             raise
-        except Exception as exc:  # noqa: BLE001 - a read on the LLM call path never fails for the database
+        except Exception as exc:
             log.warning("memwire: reading %s failed (%s: %s); using what is cached", self.location,
                         type(exc).__name__, exc)
 

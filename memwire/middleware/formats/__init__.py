@@ -17,8 +17,20 @@ from .anthropic_messages import AnthropicMessages
 from .openai_chat import OpenAIChat
 from .openai_responses import OpenAIResponses
 
-__all__ = ["Format", "Scan", "View", "Usage", "ReplyText", "text_of", "FORMATS", "APIS", "register", "format_for",
-           "format_for_path", "get_format"]
+__all__ = [
+    "APIS",
+    "FORMATS",
+    "Format",
+    "ReplyText",
+    "Scan",
+    "Usage",
+    "View",
+    "format_for",
+    "format_for_path",
+    "get_format",
+    "register",
+    "text_of",
+]
 
 FORMATS: dict[str, Format] = {}   # api -> its format, in registration order
 _BY_PATH: dict[str, Format] = {}  # proxy route -> its format

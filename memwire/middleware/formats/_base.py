@@ -21,7 +21,7 @@ from ..._errors import RequestFormatError
 from ...policies._human_text import drop_repeated, human_text, strip_wrappers
 from ...policies._query import CONTEXT_MESSAGES
 
-__all__ = ["View", "Scan", "Format", "Usage", "ReplyText", "text_of"]
+__all__ = ["Format", "ReplyText", "Scan", "Usage", "View", "text_of"]
 
 
 @dataclass
@@ -38,7 +38,7 @@ class View:
     leading_system: int = 0               # number of leading system-role items in items
     user_indices: list[int] = field(default_factory=list)  # every human user message, in order
     stateful: bool = False                # Responses call continuing a provider-side history
-    scan: "Scan | None" = field(default=None, repr=False, compare=False)  # the per-item facts it was read from
+    scan: Scan | None = field(default=None, repr=False, compare=False)  # the per-item facts it was read from
     # ``Format.identity`` of the latest user message, once read (``_incremental.user_keys``)
     latest_identity: str | None = field(default=None, repr=False, compare=False)
 
@@ -65,10 +65,10 @@ class Scan:
     joined_texts: tuple[int, str] | None = None
 
     @classmethod
-    def empty(cls) -> "Scan":
+    def empty(cls) -> Scan:
         return cls([], [], [], [])
 
-    def copy(self) -> "Scan":
+    def copy(self) -> Scan:
         return Scan(list(self.roles), list(self.users), list(self.user_texts), list(self.system), self.leading,
                     self.ledger, self.joined_texts)
 
@@ -90,7 +90,7 @@ class Scan:
         j = bisect_left(self.users, index)
         return j < len(self.users) and self.users[j] == index
 
-    def prefix(self, n: int) -> "Scan":
+    def prefix(self, n: int) -> Scan:
         """The scan of the first ``n`` items (at most as many as were scanned)."""
         if n >= len(self.roles):
             return self
@@ -289,11 +289,11 @@ class Format:
     def system_text(self, body: Mapping[str, Any], items: list[Any]) -> str:
         return "\n".join(self.text(m) for m in items if isinstance(m, Mapping) and m.get("role") in self.system_roles)
 
-    def _system_text(self, body: Mapping[str, Any], scan: "Scan") -> str:
+    def _system_text(self, body: Mapping[str, Any], scan: Scan) -> str:
         """``system_text`` from the texts the scan kept (no pass over the items)."""
         return "\n".join(t for _, t in scan.system)
 
-    def scan(self, items: list[Any], start: "Scan | None" = None) -> "Scan":
+    def scan(self, items: list[Any], start: Scan | None = None) -> Scan:
         """The per-item facts of ``items`` (validating each item). ``start``: the scan of a list
         that ``items`` begins with (equal items): only the items after it are read."""
         s = Scan.empty() if start is None else start.copy()
@@ -311,7 +311,7 @@ class Format:
                 s.user_texts.append(self.text(item))
         return s
 
-    def view(self, body: Mapping[str, Any], scan: "Scan | None" = None) -> View:
+    def view(self, body: Mapping[str, Any], scan: Scan | None = None) -> View:
         """What the middleware needs to know about ``body``; ``scan``: the scan of its items, when
         the caller has it (``_incremental``), else they are all read."""
         items = self.items(body)
@@ -336,7 +336,7 @@ class Format:
                 break
         return v
 
-    def _recent_texts(self, items: list[Any], end: int, scan: "Scan") -> list[str]:
+    def _recent_texts(self, items: list[Any], end: int, scan: Scan) -> list[str]:
         """The last CONTEXT_MESSAGES non-empty texts before ``end``, oldest first (the query's
         context): user messages by their human text. Reads only as far back as it needs."""
         out: list[str] = []

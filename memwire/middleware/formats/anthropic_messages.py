@@ -23,7 +23,7 @@ from ..._errors import RequestFormatError
 from .._prepared import Injection
 from ._base import Format, ReplyText, Scan, Usage, _append_content, count, get, index_of, kind, listed, text_of
 
-__all__ = ["AnthropicMessages", "merged", "add_cache_breakpoint", "count_cache_breakpoints", "MAX_CACHE_BREAKPOINTS"]
+__all__ = ["MAX_CACHE_BREAKPOINTS", "AnthropicMessages", "add_cache_breakpoint", "count_cache_breakpoints", "merged"]
 
 MAX_CACHE_BREAKPOINTS = 4  # Anthropic rejects a request with more cache_control blocks
 
@@ -44,7 +44,7 @@ class AnthropicMessages(Format):
             raise RequestFormatError(f"{self.api}: 'system' must be a string or a list of blocks, got {type(system).__name__}")
         return text_of(system, self.text_types)
 
-    def _system_text(self, body: Mapping[str, Any], scan: "Scan") -> str:
+    def _system_text(self, body: Mapping[str, Any], scan: Scan) -> str:
         return self.system_text(body, [])  # the top-level system field only
 
     def memory_item(self, text: str, role: str) -> dict[str, Any]:

@@ -48,7 +48,7 @@ class OpenAIResponses(Format):
             return None  # function_call, function_call_output, reasoning, item_reference, ...
         return super().role(item, i)
 
-    def view(self, body: Mapping[str, Any], scan: "Scan | None" = None) -> View:
+    def view(self, body: Mapping[str, Any], scan: Scan | None = None) -> View:
         v = super().view(body, scan)
         v.stateful = bool(body.get("previous_response_id") or body.get("conversation"))
         return v
@@ -57,7 +57,7 @@ class OpenAIResponses(Format):
         instructions = body.get("instructions")
         return (instructions if isinstance(instructions, str) else "") + "\n" + super().system_text(body, items)
 
-    def _system_text(self, body: Mapping[str, Any], scan: "Scan") -> str:
+    def _system_text(self, body: Mapping[str, Any], scan: Scan) -> str:
         instructions = body.get("instructions")
         return (instructions if isinstance(instructions, str) else "") + "\n" + super()._system_text(body, scan)
 

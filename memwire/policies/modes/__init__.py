@@ -25,8 +25,20 @@ from ._system_prompt import SystemPromptPerTurn
 if TYPE_CHECKING:  # start-up time: the config model is pydantic's, loaded on the first config built
     from ..._config_model import Config
 
-__all__ = ["Mode", "Turn", "Plan", "Skip", "Placed", "TurnMemo", "Block", "Startup", "SystemPromptPerTurn",
-           "ContextPerTurn", "MODES", "mode_from_config"]
+__all__ = [
+    "MODES",
+    "Block",
+    "ContextPerTurn",
+    "Mode",
+    "Placed",
+    "Plan",
+    "Skip",
+    "Startup",
+    "SystemPromptPerTurn",
+    "Turn",
+    "TurnMemo",
+    "mode_from_config",
+]
 
 # The registry: mode name -> class.
 MODES: dict[str, type[Mode]] = {
@@ -39,6 +51,6 @@ if tuple(MODES) != NAMES:  # a config names a mode by name (``_mode_names``), an
 use_registry(MODES)  # a config's mode is one of these names, a mode registered later too
 
 
-def mode_from_config(name: str, config: "Config") -> Mode:
+def mode_from_config(name: str, config: Config) -> Mode:
     """The mode ``name`` (as normalized by the config) with the settings of ``config``."""
     return MODES[name].from_config(config)

@@ -19,8 +19,19 @@ from ._render import Block, render
 if TYPE_CHECKING:  # start-up time: the config model is pydantic's, loaded on the first config built
     from ..._config_model import Config
 
-__all__ = ["Mode", "Turn", "Plan", "Skip", "Placed", "TurnMemo", "RequestFormat", "RequestView", "turn_key",
-           "check_int", "check_choice"]
+__all__ = [
+    "Mode",
+    "Placed",
+    "Plan",
+    "RequestFormat",
+    "RequestView",
+    "Skip",
+    "Turn",
+    "TurnMemo",
+    "check_choice",
+    "check_int",
+    "turn_key",
+]
 
 
 class RequestView(Protocol):
@@ -154,7 +165,7 @@ class Mode(ABC):
 
     @classmethod
     @abstractmethod
-    def from_config(cls, config: "Config") -> "Mode":
+    def from_config(cls, config: Config) -> Mode:
         """The mode with the settings of ``config``."""
 
     @abstractmethod

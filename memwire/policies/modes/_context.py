@@ -51,7 +51,7 @@ class ContextPerTurn(Mode):
         self.shared = bool(shared_memos)  # history="drop": the memos in the session's ledger file (``Memo``)
 
     @classmethod
-    def from_config(cls, config: "Config") -> "ContextPerTurn":
+    def from_config(cls, config: Config) -> ContextPerTurn:
         return cls(config.history, config.max_tokens, config.replay_max_tokens, config.placement, config.memo_size,
                    config.profile, config.startup_max_tokens, config.shared_memos)
 

@@ -43,7 +43,7 @@ from ...memory._protocol import Store
 from .._tokens import count_tokens
 from ._render import render_lines
 
-__all__ = ["LedgerEntry", "Ledger", "flush", "PROFILE_KEY", "MEMO_PREFIX", "ledger_path"]
+__all__ = ["MEMO_PREFIX", "PROFILE_KEY", "Ledger", "LedgerEntry", "flush", "ledger_path"]
 
 log = logging.getLogger("memwire")
 
@@ -70,7 +70,7 @@ class LedgerEntry:
     tokens: int = 0
     skipped: str | None = None    # why that turn got no block (gate, nothing_relevant, ...)
 
-    def without(self, gone: set[str], model: str | None) -> "LedgerEntry":
+    def without(self, gone: set[str], model: str | None) -> LedgerEntry:
         """This entry with the memories in ``gone`` rendered out of its block."""
         kept = [(mid, line) for mid, line in zip(self.ids, self.lines) if mid not in gone]
         if not kept:
@@ -80,7 +80,7 @@ class LedgerEntry:
         return LedgerEntry(self.key, tuple(mid for mid, _ in kept), lines, text, count_tokens(text, model))
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "LedgerEntry":
+    def from_json(cls, d: Mapping[str, Any]) -> LedgerEntry:
         return cls(str(d["key"]), tuple(d.get("ids", ())), tuple(d.get("lines", ())), str(d.get("text", "")),
                    int(d.get("tokens", 0)), d.get("skipped"))
 
@@ -92,7 +92,7 @@ class _Entries(tuple):  # type: ignore[type-arg]
     that hold a block (ids or text), by key, in turn order (None: not known; never changed)."""
 
     gen: int = -1
-    shown: "Mapping[str, LedgerEntry] | None" = None
+    shown: Mapping[str, LedgerEntry] | None = None
     ids: frozenset[str] = frozenset()  # the memory ids ``shown`` holds
 
 
@@ -144,7 +144,7 @@ class Ledger:
         self._reset = 0       # generation of the last full read (every key may have changed)
 
     @classmethod
-    def load(cls, directory: Path, session: str, root: Path | None = None) -> "Ledger":
+    def load(cls, directory: Path, session: str, root: Path | None = None) -> Ledger:
         """The ledger of ``session`` in the memory directory ``directory`` (a store's, under the
         tree ``root`` a person named: ``directory`` itself when not given)."""
         ledger = cls(ledger_path(directory, session), session)
@@ -309,7 +309,7 @@ class Ledger:
                 self._ids[mid] = self._ids.get(mid, 0) + 1
         self._unverified, self._verified, self._gone = set(self._ids), None, set()
 
-    def gone(self, store: "Store", since: _Entries, wait: bool = True) -> set[str]:
+    def gone(self, store: Store, since: _Entries, wait: bool = True) -> set[str]:
         """The memory ids the entries of ``since`` (a ``snapshot``) show that the store no longer
         has (as last read: ``store.missing(refresh=False)``). Asks the store only about ids shown
         since it last asked, unless the store's memory set changed since (its ``version``)."""

@@ -28,7 +28,7 @@ from typing import Any
 from ..._errors import StoreUnavailableError
 from ._ledger import MAX_AGE_S, MAX_LINES, PRUNE_EVERY_S, Ledger, LedgerEntry, _line
 
-__all__ = ["PgLedger", "RETRY_S"]
+__all__ = ["RETRY_S", "PgLedger"]
 
 log = logging.getLogger("memwire")
 
@@ -54,7 +54,7 @@ class PgLedger(Ledger):
         self._down_until = 0.0          # monotonic time before which the database is not asked
 
     @classmethod
-    def open(cls, connect: Callable[[], AbstractContextManager[Any]], namespace: str, session: str) -> "PgLedger":
+    def open(cls, connect: Callable[[], AbstractContextManager[Any]], namespace: str, session: str) -> PgLedger:
         ledger = cls(connect, namespace, session)
         ledger.sync()
         return ledger
@@ -75,7 +75,7 @@ class PgLedger(Ledger):
         try:
             with self._lock, self._connect() as conn:
                 self._read_rows(conn)
-        except Exception as exc:  # noqa: BLE001 - the ledger is an optimization: never fail a call over it
+        except Exception as exc:
             self._failed("read", exc)
 
     def _read_rows(self, conn: Any) -> None:
@@ -114,7 +114,7 @@ class PgLedger(Ledger):
                     if new:
                         self._write_rows(conn, new)
                     return True
-            except Exception as exc:  # noqa: BLE001 - the turn goes on in memory, as with an unwritable file
+            except Exception as exc:
                 self._failed("save", exc)
                 self._epoch, self._seq = None, 0  # the next read starts over from what was committed
                 return self._take(changes) is not None
@@ -169,7 +169,7 @@ def _prune_now_and_then(connect: Callable[[], AbstractContextManager[Any]]) -> N
         try:
             with connect() as conn:
                 prune(conn, MAX_AGE_S)
-        except Exception as exc:  # noqa: BLE001 - pruning only saves space
+        except Exception as exc:
             log.warning("memwire: could not prune old ledgers in PostgreSQL (%s: %s)", type(exc).__name__, exc)
 
     threading.Thread(target=run, name="memwire-ledger-prune", daemon=True).start()

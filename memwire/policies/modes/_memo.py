@@ -71,4 +71,4 @@ class Memo:
 
 
 # the ledgers of each memo table (an LRU of blocks), loaded once per session
-_ledgers: "weakref.WeakKeyDictionary[LRU[Any, Any], LRU[tuple[str, str], Ledger]]" = weakref.WeakKeyDictionary()
+_ledgers: weakref.WeakKeyDictionary[LRU[Any, Any], LRU[tuple[str, str], Ledger]] = weakref.WeakKeyDictionary()

@@ -22,7 +22,7 @@ from ...memory._protocol import Store
 from .._tokens import Encoder, get_encoder
 from ._render import Block, memory_line, piece_tokens, render_lines
 
-__all__ = ["profile_block", "sections", "SECTIONS", "PROFILE_HEADER", "more_line", "capacity_line"]
+__all__ = ["PROFILE_HEADER", "SECTIONS", "capacity_line", "more_line", "profile_block", "sections"]
 
 PINNED = "Pinned"
 #: (section title, category), in the order the sections appear; pinned memories go only in the first
@@ -50,7 +50,7 @@ def capacity_line(shown: int, total: int) -> str:
     return f"Showing {shown} of {total} memories."
 
 
-def sections(store: "Store", memories: Sequence[Memory]) -> list[tuple[str, list[Memory]]]:
+def sections(store: Store, memories: Sequence[Memory]) -> list[tuple[str, list[Memory]]]:
     """The non-empty sections of ``memories``, in order, each strongest first; ``dropped`` ones out."""
     lc = store.lifecycle
     now = lc.clock()  # one instant for every score: the order cannot depend on how long scoring took
@@ -91,7 +91,7 @@ def _lines(shown: Shown, total: int) -> list[str]:
     return lines
 
 
-def profile_block(store: "Store", memories: Sequence[Memory], max_tokens: int, model: str | None) -> Block:
+def profile_block(store: Store, memories: Sequence[Memory], max_tokens: int, model: str | None) -> Block:
     """The profile block of ``memories`` within ``max_tokens`` (counted in ``model``'s encoding)."""
     secs = sections(store, memories)
     total = sum(len(mems) for _, mems in secs)

@@ -17,8 +17,20 @@ from ...memory._model import Memory
 from ...memory._protocol import Store
 from .._tokens import Encoder, EstimateEncoder, get_encoder
 
-__all__ = ["Block", "render", "failed", "render_block", "render_lines", "memory_line", "escape", "fit_budget",
-           "piece_tokens", "OPEN", "CLOSE", "HEADER"]
+__all__ = [
+    "CLOSE",
+    "HEADER",
+    "OPEN",
+    "Block",
+    "escape",
+    "failed",
+    "fit_budget",
+    "memory_line",
+    "piece_tokens",
+    "render",
+    "render_block",
+    "render_lines",
+]
 
 log = logging.getLogger("memwire")
 
@@ -103,9 +115,9 @@ class Block:
     looked_at: int | None = None  # store version a search found nothing relevant in (may look again)
     compacted: bool = False       # replay: earlier blocks changed (compaction, a forgotten memory)
     extra: Any = None
-    profile: "Block | None" = None  # contextPerTurn with profile: the session's profile block
+    profile: Block | None = None  # contextPerTurn with profile: the session's profile block
 
-    def may_look_again(self, store: "Store") -> bool:
+    def may_look_again(self, store: Store) -> bool:
         """A turn whose search found nothing, and that so has sent no block, looks again once the
         store has changed: a memory added since (even by hand, even across a restart) then reaches
         the turn's next request."""

@@ -36,8 +36,17 @@ from ._ledger import PROFILE_KEY, Ledger, LedgerEntry, _Entries, _holds
 from ._ledger_pg import PgLedger
 from ._render import Block
 
-__all__ = ["Replay", "ProfileMemo", "LedgerMemo", "message_keys", "user_keys", "count_keys", "Keys", "open_ledger",
-           "as_block"]
+__all__ = [
+    "Keys",
+    "LedgerMemo",
+    "ProfileMemo",
+    "Replay",
+    "as_block",
+    "count_keys",
+    "message_keys",
+    "open_ledger",
+    "user_keys",
+]
 
 
 def message_keys(identities: Mapping[int, str]) -> dict[int, str]:
@@ -131,7 +140,7 @@ class _Ledgers:
 _LEDGERS = _Ledgers()
 
 
-def open_ledger(store: "Store", session: str) -> Ledger:
+def open_ledger(store: Store, session: str) -> Ledger:
     """The ledger of ``session`` in ``store``'s namespace: a file beside the memory files, or rows
     in the store's database (``_ledger_pg``) when the store is on PostgreSQL (``Store.open_ledger``)."""
     return store.open_ledger(session, _LEDGERS)
@@ -154,24 +163,24 @@ class Replay:
         # in this process: the store version an empty turn was searched at (may look again)
         self._looked: LRU[tuple[int, str], int] = LRU(memo_size)
 
-    def keys(self, turn: "Turn") -> dict[int, str]:
+    def keys(self, turn: Turn) -> dict[int, str]:
         """The ledger key of each human user message of the request, by index (reading only the
         messages that are new since the conversation's previous request)."""
         return user_keys(turn.fmt, turn.view)
 
-    def memo(self, turn: "Turn", keys: Mapping[int, str]) -> "LedgerMemo":
+    def memo(self, turn: Turn, keys: Mapping[int, str]) -> LedgerMemo:
         assert turn.view.latest_user is not None
         return LedgerMemo(self._ledger(turn), keys[turn.view.latest_user], turn.store, self._looked)
 
-    def profile_memo(self, turn: "Turn") -> "ProfileMemo":
+    def profile_memo(self, turn: Turn) -> ProfileMemo:
         """The memo of the session's profile block: its ledger."""
         return ProfileMemo(self._ledger(turn))
 
-    def compute(self, turn: "Turn", keys: Mapping[int, str], search: Search) -> Callable[[bool], Block]:
+    def compute(self, turn: Turn, keys: Mapping[int, str], search: Search) -> Callable[[bool], Block]:
         ledger = self._ledger(turn)
         return lambda fresh: self._new_turn(ledger, turn, keys, search, fresh)
 
-    def earlier(self, turn: "Turn", keys: Mapping[int, str], block: Block) -> dict[int, str]:
+    def earlier(self, turn: Turn, keys: Mapping[int, str], block: Block) -> dict[int, str]:
         """The blocks to put back before earlier user messages, by index: byte-identical. Reads the
         entries that hold a block (bounded by compaction), not every user message."""
         extra = block.extra
@@ -184,14 +193,14 @@ class Replay:
         found = [(i, e.text) for k, e in shown.items() if e.text and (i := index.get(k, latest)) != latest]
         return dict(sorted(found))
 
-    def _ledger(self, turn: "Turn") -> Ledger:
+    def _ledger(self, turn: Turn) -> Ledger:
         key = (turn.namespace, turn.session)
         cached = self.ledgers.get(key)
         if cached is None:  # loaded from disk once per session (I/O, but only on a session's first call)
             cached = self.ledgers.setdefault(key, open_ledger(turn.store, turn.session))
         return cached
 
-    def _new_turn(self, ledger: Ledger, turn: "Turn", keys: Mapping[int, str], search: Search, fresh: bool) -> Block:
+    def _new_turn(self, ledger: Ledger, turn: Turn, keys: Mapping[int, str], search: Search, fresh: bool) -> Block:
         """A new turn: refresh the earlier blocks, retrieve only new memories. The block's ``extra``
         is what the turn changes in the session's entries (see ``commit``), this turn's entry last.
         Only the entries that hold a block are read (bounded by compaction), not every turn's."""
@@ -274,7 +283,7 @@ class LedgerMemo:
     """The turn memo of replay: the session's ledger, keyed by the latest user message. An entry
     that holds no block because its search found nothing is looked at again once the store changed."""
 
-    def __init__(self, ledger: Ledger, key: str, store: "Store", looked: LRU[tuple[int, str], int]) -> None:
+    def __init__(self, ledger: Ledger, key: str, store: Store, looked: LRU[tuple[int, str], int]) -> None:
         self.ledger, self.key, self.store, self.looked = ledger, key, store, looked
 
     def _block(self, entry: LedgerEntry, entries: tuple[LedgerEntry, ...], **kw: Any) -> Block:

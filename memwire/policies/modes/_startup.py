@@ -26,7 +26,7 @@ class Startup(Mode):
         self._sessions: LRU[tuple[str, ...], Block] = LRU(check_int(self.name, "memo_size", memo_size, 1, 10**9))
 
     @classmethod
-    def from_config(cls, config: "Config") -> "Startup":
+    def from_config(cls, config: Config) -> Startup:
         return cls(config.startup_max_tokens, config.memo_size, config.shared_memos)
 
     def plan(self, turn: Turn) -> Plan | Skip:

@@ -25,7 +25,7 @@ class SystemPromptPerTurn(Mode):
         self._turns: LRU[tuple[str, ...], Block] = LRU(check_int(self.name, "memo_size", memo_size, 1, 10**9))
 
     @classmethod
-    def from_config(cls, config: "Config") -> "SystemPromptPerTurn":
+    def from_config(cls, config: Config) -> SystemPromptPerTurn:
         return cls(config.max_tokens, config.memo_size, config.shared_memos)
 
     def plan(self, turn: Turn) -> Plan | Skip:
