@@ -24,6 +24,7 @@ from ._errors import (
     NamespaceError,
     RequestFormatError,
     StoreBusyError,
+    StoreUnavailableError,
     UsageError,
 )
 
@@ -64,6 +65,7 @@ __all__ = [
     "Prepared",
     "RequestFormatError",
     "StoreBusyError",
+    "StoreUnavailableError",
     "UsageError",
     "__version__",
 ]

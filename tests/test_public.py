@@ -11,7 +11,8 @@ import memwire
 PUBLIC = {
     "memwire": {"Middleware", "MemoryStore", "Memory", "Hit", "Injection", "Prepared", "Config", "MemwireError",
                 "ConfigError", "UsageError", "RequestFormatError", "MemoryFileError", "MemoryNotFoundError",
-                "NamespaceError", "InvalidMemoryError", "StoreBusyError", "MissingDependencyError",
+                "NamespaceError", "InvalidMemoryError", "StoreBusyError", "StoreUnavailableError",
+                "MissingDependencyError",
                 "__version__"},
     "memwire.adapters.openai": {"wrap"},
     "memwire.adapters.anthropic": {"wrap"},
@@ -48,3 +49,12 @@ def test_every_other_module_is_private() -> None:
 def test_every_error_is_a_memwire_error() -> None:
     errors = [getattr(memwire, n) for n in memwire.__all__ if n.endswith("Error")]
     assert errors and all(issubclass(e, memwire.MemwireError) for e in errors)
+
+
+def test_every_error_memwire_raises_is_exported() -> None:
+    """A caller catches what memwire raises by the name ``memwire`` exports (a PgStore write raises
+    ``StoreUnavailableError``): every class of the error tree is exported, with the same object."""
+    from memwire import _errors
+
+    assert set(_errors.__all__) <= set(memwire.__all__)
+    assert all(getattr(memwire, name) is getattr(_errors, name) for name in _errors.__all__)

@@ -3,7 +3,6 @@ fail-open logging."""
 
 from __future__ import annotations
 
-import hmac
 import logging
 import re
 import secrets
@@ -90,12 +89,6 @@ def fail_open(where: str, exc: BaseException) -> None:
 
 
 WRONG_KEY = "missing or wrong x-memwire-key header"
-
-
-def wrong_key(headers: Mapping[str, str], key: bytes | None) -> bool:
-    """A proxy key is set and the request does not carry it in ``x-memwire-key`` (compared in
-    constant time): the proxy's routes and its memory API refuse it alike."""
-    return key is not None and not hmac.compare_digest(headers.get("x-memwire-key", "").encode("latin-1"), key)
 
 
 def error_id() -> str:
