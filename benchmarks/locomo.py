@@ -1,7 +1,7 @@
 """Retrieval recall on LoCoMo-format data, through the same store path as the middleware.
 
     python benchmarks/locomo.py PATH [--json] [--conversations 1-3] [--direct] [--min-score X]
-                                     [--neighbor-weight X]
+                                     [--neighbor-weight X] [--retrieval bm25|hybrid]
 
 Per conversation, every dialog turn becomes one memory ("Speaker: text", plus "[shares a photo:
 caption]" when the turn has a blip_caption), dated with its session's date. The memories are
@@ -22,6 +22,7 @@ The retrieval parameters were chosen on conversations 1-3 of the dev file; repor
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import re
 import statistics
@@ -92,9 +93,25 @@ def load(path: str) -> list[tuple[str, list[Turn], list[Question]]]:
 Searcher = Callable[[str], list[str]]  # question -> dia ids, best first
 
 
-def store_searcher(turns: list[Turn], tmp: Path, min_score: float | None) -> Searcher:
-    """Write the turns with MemoryStore.add_many and search through the store."""
-    store = MemoryStore(tmp, scoring=SCORING)
+RETRIEVALS = ("bm25", "hybrid")
+
+
+def open_store(tmp: Path, retrieval: str = "bm25", scoring: Scoring | None = None) -> MemoryStore:
+    """A MemoryStore in ``tmp`` with the given retrieval (``hybrid`` where this tree has it)."""
+    if retrieval not in RETRIEVALS:
+        raise SystemExit(f"unknown retrieval {retrieval!r}: use one of {', '.join(RETRIEVALS)}")
+    if retrieval == "bm25":
+        return MemoryStore(tmp, scoring=scoring)
+    if "retrieval" not in inspect.signature(MemoryStore).parameters:
+        raise SystemExit("--retrieval hybrid is not available yet: MemoryStore takes no retrieval "
+                         "setting in this tree (issue 32 item 2)")
+    return MemoryStore(tmp, scoring=scoring, retrieval=retrieval)  # type: ignore[call-arg]
+
+
+def build_store(turns: list[Turn], tmp: Path, retrieval: str = "bm25",
+                scoring: Scoring | None = None) -> tuple[MemoryStore, dict[str, list[str]]]:
+    """Write the turns with MemoryStore.add_many, in order: the store and its memory ids' dia ids."""
+    store = open_store(tmp, retrieval, scoring)
     stored = store.add_many(Memory.create(t.text, date=t.date) for t in turns)
     by_id: dict[str, list[str]] = {}
     for turn, mem in zip(turns, stored):
@@ -104,6 +121,12 @@ def store_searcher(turns: list[Turn], tmp: Path, min_score: float | None) -> Sea
         mid = by_text.get(" ".join(mem.text.split()))
         if mid is not None and mem.id != mid:
             by_id.setdefault(mem.id, []).extend(by_id.get(mid, []))
+    return store, by_id
+
+
+def store_searcher(turns: list[Turn], tmp: Path, min_score: float | None, retrieval: str = "bm25") -> Searcher:
+    """Write the turns with MemoryStore.add_many and search through the store."""
+    store, by_id = build_store(turns, tmp, retrieval, SCORING)
 
     def search(question: str) -> list[str]:
         hits = store.search(question, k=max(KS), min_score=min_score)
@@ -129,7 +152,8 @@ def pick(convs: list[Any], spec: str | None) -> list[Any]:
     return [c for i, c in enumerate(convs, 1) if i in chosen]
 
 
-def run(path: str, conversations: str | None, direct: bool, min_score: float | None) -> dict[str, Any]:
+def run(path: str, conversations: str | None, direct: bool, min_score: float | None,
+        retrieval: str = "bm25") -> dict[str, Any]:
     recalls: dict[int, list[float]] = {k: [] for k in KS}
     by_cat: dict[int, dict[int, list[float]]] = {}
     latencies: list[float] = []
@@ -138,7 +162,7 @@ def run(path: str, conversations: str | None, direct: bool, min_score: float | N
             if direct:
                 search = direct_searcher(turns, min_score)
             else:
-                search = store_searcher(turns, Path(tmp), min_score)
+                search = store_searcher(turns, Path(tmp), min_score, retrieval)
             for q in questions:
                 t0 = time.perf_counter()
                 found = search(q.text)
@@ -172,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--conversations", help='which conversations, 1-based: "1-3", "4,5"')
     ap.add_argument("--direct", action="store_true", help="query a BM25Index, not a MemoryStore")
+    ap.add_argument("--retrieval", choices=RETRIEVALS, default="bm25",
+                    help="the store's retrieval (hybrid: issue 32 item 2, where this tree has it)")
     ap.add_argument("--min-score", type=float, default=0.0,
                     help="score cut (default 0: rank quality; the middleware's cut is "
                          f"{DEFAULT_MIN_SCORE}, pass it to see what the cut costs)")
@@ -186,11 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.rank_prior is not None:
         global SCORING
         SCORING = Scoring(rank_prior=args.rank_prior)
-    result = run(args.path, args.conversations, args.direct, args.min_score)
+    if args.direct and args.retrieval != "bm25":
+        ap.error("--direct queries a BM25Index: it takes no --retrieval")
+    result = run(args.path, args.conversations, args.direct, args.min_score, args.retrieval)
     if args.json:
         print(json.dumps(result))
         return 0
-    path = "BM25Index directly" if args.direct else "MemoryStore.search"
+    path = "BM25Index directly" if args.direct else f"MemoryStore.search ({args.retrieval})"
     print(f"LoCoMo retrieval via {path}, min_score {args.min_score}: {args.path}"
           + (f" (conversations {args.conversations})" if args.conversations else ""))
     print(f"questions: {result['questions']}")
