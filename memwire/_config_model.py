@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ._errors import ConfigError
 from ._mode_names import normalize_mode
 from .memory._lifecycle import Scoring
+from .policies._dates import zone
 
 __all__ = ["Config", "make_config", "raise_config_error"]
 
@@ -119,6 +120,17 @@ class Config(BaseModel):
     category_caps: dict[str, int] = Field(
         default_factory=dict, description="lifecycle: memories per category before a sweep archives the weakest")
     rank_prior: float = Field(0.1, ge=0, le=1, description="lifecycle: how much stability reorders retrieval (0: not)")
+    timezone: str | None = Field(
+        None, description="the user's IANA time zone (Europe/Paris): 'tomorrow' in a new memory is dated from the day "
+                          "it was said there, unless the user stated a zone; unset = UTC")
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        zone(value)  # an unknown name: ValueError naming it
+        return value.strip()
 
     @field_validator("store")
     @classmethod

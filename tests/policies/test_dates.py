@@ -176,3 +176,13 @@ def test_the_cheap_test_says_no_for_text_without_any_hint() -> None:
     assert not might_hold_dates("The staging database listens on port 5433.")
     assert might_hold_dates("It starts TOMORROW")
     assert absolute_dates("It starts TOMORROW", SAT) == "It starts TOMORROW (2026-11-29)"
+
+
+def test_the_configured_timezone_is_checked_by_name() -> None:
+    from memwire._config_model import make_config
+    from memwire._errors import ConfigError
+
+    assert make_config({"timezone": " Europe/Paris "}).timezone == "Europe/Paris"
+    assert make_config({}).timezone is None and make_config({"timezone": ""}).timezone is None
+    with pytest.raises(ConfigError, match="timezone: unknown time zone 'Mars/Olympus'"):
+        make_config({"timezone": "Mars/Olympus"})
