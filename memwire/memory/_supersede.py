@@ -1,0 +1,317 @@
+"""Memory that stays true: is a new memory a new value of an active one, the same thing in other
+words, or a fact of its own? Decided without a model, on the write path (issue 33).
+
+``compare(new, old)`` reads both texts into a few word sets (``Reading``):
+
+- the *subject*: the content words (stemmed as retrieval stems them), and everything before the
+  sentence's linking verb ("is", "listens", "runs", "uses", "prefer", ...): names and numbers there
+  say *which* thing it is ("the staging Redis port", "Alice's phone");
+- the *values*: what comes after that verb and looks like a value: numbers, versions, ports,
+  dates, paths and zones (``Europe/Paris``), file names (``ship.sh``), identifiers
+  (``release-2026``, ``snake_case``), quoted or backticked text, names (capitalized words),
+  number words, and alternatives of a known choice (npm / pnpm, tabs / spaces, pytest /
+  unittest, ...); values after "over", "instead of", "rather than", "not", "from" are *rejected*
+  ("I prefer pnpm over npm now" chooses pnpm, rejects npm);
+- whether it is negated ("we no longer use Docker").
+
+Then, in this order:
+
+- ``duplicate``: the same values and the same subject (or one subject inside the other, when they
+  hold values: "the ledger runs on PostgreSQL 15" / "the ledger database is PostgreSQL 15");
+- ``supersede``: another choice of the same alternatives in a compatible context ("I prefer npm for
+  installing packages" -> "I prefer pnpm over npm now"), or the same subject with other values
+  ("the staging database listens on port 5433" -> "... now listens on port 6543"), or the same
+  statement negated;
+- ``conflict``: unsure (the subjects differ only by words one side adds, or one side has no value):
+  both are kept and a person decides; the newer one is what is injected meanwhile;
+- ``separate``: everything else, look-alikes included ("the staging Redis port is 6380" / "the
+  production database port is 5432": the subjects differ on both sides).
+
+A false supersession loses a true fact from what is injected (it stays in the archive), so every
+doubtful case falls to ``conflict`` or ``separate``. ``settle`` (the store's add path, under the
+store's write lock or transaction) asks the index for the candidates: the active memories most
+similar to the new one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from ._model import Hit, Memory, normalized
+from ._text import STOPWORDS, analyze
+
+__all__ = [
+    "ALTERNATIVES",
+    "CANDIDATES",
+    "CANDIDATE_SCORE",
+    "Decision",
+    "Reading",
+    "Verdict",
+    "compare",
+    "decide",
+    "read",
+]
+
+Verdict = Literal["separate", "duplicate", "supersede", "conflict"]
+
+CANDIDATES = 8  # the active memories most similar to a new one that are compared with it
+CANDIDATE_SCORE = 0.15  # their least search score: a new value is an unseen word, so the share is low
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+#: choices between alternatives: a preference or instruction naming another one of a group
+#: replaces the one before (each group a set of words as written, lower case)
+ALTERNATIVES: tuple[frozenset[str], ...] = tuple(_words(g) for g in (
+    "npm pnpm yarn bun",
+    "pip pipenv poetry uv conda pdm hatch",
+    "tabs spaces tab space",
+    "pytest unittest nose nose2 jest vitest mocha jasmine ava",
+    "vim neovim nvim emacs vscode nano helix zed sublime",
+    "bash zsh fish sh powershell nushell",
+    "black ruff yapf autopep8",
+    "eslint biome oxlint",
+    "prettier dprint",
+    "mypy pyright pyre pytype",
+    "webpack vite rollup esbuild parcel turbopack",
+    "docker podman",
+    "postgres postgresql mysql mariadb sqlite mongodb",
+    "light dark",
+    "concise brief short terse detailed verbose long thorough",
+    "celsius fahrenheit",
+    "metric imperial",
+    "single double",
+    "camelcase snake_case kebab-case pascalcase",
+    "merge rebase squash",
+    "main master trunk",
+    "github gitlab bitbucket",
+    "aws gcp azure",
+    "kubernetes k8s nomad",
+    "chrome firefox safari edge",
+    "macos linux windows",
+    "morning afternoon evening night",
+))
+_GROUP = {w: i for i, g in enumerate(ALTERNATIVES) for w in g}
+
+# the linking verb of a statement: what comes before it says which thing, after it what value
+_PIVOTS = _words("""
+    is are was were be been being 's = equals becomes became
+    listen listens listening run runs running ran live lives living sit sits located hosted stored kept
+    use uses using used prefer prefers preferred like likes love loves want wants favor favors favour
+    favours choose chooses chose pick picks go goes stick sticks has have had points point set
+    starts start begins begin ends end falls lands moves moved changed switched
+    called named default defaults
+""")
+_PREFERENCE = _words("prefer prefers preferred like likes love loves want wants favor favors favour favours "
+                        "choose chooses chose pick picks use uses using always never")
+# words that carry no subject: changes of mind, framing, people, relative days (dates are written
+# out by the capture rules), and the pivots themselves
+_FILLER = _words("""
+    now actually currently instead anymore longer new newly changed change changes switched switch switching
+    moved move moving updated update remember note keep mind please always user users user's also still
+    called named call name today tomorrow yesterday tonight going forward henceforth rather than over
+    different another other
+    default defaults setting settings i we our us my me you your team's correction fyi okay ok
+""") | _PIVOTS
+_NEGATIONS = _words("not no never don't doesn't isn't aren't won't can't cannot didn't wasn't without "
+                       "dont doesnt isnt arent wont cant didnt stop stopped")
+_REJECTING = _words("over instead than not no from without vs versus never replacing replaced")
+_CHOOSING = _words("to with use uses using prefer prefers for but now")
+_NUMBER_WORDS = _words("""
+    zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
+    sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred
+    thousand million billion once twice half
+""")
+_FRAME = re.compile(
+    r"^\s*(?:(?:please\s+)?(?:remember|note|keep\s+in\s+mind|don't\s+forget|fyi|for\s+the\s+record|"
+    r"just\s+so\s+you\s+know)(?:\s+that)?\s*[,:]?\s+|(?:actually|correction|update|ok|okay|so|also)\s*[,:]\s*|"
+    r"from\s+now\s+on\s*,?\s+)", re.IGNORECASE)
+_TOKEN = re.compile(r"""
+    `[^`]+`                                   # backticked: one value
+  | "[^"]{1,80}"                              # quoted: one value
+  | [A-Za-z][A-Za-z0-9+.-]*://[^\s,;)]+       # a URL
+  | ~?[\w.@+-]*[/\\][\w./\\@+:~-]*\w          # a path or a zone: src/app.py, Europe/Paris, /var/lib/x
+  | [\w@+#]+(?:[.:_\-'’][\w@+#]+)*           # words, versions, file names, identifiers
+  | =
+""", re.VERBOSE)
+_SUBJECT_SHARE = 0.6  # Jaccard of two subjects that are one (same values, no value at all)
+_CONTEXT_SHARE = 0.5  # Jaccard of two contexts of a choice between alternatives
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What ``compare`` sees of one text."""
+
+    subject: frozenset[str]
+    values: frozenset[str]
+    rejected: frozenset[str]
+    negated: bool
+    preference: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What to do with a new memory: ``old`` is the active memory it duplicates, supersedes or
+    conflicts with (None when ``separate``)."""
+
+    verdict: Verdict
+    old: Memory | None = None
+
+
+def _is_value(tok: str, first: bool) -> bool:
+    low = tok.lower()
+    if tok[0] in "`\"" or "://" in tok or "/" in tok or "\\" in tok:
+        return True
+    if any(c.isdigit() for c in tok) or low in _NUMBER_WORDS or low in _GROUP:
+        return True
+    if any(c in tok for c in "._@") or (tok.count("-") and not tok.replace("-", "").isalpha()):
+        return True  # deploy.sh, snake_case, user@host, release-2026
+    if any(c.isupper() for c in tok[1:]) and any(c.islower() for c in tok):
+        return True  # PostgreSQL, GitHub, macOS
+    if tok.isupper() and len(tok) > 1:
+        return True  # AWS, GCP
+    return tok[0].isupper() and not first  # a name (not the sentence's first word)
+
+
+def _value(tok: str) -> str:
+    low = tok.lower().strip("`\"").strip()
+    return re.sub(r"['’]s$", "", low)
+
+
+@lru_cache(maxsize=4096)
+def read(text: str) -> Reading:
+    """The subject, values, rejected values and negation of ``text`` (see the module)."""
+    body = text.strip()
+    while (m := _FRAME.match(body)) is not None and m.end() > 0:
+        body = body[m.end():]
+    toks = _TOKEN.findall(body)
+    lows = [_value(t) for t in toks]
+    pivot = next((i for i, w in enumerate(lows) if w in _PIVOTS), None)
+    preference = any(w in _PREFERENCE for w in lows)
+    subject: set[str] = set()
+    values: set[str] = set()
+    rejected: set[str] = set()
+    negated = False
+    rejecting = False
+    for i, (tok, low) in enumerate(zip(toks, lows, strict=True)):
+        if low in _NEGATIONS or low == "longer":
+            # "not X" rejects X; "we do not use X" / "no longer" negate the statement
+            nxt = toks[i + 1] if i + 1 < len(toks) else ""
+            if low in _REJECTING and nxt and _is_value(nxt, False) and pivot is not None and i > pivot:
+                rejecting = True
+            else:
+                negated = True
+            continue
+        if low in _REJECTING:
+            rejecting = True
+            continue
+        if low in _CHOOSING:
+            rejecting = False
+        before = pivot is not None and i < pivot
+        if _is_value(tok, i == 0) and not before:
+            (rejected if rejecting else values).add(low)
+            continue
+        if low in _FILLER or low in STOPWORDS:
+            continue
+        if before and _is_value(tok, i == 0):
+            subject.add(low)  # a name or number that says which thing ("Alice's phone", "the v2 API")
+            continue
+        subject.update(analyze(tok))
+    return Reading(frozenset(subject), frozenset(values), frozenset(rejected - values), negated, preference)
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a | b else 1.0
+
+
+def _nested(a: frozenset[str], b: frozenset[str]) -> bool:
+    return bool(a & b) and (a <= b or b <= a)
+
+
+def _shape(values: frozenset[str]) -> tuple[int, bool]:
+    """How many values, and whether they are all numbers: two values of one thing look alike."""
+    return len(values), all(v.replace(".", "").isdigit() for v in values)
+
+
+def _choice(new: Reading, old: Reading) -> Verdict | None:
+    """Another choice of the same alternatives (npm -> pnpm): its verdict, else None."""
+    groups = {_GROUP[v] for v in new.values if v in _GROUP} & {_GROUP[v] for v in old.values if v in _GROUP}
+    if not groups:
+        return None
+    if all({v for v in new.values if _GROUP.get(v) == g} == {v for v in old.values if _GROUP.get(v) == g}
+           for g in groups):
+        return None  # the same choice: the general rules say duplicate or not
+    alts = set().union(*(ALTERNATIVES[g] for g in groups))
+    if (new.values - alts - old.values - old.subject) and (old.values - alts - new.values - new.subject):
+        return "separate"  # tabs in Python files, spaces in YAML files: two rules
+    ctx_new = new.subject | (new.values - alts)
+    ctx_old = old.subject | (old.values - alts)
+    if not ctx_new or not ctx_old or _nested(ctx_new, ctx_old) or _jaccard(ctx_new, ctx_old) >= _CONTEXT_SHARE:
+        return "supersede"
+    return "conflict" if ctx_new & ctx_old else "separate"
+
+
+def compare(new: str, old: str) -> Verdict:
+    """What ``new`` is to ``old``, an active memory (see the module)."""
+    if normalized(new).rstrip(".!") == normalized(old).rstrip(".!"):
+        return "duplicate"
+    a, b = read(new), read(old)
+    choice = _choice(a, b)
+    if choice is not None:
+        return choice
+    same = a.subject == b.subject and bool(a.subject)
+    share = _jaccard(a.subject, b.subject)
+    if a.negated == b.negated and a.subject | a.values == b.subject | b.values:
+        return "duplicate"  # the same words, a name on either side of the verb
+    if a.values == b.values:
+        if a.negated != b.negated:
+            return "supersede" if same else "conflict" if share >= _SUBJECT_SHARE else "separate"
+        if a.values and (same or _nested(a.subject, b.subject) or share >= _SUBJECT_SHARE):
+            return "duplicate"
+        if not a.values and (same or (share >= _SUBJECT_SHARE and len(a.subject & b.subject) >= 2)):
+            return "duplicate"
+        return "separate"
+    if a.values and b.values:
+        if same or (a.subject == b.subject and a.values & b.values):
+            return "supersede"  # "Python 3.11 in CI" -> "Python 3.12 in CI": the shared values say which
+        if b.values <= a.rejected and share >= _CONTEXT_SHARE:
+            return "supersede"  # "moved from port 5433 to 6543" names the value it replaces
+        if (_nested(a.subject, b.subject) and len(a.subject & b.subject) >= 2
+                and len(a.subject ^ b.subject) == 1 and _shape(a.values) == _shape(b.values)):
+            return "conflict"  # "the API" / "the API gateway": the same thing, or one inside the other
+        return "separate"
+    if same and len(a.subject) >= 2:
+        return "conflict"  # one side has no value: a person says which holds
+    return "separate"
+
+
+def decide(new: Memory, candidates: Iterable[Memory]) -> Decision:
+    """The verdict on ``new`` against the active memories most like it, the strongest one first:
+    a duplicate before a supersession before a conflict (each with the best-ranked of its kind)."""
+    found: dict[str, Memory] = {}
+    for old in candidates:
+        if old.id == new.id:
+            continue
+        verdict = compare(new.text, old.text)
+        if verdict != "separate":
+            found.setdefault(verdict, old)
+    for verdict in ("duplicate", "supersede", "conflict"):
+        if verdict in found:
+            return Decision(verdict, found[verdict])
+    return Decision("separate")
+
+
+def superseded(new: Memory, candidates: Iterable[Memory]) -> list[Memory]:
+    """Every candidate ``new`` supersedes (three stale values of one port all go)."""
+    return [old for old in candidates if old.id != new.id and compare(new.text, old.text) == "supersede"]
+
+
+def candidates(search: Callable[..., Sequence[Hit]], mem: Memory) -> list[Memory]:
+    """The active memories most similar to ``mem`` (``search``: the store's, already locked for
+    the write)."""
+    return [h.memory for h in search(mem.text, CANDIDATES, min_score=CANDIDATE_SCORE) if h.memory.id != mem.id]
