@@ -28,6 +28,7 @@ __all__ = [
     "lstat",
     "makedirs",
     "mkstemp",
+    "not_a_directory",
     "open_fd",
     "read_bytes",
     "replace",
@@ -63,6 +64,8 @@ def _walk(root: str, path: str) -> os.stat_result | None:
             st = os.lstat(at)
         except FileNotFoundError:
             return None  # not there yet: neither is anything below it
+        except NotADirectoryError as exc:  # every component below root is checked first: root is in the way
+            raise _root_failed(root, exc) from None
         if stat.S_ISLNK(st.st_mode):
             raise MemoryFileError(at, None, SYMLINK)
         if i < last and not stat.S_ISDIR(st.st_mode):
@@ -89,6 +92,27 @@ def _relative(root: str, path: str) -> str:
             return ""
         raise MemoryFileError(path, None, f"not inside the memory directory {root}")
     return rel.strip(os.sep)
+
+
+def not_a_directory(path: str | os.PathLike[str]) -> MemoryFileError | None:
+    """Why ``path`` cannot be a memory directory, naming it: it is a file, or a file is in the way
+    of creating it. None when it is a directory or can be created. The one wording of this problem:
+    the command line (``memory._open.check_dir``) and the store (root below) raise it alike."""
+    p = Path(path).expanduser()
+    probe = p
+    while not probe.exists() and probe != probe.parent:  # exists() is False under a file, too
+        probe = probe.parent
+    if not probe.exists() or probe.is_dir():
+        return None
+    if probe == p:
+        return MemoryFileError(str(p), None, "the memory directory is a file, not a directory")
+    return MemoryFileError(str(p), None, f"the memory directory cannot be created: {probe} is a file")
+
+
+def _root_failed(root: str | os.PathLike[str], exc: OSError) -> BaseException:
+    """``exc`` (raised on the memory directory itself) as ``MemoryFileError`` when a file is in its
+    way, else ``exc``: a person who named a file as the memory directory gets the path, not EEXIST."""
+    return not_a_directory(root) or exc
 
 
 def open_fd(root: Path, path: Path, flags: int, mode: int = 0o600, *, plain: bool = True) -> int:
@@ -125,7 +149,10 @@ def makedirs(root: Path, path: Path, mode: int = 0o777) -> Path:
     """Make ``path`` and its missing parents below ``root`` (``root`` and above as ``mkdir -p``
     would): an existing component that is a symlink or not a directory is refused."""
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        raise _root_failed(root, exc) from None
     rel = Path(path).relative_to(root)
     p = root
     for part in rel.parts:
@@ -156,7 +183,10 @@ def lstat(root: Path, path: Path) -> os.stat_result:
     ``root`` itself is ``stat``'ed: it may be a link, the person named it."""
     r, p = os.fspath(root), os.fspath(path)
     if not _relative(r, p):
-        return os.stat(p)
+        try:
+            return os.stat(p)
+        except NotADirectoryError as exc:
+            raise _root_failed(p, exc) from None
     st = _walk(r, p)
     if st is None:
         raise FileNotFoundError(errno.ENOENT, "No such file or directory", p)

@@ -123,29 +123,24 @@ def test_search_limits_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture
     assert exit_.value.code == 2 and ("from 1 to 100" in err or "from 0 to 1" in err) and "Traceback" not in err
 
 
-@pytest.mark.parametrize("command", [["add", "hello"], ["list"], ["search", "tabs"]])
+@pytest.mark.parametrize("command", [["add", "hello"], ["list"], ["search", "tabs"], ["proxy", "--workers", "1"],
+                                     ["proxy", "--workers", "2"]])
 @pytest.mark.parametrize("under", ["", "sub"])
 def test_a_dir_that_is_a_file_is_named_not_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                        command: list[str], under: str) -> None:
-    afile = tmp_path / "notes.txt"
-    afile.write_text("x")
-    code, _, err = run(capsys, command[0], "--dir", str(afile / under if under else afile), *command[1:])
-    assert code == 2 and f"{afile} is a file" in err and "Traceback" not in err
-    assert afile.read_text() == "x"
-
-
-def test_the_proxy_serves_without_memory_when_its_dir_is_unusable(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+                                                        monkeypatch: pytest.MonkeyPatch, command: list[str],
+                                                        under: str) -> None:
+    """A directory the person named that cannot be a memory directory is one line naming the path,
+    exit 2, for every command: the proxy refuses at start (issue 34 item 1), it does not serve."""
     import uvicorn
 
-    served: dict = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: pytest.fail("served with an unusable memory directory"))
     afile = tmp_path / "notes.txt"
     afile.write_text("x")
-    code, _, err = run(capsys, "proxy", "--workers", "1", "--dir", str(afile), "--header-timeout", "3",
-                       "--max-connections", "50")
-    assert code == 0 and f"{afile} is a file" in err and "serving without memory" in err and "Traceback" not in err
-    assert served["limit_concurrency"] == 50 and served["http"].header_timeout == 3
+    named = afile / under if under else afile
+    code, _, err = run(capsys, command[0], "--dir", str(named), *command[1:])
+    why = "the memory directory is a file, not a directory" if not under else \
+        f"the memory directory cannot be created: {afile} is a file"
+    assert code == 2 and err == f"memwire: error: {named}: {why}\n"
     assert afile.read_text() == "x"
 
 

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Protocol
 
+from .. import _paths
 from .._errors import MemwireError
 from ._lifecycle import Scoring
 from ._protocol import Store
@@ -60,11 +61,8 @@ def check_dir(path: str | os.PathLike[str], *, readable: bool = True) -> None:
     """A memory directory must be a directory (or not exist yet, under directories); say which
     path is in the way instead of failing on it later with a traceback."""
     p = Path(path).expanduser()
-    probe = p
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if probe.exists() and not probe.is_dir():
-        where = "is a file" if probe == p else f"cannot be created: {probe} is a file"
-        raise MemwireError(f"memory directory {p} {where}, not a directory")
+    problem = _paths.not_a_directory(p)  # the store raises the same error
+    if problem is not None:
+        raise problem
     if readable and p.is_dir() and not os.access(p, os.R_OK | os.X_OK):
         raise MemwireError(f"memory directory {p} is not readable (permissions)")

@@ -14,7 +14,7 @@ import tempfile
 from typing import TYPE_CHECKING, Any
 
 from ..._config import MODES
-from ..._errors import ConfigError, MemwireError
+from ..._errors import ConfigError
 from ..._logs import configure_logging
 from ._keys import KeyRing
 
@@ -143,7 +143,8 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
             with open(cfg.proxy_request_log, "a", encoding="utf-8"):
                 pass
         except OSError as exc:
-            raise ConfigError(f"--request-log {cfg.proxy_request_log}: cannot write it ({exc.strerror or exc})") from None
+            raise ConfigError(f"--request-log {cfg.proxy_request_log}: cannot write it "
+                              f"({exc.strerror or exc})") from None
     workers = cfg.proxy_workers or os.cpu_count() or 1
     configure_logging(args.log_level, args.log_format)
     banner = logging.getLogger("memwire.proxy")
@@ -158,33 +159,30 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
 
     if args.store and args.dir:
         raise ConfigError("give --dir (a memory directory) or --store (a PostgreSQL URL), not both")
-    try:
-        if args.dir:
-            cfg.store = None  # a directory given on the command line wins over $MEMWIRE_STORE
-        if cfg.store:
-            from ...memory.postgres._pg import redacted  # start-up time (as above)
+    if args.dir:
+        cfg.store = None  # a directory given on the command line wins over $MEMWIRE_STORE
+    if cfg.store:
+        from ...memory.postgres._pg import redacted  # start-up time (as above)
 
-            memory_at = redacted(cfg.store)
-        else:
-            check_dir(cfg.dir)
-            memory_at = str(cfg.dir)
-        usable = True
-    except MemwireError as exc:  # serve anyway: every request passes through unchanged (fail open)
-        say(f"memwire: warning: {exc}; serving without memory, requests pass through unchanged", warning=True)
-        usable = False
+        memory_at = redacted(cfg.store)
+    else:
+        # a directory that cannot be one (a file, a file in its way, unreadable) is a mistake to
+        # say now, in one line, as `memwire add` and `list` do, not a proxy serving with memory off
+        check_dir(cfg.dir)
+        memory_at = str(cfg.dir)
     # every process gets a turn's block from the session's ledger file, whichever served it first
     cfg.shared_memos = True
     cfg.proxy_key = proxy_key
     spec = {"config": cfg.model_dump(mode="json"), "openai_upstream": args.openai_upstream,
             "anthropic_upstream": args.anthropic_upstream, "timeout": args.timeout,
             "max_body_bytes": int(args.max_body_mb * 2**20), "cache_breakpoint": args.cache_breakpoint,
-            "memory": usable, "log_level": args.log_level, "log_format": args.log_format,
+            "memory": True, "log_level": args.log_level, "log_format": args.log_format,
             "supervisor": os.getpid()}  # its workers exit when this process dies, even by SIGKILL
-    server: dict[str, Any] = dict(
-        host=args.host, port=args.port, log_level=args.log_level, access_log=False,
-        log_config=None,  # logging is configure_logging's (text or JSON), in every process
-        server_header=False, date_header=False,  # the upstream's own server/date headers go through
-        limit_concurrency=cfg.proxy_max_connections)  # per worker
+    server: dict[str, Any] = {
+        "host": args.host, "port": args.port, "log_level": args.log_level, "access_log": False,
+        "log_config": None,  # logging is configure_logging's (text or JSON), in every process
+        "server_header": False, "date_header": False,  # the upstream's own server/date headers go through
+        "limit_concurrency": cfg.proxy_max_connections}  # per worker
     where = (f"memwire proxy on http://{args.host}:{args.port}  mode={cfg.mode}  workers={workers}  "
              f"http={http_protocol().__name__.removeprefix('Guarded').removesuffix('Protocol').lower()}"
              + (f"  keys={cfg.proxy_keys_file}" if cfg.proxy_keys_file is not None else ""))
@@ -192,10 +190,9 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
     if workers == 1:
         app = build_app(spec)  # warmed up here, not on the first request
         mw = app.state.proxy.middleware
-        for problem in mw.store.problems if usable else ():
+        for problem in mw.store.problems:
             say(f"memwire: warning: {problem}", warning=True)
-        say(f"{where}  memory={mw.store.location} ({f'{len(mw.store)} memories' if usable else 'memory off'})\n"
-            f"{upstreams}")
+        say(f"{where}  memory={mw.store.location} ({len(mw.store)} memories)\n{upstreams}")
         freeze_startup()
         uvicorn.run(app, http=protocol_with_header_timeout(cfg.proxy_header_timeout), **server)
         return 0
@@ -215,7 +212,7 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
         os.environ[SPEC_ENV] = spec_path
         if figures is not None:
             os.environ[MULTIPROC_ENV] = figures
-        say(f"{where}  memory={memory_at if usable else 'off'}\n{upstreams}")
+        say(f"{where}  memory={memory_at}\n{upstreams}")
         protocol = http_protocol()
         uvicorn.run("memwire.adapters.server._server:worker_app", factory=True, workers=workers,
                     http=f"{protocol.__module__}:{protocol.__name__}", **server)
