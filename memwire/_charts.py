@@ -41,8 +41,9 @@ def share_chart(series: Sequence[tuple[int, int]], label: str) -> str:
         parts.append(f'<line class="grid" x1="{_PAD}" x2="{_W - _PAD}" y1="{y(level):.1f}" y2="{y(level):.1f}"/>')
         parts.append(f'<text class="label" x="4" y="{y(level) + 4:.1f}">{level:.0%}</text>')
     parts.append(f'<line class="axis" x1="{_PAD}" x2="{_W - _PAD}" y1="{y(0):.1f}" y2="{y(0):.1f}"/>')
-    parts.append(f'<polyline class="line" points="{" ".join(f"{x(i):.1f},{y(s):.1f}" for i, s in enumerate(shares))}"/>')
-    for i, ((prompt, cached), s) in enumerate(zip(series, shares)):
+    points = " ".join(f"{x(i):.1f},{y(s):.1f}" for i, s in enumerate(shares))
+    parts.append(f'<polyline class="line" points="{points}"/>')
+    for i, ((prompt, cached), s) in enumerate(zip(series, shares, strict=True)):
         parts.append(f'<circle class="dot" cx="{x(i):.1f}" cy="{y(s):.1f}" r="3"><title>request {i + 1}: '
                      f'{cached:,} of {prompt:,} prompt tokens cached ({s:.0%})</title></circle>')
     parts.append(f'<text class="label" x="{_PAD}" y="{_H - 8}">request 1</text>')

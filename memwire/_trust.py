@@ -317,9 +317,11 @@ def resolve_config(
         cfg.dir = cfg.dir  # decided: a Config that names its dir is not checked again
     if ignored:
         changed = states == ["changed"]
-        why = f"{PROJECT_CONFIG} changed since you trusted this directory" if changed else "this directory is not trusted"
+        why = (f"{PROJECT_CONFIG} changed since you trusted this directory" if changed
+               else "this directory is not trusted")
+        them = "them" if len(ignored) > 1 else "it"
         notices.insert(0, f"ignoring {' and '.join(ignored)}: {why}; "
-                          f"run `memwire trust`{' again' if changed else ''} to use {'them' if len(ignored) > 1 else 'it'}")
+                          f"run `memwire trust`{' again' if changed else ''} to use {them}")
     if trust.problem is not None:
         notices.append(f"warning: {trust.path} is unreadable ({trust.problem}); no directory is trusted "
                        "until `memwire trust` writes it again")

@@ -56,6 +56,7 @@ import time
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, Literal
 
 from memwire._errors import ConfigError, RequestFormatError
@@ -248,7 +249,8 @@ class CacheSimulator:
             found = count_breakpoints(body)
             if found > ANTHROPIC_MAX_BREAKPOINTS:
                 raise CacheRuleError(
-                    f"A maximum of {ANTHROPIC_MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {found}."
+                    f"A maximum of {ANTHROPIC_MAX_BREAKPOINTS} blocks with cache_control may be provided. "
+                    f"Found {found}."
                 )
         return self.observe_blocks(request_blocks(body, api, get_encoder(model)), model=model)
 
@@ -267,17 +269,14 @@ class CacheSimulator:
         indices count from the end: ``breakpoints=[-1]`` marks the last block).
         """
         cuts = sorted({0, len(tokens), *(b for b in boundaries if 0 < b < len(tokens))})
-        spans = list(zip(cuts, cuts[1:])) or [(0, 0)]
+        spans = list(pairwise(cuts)) or [(0, 0)]
         marked = {i % len(spans) for i in breakpoints}
         blocks = [Block(tuple(tokens[a:b]), i in marked) for i, (a, b) in enumerate(spans)]
         return self.observe_blocks(blocks, model=model)
 
     def observe_blocks(self, blocks: Sequence[Block], *, model: str | None = None) -> Usage:
         model = model or self.model
-        if self.provider == "openai":
-            usage = self._openai(blocks, model)
-        else:
-            usage = self._anthropic(blocks, model)
+        usage = self._openai(blocks, model) if self.provider == "openai" else self._anthropic(blocks, model)
         self.history.append(usage)
         return usage
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -41,7 +41,7 @@ class Config_:
 
     label: str
     mode: str | None  # None: no memory, straight to the provider
-    history: str = "drop"
+    history: Literal["drop", "replay"] = "drop"  # Config.history
     profile: bool = False
 
 
@@ -59,7 +59,7 @@ CONFIGS = (
 class ModeResult:
     label: str
     requests: int = 0
-    injected: int = 0          # memories put in front of the model, counted once per turn (startup, profile: per session)
+    injected: int = 0          # memories put in front of the model, once per turn (startup, profile: per session)
     recalled: int = 0          # turns whose needed memory the model was shown
     needed: int = 0            # turns that need a memory
     prompt_tokens: int = 0
@@ -125,13 +125,15 @@ class _Conversation:
         self.calls += 1
         cid = f"call_{self.calls:03d}"
         if self.provider == "openai":
+            call = {"name": "shell", "arguments": json.dumps({"command": command})}
             self.history.append({"role": "assistant", "content": None, "tool_calls": [
-                {"id": cid, "type": "function", "function": {"name": "shell", "arguments": json.dumps({"command": command})}}]})
+                {"id": cid, "type": "function", "function": call}]})
             self.history.append({"role": "tool", "tool_call_id": cid, "content": output})
         else:
             self.history.append({"role": "assistant", "content": [
                 {"type": "tool_use", "id": cid, "name": "shell", "input": {"command": command}}]})
-            self.history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": cid, "content": output}]})
+            self.history.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": cid, "content": output}]})
 
     def assistant(self, text: str) -> None:
         if self.provider == "openai":
@@ -153,7 +155,8 @@ class _Conversation:
         return "/v1/messages", {
             "model": self.model, "max_tokens": 1024,
             "system": [{"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}],
-            "tools": [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in TOOLS],
+            "tools": [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
+                      for t in TOOLS],
             "messages": messages}
 
 
@@ -192,7 +195,7 @@ def _ideal_cached(bodies: Sequence[tuple[str, Any]]) -> list[int]:
     seqs: list[tuple[int, ...]] = []
     out = []
     for api, body in bodies:
-        seq = tuple(t for blk in request_blocks(body, api) for t in blk.tokens)  # type: ignore[arg-type]
+        seq = tuple(t for blk in request_blocks(body, api) for t in blk.tokens)
         out.append(max((_lcp(seq, s) for s in seqs), default=0))
         seqs.append(seq)
     return out
@@ -335,10 +338,11 @@ def render(report: DemoReport) -> str:
     head = (f"memwire demo: one coding-agent conversation ({report.turns} user turns in {report.sessions} sessions, "
             f"tool loops, social closers) over {report.memories} memories,\nplayed through the memwire proxy "
             f"against a local fake {report.provider} provider ({report.model}) with simulated prompt caching.\n")
-    notes = ("\ninjected: memories put before the model per turn (startup and the profile: per session); recalled: turns whose "
-             "needed memory the model saw;\ncached: share of prompt tokens read from the provider's cache; "
-             "cost units: uncached input 1.0, cached "
-             + ("0.5" if report.provider == "openai" else "read 0.1 / write 1.25") + "; vs none: against no memory at all.\n")
+    cached_cost = "0.5" if report.provider == "openai" else "read 0.1 / write 1.25"
+    notes = ("\ninjected: memories put before the model per turn (startup and the profile: per session); "
+             "recalled: turns whose needed memory the model saw;\n"
+             "cached: share of prompt tokens read from the provider's cache; "
+             f"cost units: uncached input 1.0, cached {cached_cost}; vs none: against no memory at all.\n")
     if get_encoder(report.model).name == "estimate":  # the one warning is silenced here: say it in the output
         notes += ("tokens: estimated at 4 characters each (no tiktoken file on this machine; "
                   "pip install 'memwire[litellm]', or put tiktoken's files in TIKTOKEN_CACHE_DIR, for exact counts).\n")

@@ -49,7 +49,8 @@ recalled: turns whose needed memory the model saw; cached: share of prompt token
 provider's cache; cost units: uncached input 1.0, cached {costs}; vs none: against no memory at all.</p>
 <p>{escape(summary(report))}</p>
 <h2>Cached share of each request's prompt</h2>
-<p class="note">A drop is a request whose prefix the provider's cache did not hold: a session's first request, or one whose prefix stopped matching the previous request's.</p>
+<p class="note">A drop is a request whose prefix the provider's cache did not hold: a session's first request,
+or one whose prefix stopped matching the previous request's.</p>
 {charts}
 </body></html>
 """

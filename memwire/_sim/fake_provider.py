@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -313,7 +313,9 @@ _ERROR_TYPES = {
 
 
 _ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-_SERVED_PATHS = frozenset({"/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/v1/models"})
+_SERVED_PATHS = frozenset(
+    {"/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/v1/models"}
+)
 
 
 class FakeProvider:
@@ -430,7 +432,8 @@ class FakeProvider:
         if api == "openai.responses" and body.get("previous_response_id"):
             prior = self._responses.get(body["previous_response_id"])
             if prior is None:
-                return self._error(rec, 404, f"Previous response with id '{body['previous_response_id']}' not found.", False)
+                missing = f"Previous response with id '{body['previous_response_id']}' not found."
+                return self._error(rec, 404, missing, False)
             items = body.get("input")
             items = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or [])
             seen = {**body, "input": prior + items}
@@ -522,9 +525,8 @@ class FakeProvider:
         output: list[dict[str, Any]] = []
         if reply.text or not reply.tool_calls:
             part: dict[str, Any] = {"type": "output_text", "text": reply.text, "annotations": [], "logprobs": []}
-            output.append(
-                {"type": "message", "id": self._id("msg_fake"), "status": "completed", "role": "assistant", "content": [part]}
-            )
+            output.append({"type": "message", "id": self._id("msg_fake"), "status": "completed", "role": "assistant",
+                           "content": [part]})
         for call in reply.tool_calls:
             output.append(
                 {
@@ -592,21 +594,26 @@ class FakeProvider:
             where = {"item_id": item["id"], "output_index": index}
             if item["type"] == "message":
                 part = item["content"][0]
-                events.append(event("response.output_item.added", output_index=index, item={**item, "status": "in_progress", "content": []}))
+                started = {**item, "status": "in_progress", "content": []}
+                events.append(event("response.output_item.added", output_index=index, item=started))
                 events.append(event("response.content_part.added", **where, content_index=0, part={**part, "text": ""}))
                 events += [
                     event("response.output_text.delta", **where, content_index=0, delta=piece, logprobs=[])
                     for piece in _pieces(part["text"])
                 ]
-                events.append(event("response.output_text.done", **where, content_index=0, text=part["text"], logprobs=[]))
+                events.append(
+                    event("response.output_text.done", **where, content_index=0, text=part["text"], logprobs=[])
+                )
                 events.append(event("response.content_part.done", **where, content_index=0, part=part))
             else:
-                events.append(event("response.output_item.added", output_index=index, item={**item, "status": "in_progress", "arguments": ""}))
+                started = {**item, "status": "in_progress", "arguments": ""}
+                events.append(event("response.output_item.added", output_index=index, item=started))
                 events += [
                     event("response.function_call_arguments.delta", **where, delta=piece)
                     for piece in _json_pieces(item["arguments"])
                 ]
-                events.append(event("response.function_call_arguments.done", **where, name=item["name"], arguments=item["arguments"]))
+                events.append(event("response.function_call_arguments.done", **where, name=item["name"],
+                                    arguments=item["arguments"]))
             events.append(event("response.output_item.done", output_index=index, item=item))
         events.append(event("response.completed", response=response("completed", output, usage_obj)))
         return self._stream(events)
@@ -622,9 +629,8 @@ class FakeProvider:
         if reply.text or not reply.tool_calls:
             content.append({"type": "text", "text": reply.text})
         for call in reply.tool_calls:
-            content.append(
-                {"type": "tool_use", "id": call.id or self._id("toolu_fake"), "name": call.name, "input": call.arguments_dict()}
-            )
+            content.append({"type": "tool_use", "id": call.id or self._id("toolu_fake"), "name": call.name,
+                            "input": call.arguments_dict()})
         stop = "tool_use" if reply.tool_calls else "end_turn"
         input_usage = {
             "input_tokens": usage.input_tokens,
@@ -701,7 +707,7 @@ class FakeProvider:
                            f"{request.method} {path} is not served by the fake provider", anthropic)
 
     async def _models(self, request: Request) -> Response:
-        rec, _ = await self._record(request, None)
+        await self._record(request, None)  # listed in self.requests like every other call
         if "anthropic-version" in request.headers:
             data = [
                 {"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
@@ -732,7 +738,7 @@ class ServerThread:
         self.port: int = self._sock.getsockname()[1]
         self.base_url = f"http://{host}:{self.port}"
         # a Starlette app (the proxy) gets its lifespan: what it opens at start is closed at the end
-        lifespan = "on" if hasattr(app, "router") else "off"
+        lifespan: Literal["on", "off"] = "on" if hasattr(app, "router") else "off"
         config = uvicorn.Config(
             app, log_level="warning", lifespan=lifespan, access_log=False, timeout_graceful_shutdown=1
         )
