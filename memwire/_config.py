@@ -34,7 +34,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["MODES", "PROJECT_MODES", "PROJECT_REFUSED", "Config", "load_config", "make_config", "normalize_mode", "restrict_project_config"]
+__all__ = ["MODES", "PROJECT_MODES", "PROJECT_REFUSED", "Config", "load_config", "make_config", "normalize_mode",
+           "restrict_project_config"]
 
 log = logging.getLogger("memwire")
 
@@ -47,7 +48,8 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
             continue  # MEMWIRE_TEST_*: the test suite's (a database, a browser it may use), not settings
         key = name[len("MEMWIRE_") :].lower()
         if key not in Config.model_fields:
-            raise ConfigError(f"environment variable {name}: unknown key {key!r}; valid keys: {', '.join(Config.model_fields)}")
+            raise ConfigError(f"environment variable {name}: unknown key {key!r}; "
+                              f"valid keys: {', '.join(Config.model_fields)}")
         out[key] = None if value == "" and key in ("home", "min_score") else value
     return out
 
@@ -72,7 +74,8 @@ PROJECT_REFUSED: dict[str, str] = {
     "use_global": "a project config cannot choose where memory is read or written; use MEMWIRE_USE_GLOBAL",
     "store": "a project config cannot choose where memory is read or written; use --store or MEMWIRE_STORE",
     "proxy_key": "a project config cannot set the proxy key; use --proxy-key or MEMWIRE_PROXY_KEY",
-    "proxy_keys_file": "a project config cannot choose the proxy's client keys; use --keys-file or MEMWIRE_PROXY_KEYS_FILE",
+    "proxy_keys_file": "a project config cannot choose the proxy's client keys; "
+                       "use --keys-file or MEMWIRE_PROXY_KEYS_FILE",
     # the conversation would go to a model and a server the repository chose
     "distill_model": "a project config cannot send conversations to a model; use MEMWIRE_DISTILL_MODEL",
     "distill_api_base": "a project config cannot send conversations to a server; use MEMWIRE_DISTILL_API_BASE",
@@ -141,7 +144,9 @@ def load_config(
     toml_path = Path(named) if named else Path("memwire.toml")
     if named and not toml_path.is_file():
         source = "" if path else "MEMWIRE_CONFIG: "
-        raise ConfigError(f"{source}{toml_path}: config file not found")
+        what = (f"a directory, not a config file (name the file, such as {toml_path / 'memwire.toml'})"
+                if toml_path.is_dir() else "config file not found")
+        raise ConfigError(f"{source}{toml_path}: {what}")
     if toml_path.is_file() and (named or project_config):
         source_values = _from_toml(toml_path)
         if not named:  # found in the working directory: the project's, not the person's

@@ -144,6 +144,28 @@ def test_a_dir_that_is_a_file_is_named_not_a_traceback(tmp_path: Path, capsys: p
     assert afile.read_text() == "x"
 
 
+@pytest.mark.parametrize("how", ["--config", "MEMWIRE_CONFIG"])
+@pytest.mark.parametrize("command", [["list"], ["trust", "--list"], ["proxy"]])
+def test_a_config_that_is_a_directory_is_named_so(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch, how: str,
+                                                  command: list[str]) -> None:
+    """``--config DIR`` says it is a directory, not "config file not found" (issue 34 item 1)."""
+    (tmp_path / "conf").mkdir()
+    monkeypatch.chdir(tmp_path)
+    if how == "--config":
+        code, _, err = run(capsys, "--config", "conf", *command)
+        source = ""
+    else:
+        monkeypatch.setenv("MEMWIRE_CONFIG", "conf")
+        code, _, err = run(capsys, *command)
+        source = "MEMWIRE_CONFIG: "
+    expected = f"memwire: error: {source}conf: a directory, not a config file (name the file, such as " \
+               f"{Path('conf') / 'memwire.toml'})\n"
+    assert code == 2 and err == expected
+    code, _, err = run(capsys, "--config", "missing.toml", *command)
+    assert code == 2 and err.endswith("missing.toml: config file not found\n")
+
+
 @pytest.mark.parametrize(("flag", "value"), [("--header-timeout", "0"), ("--body-timeout", "-1"), ("--max-connections", "0")])
 def test_proxy_limits_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str) -> None:
     code, _, err = run(capsys, "proxy", "--dir", str(tmp_path), flag, value)
