@@ -48,6 +48,7 @@ from .._errors import (
     StoreBusyError,
 )
 from .._locks import write_lock
+from ..policies._dates import absolute_dates, might_hold_dates, said_day
 from ..policies._query import Query
 from ..policies._screen import refusal
 from . import _snapshot
@@ -504,11 +505,17 @@ def _insert_under_topic(data: bytes, topic: str, lines_to_add: list[str]) -> byt
     return data[:end] + block + data[end:]
 
 
-def _checked(mem: Memory, *, screen: bool = True) -> Memory:
+def _checked(mem: Memory, *, screen: bool = True, timezone: str | None = None) -> Memory:
     """The memory ``add`` will write, validated: it must read back as exactly this memory. With
     ``screen`` (every new memory; not a copy into the archive) what may never be stored (a secret,
-    control characters: ``policies._screen``) is refused, naming the rule, never the text."""
+    control characters: ``policies._screen``) is refused, naming the rule, never the text, and
+    relative dates become absolute ones from the day it was said (its date, else today in
+    ``timezone``; ``policies._dates``), the memory then dated that day."""
     text = " ".join(mem.text.split())  # one memory is one line
+    if screen and might_hold_dates(text):
+        day = said_day(mem.date, timezone)
+        if (dated := absolute_dates(text, day)) != text:
+            text, mem = dated, replace(mem, date=mem.date or day.isoformat())
     if not text:
         raise InvalidMemoryError("a memory needs some text")
     if len(text) > MAX_MEMORY_CHARS:  # one memory is one fact; a pasted file would crowd every block
@@ -561,8 +568,10 @@ class MemoryStore:
         scoring: Scoring | None = None,
         track: bool = True,
         root: str | os.PathLike[str] | None = None,
+        timezone: str | None = None,
     ) -> None:
         self.path = Path(dir)
+        self.timezone = timezone  # the day a dateless new memory was said, for its relative dates
         # the memory directory a person named (``dir`` itself, unless this is a namespace's, the
         # archive's or the inbox's store): no path below it is read or written through a symlink
         self.root = Path(root) if root is not None else self.path
@@ -600,7 +609,7 @@ class MemoryStore:
         """The store of ``namespace`` in the same tree as this one (``for_namespace`` of its root),
         with this store's settings."""
         return MemoryStore.for_namespace(self.root, namespace, min_score=self.min_score,
-                                         scoring=self.scoring, track=self.track)
+                                         scoring=self.scoring, track=self.track, timezone=self.timezone)
 
     @property
     def location(self) -> str:
@@ -643,7 +652,8 @@ class MemoryStore:
         """Where captured memories wait for review (``DIR/inbox``, see ``_inbox``): never searched
         with this store."""
         if self._inbox is None:
-            self._inbox = MemoryStore(self.path / INBOX_DIR, min_score=self.min_score, track=False, root=self.root)
+            self._inbox = MemoryStore(self.path / INBOX_DIR, min_score=self.min_score, track=False, root=self.root,
+                                      timezone=self.timezone)
         return self._inbox
 
     # ---------------------------------------------------------------- event logs
@@ -845,7 +855,8 @@ class MemoryStore:
 
     def add_many(self, memories: Iterable[Memory | str], *, cue: str = "explicit") -> list[Memory]:
         """Write many memories in one locked file write."""
-        items = [_checked(Memory.create(m) if isinstance(m, str) else m, screen=self.screens) for m in memories]
+        items = [_checked(Memory.create(m) if isinstance(m, str) else m, screen=self.screens, timezone=self.timezone)
+                 for m in memories]
         d = self._dirs[-1]
         by_topic: dict[str, list[Memory]] = {}
         result: list[Memory] = []
