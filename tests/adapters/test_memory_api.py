@@ -97,11 +97,17 @@ async def test_a_body_too_large_is_a_413_read_no_further(http: httpx.AsyncClient
     assert error(r) == (413, "body_too_large") and len(store) == 2
 
 
-async def test_an_unusable_memory_directory_is_a_503_in_the_one_shape(tmp_path: Path) -> None:
+@pytest.mark.parametrize("under", ["", "sub"])
+async def test_an_unusable_memory_directory_is_a_503_in_the_one_shape(tmp_path: Path, under: str,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
     (tmp_path / "file").write_text("not a directory")
-    async with client(Middleware(store=MemoryStore(tmp_path / "file"))) as c:
-        assert error(await c.get(f"{V1}/memories")) == (503, "memory_unavailable")
+    where = tmp_path / "file" / under if under else tmp_path / "file"
+    async with client(Middleware(store=MemoryStore(where))) as c:
         assert error(await c.post(f"{V1}/memories", json={"text": "a fact"})) == (503, "memory_unavailable")
+        assert error(await c.get(f"{V1}/memories")) == (503, "memory_unavailable")
+    # the log names the path and the problem (issue 34 item 1), not EEXIST or ENOTDIR
+    assert f"MemoryFileError: {where}: the memory directory " in caplog.text
+    assert "FileExistsError" not in caplog.text and "NotADirectoryError" not in caplog.text
 
 
 async def test_bad_limits_and_unknown_routes_have_the_one_error_shape(http: httpx.AsyncClient) -> None:
