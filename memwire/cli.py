@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import re
@@ -454,8 +455,45 @@ def _show(content: Any, inj: Any) -> str:
     return _printable(text)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, but a subcommand reports its unknown arguments itself, with its own usage
+    and the nearest of its options ("did you mean --tag?"): argparse hands them back up to
+    ``memwire``, which would show its own usage, not the subcommand's."""
+
+    def __init__(self, *args: Any, top_options: Sequence[str] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.top_options = tuple(top_options)  # memwire's own options; empty on memwire itself
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        top = self.top_options or tuple(o for a in self._actions for o in a.option_strings if o.startswith("--"))
+        kwargs.setdefault("parser_class", lambda **kw: _Parser(top_options=top, **kw))
+        return super().add_subparsers(**kwargs)
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras and self.top_options:  # a subcommand (argparse calls this for each): it says it itself
+            self.error(self._unknown(extras))
+        return parsed, extras
+
+    def _unknown(self, extras: list[str]) -> str:
+        known = [o for a in self._actions for o in a.option_strings]
+        hints = []
+        for arg in extras:
+            name = arg.split("=", 1)[0]
+            if not name.startswith("-") or name == "-":
+                continue
+            if name in self.top_options:
+                hints.append(f"{name} is memwire's own option: give it before the command, as in "
+                             f"memwire {name} ... {self.prog.removeprefix('memwire ')}")
+                continue
+            near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hints.append(f"did you mean {near[0]}?" if near else f"{self.prog} --help lists its options")
+        return "; ".join([f"unrecognized arguments: {' '.join(extras)}", *hints])
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memwire", description="Per-turn memory for LLM calls that keeps the prompt cache.")
+    parser = _Parser(prog="memwire", description="Per-turn memory for LLM calls that keeps the prompt cache.")
     parser.add_argument("--config", help="path of your memwire.toml (default: $MEMWIRE_CONFIG, else ./memwire.toml "
                                          "once the directory is trusted: see `memwire trust`)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

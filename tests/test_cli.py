@@ -201,6 +201,32 @@ def test_inbox_list_approve_reject(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "is empty" in out
 
 
+@pytest.mark.parametrize(("argv", "usage", "hint"), [
+    (["add", "x", "--tagg", "build"], "usage: memwire add ", "did you mean --tag?"),
+    (["list", "--dri", "x"], "usage: memwire list ", "did you mean --dir?"),
+    (["proxy", "--prot", "8788"], "usage: memwire proxy ", "did you mean --port?"),
+    (["proxy", "--prot=8788"], "usage: memwire proxy ", "did you mean --port?"),
+    (["search", "tabs", "--min-socre", "0.5"], "usage: memwire search ", "did you mean --min-score?"),
+    (["inbox", "approve", "--alll"], "usage: memwire inbox approve ", "did you mean --all?"),
+    (["keys", "add", "alice", "--lable", "ci"], "usage: memwire keys add ", "did you mean --label?"),
+    (["list", "--zzzzzz"], "usage: memwire list ", "memwire list --help lists its options"),
+    (["list", "--config", "my.toml"], "usage: memwire list ",
+     "--config is memwire's own option: give it before the command, as in memwire --config ... list"),
+    (["forget", "abcd", "efgh"], "usage: memwire forget ", None),
+])
+def test_a_mistyped_option_shows_the_subcommands_usage_and_the_nearest_option(
+        capsys: pytest.CaptureFixture[str], argv: list[str], usage: str, hint: str | None) -> None:
+    """Issue 34 item 3: the subcommand's usage, not memwire's, and "did you mean" from its options."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.startswith(usage) and "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    prog = usage.removeprefix("usage: ").strip()
+    extras = " ".join(argv[next(i for i, a in enumerate(argv) if a.startswith("-") or a == "efgh"):])
+    assert last == f"{prog}: error: unrecognized arguments: {extras}" + (f"; {hint}" if hint else "")
+
+
 def test_proxy_takes_a_capture_setting(capsys: pytest.CaptureFixture[str]) -> None:
     from memwire.cli import build_parser
 
