@@ -115,3 +115,107 @@ def test_secrets_are_recognized(text: str, kind: str) -> None:
 ])
 def test_ordinary_facts_are_not_secrets(text: str) -> None:
     assert find_secret(text) is None
+
+
+# issue 33 item 2: retractions and corrections of what the conversation just captured
+RETRACTIONS = [
+    "forget that", "Forget that.", "Actually, forget that.", "Forget it.", "Scratch that.", "Oh wait, scratch that!",
+    "Strike that.", "Never mind.", "nevermind", "No, that's wrong.", "That’s not right.", "that is incorrect",
+    "Sorry, ignore that.", "Please disregard that.", "Take that back.", "I take it back.", "Don't save that.",
+    "Please don't remember that.", "Undo that.", "Forget what I just said.", "Actually, delete that last one.",
+]
+
+
+@pytest.mark.parametrize("said", RETRACTIONS)
+def test_a_retraction_takes_back_the_last_capture(said: str) -> None:
+    [st] = statements(said)
+    assert (st.kind, st.text) == ("forget", "")
+
+
+CORRECTIONS = [
+    # (said, text, old, value)
+    ("Correction: the deploy script is ship.sh, not deploy.sh.", "The deploy script is ship.sh.", "deploy.sh", False),
+    ("correction - the staging database listens on port 6543", "The staging database listens on port 6543.", "",
+     False),
+    ("Correction: 6543.", "6543", "", True),
+    ("I meant 6543.", "6543", "", True),
+    ("Sorry, I meant release-2027", "release-2027", "", True),
+    ("Oops, I meant to say pnpm.", "pnpm", "", True),
+    ("Sorry, I meant my editor is Helix.", "The user's editor is Helix.", "", False),
+    ("Actually it's 6543.", "6543", "", True),
+    ("Actually, it is `ship.sh`.", "`ship.sh`", "", True),
+    ("No, it's Europe/Paris.", "Europe/Paris", "", True),
+    ("Make that Node 20.", "Node 20", "", True),
+    ("It's not deploy.sh but ship.sh.", "ship.sh", "deploy.sh", True),
+    ("not 5433 but 6543", "6543", "5433", True),
+    ("ship.sh, not deploy.sh.", "ship.sh", "deploy.sh", True),
+    ("Tabs, not spaces!", "Tabs", "spaces", True),
+    ("Scratch that, it's release-2027.", "release-2027", "", True),
+    ("No, that's wrong: it should be 6543", "6543", "", True),
+]
+
+
+@pytest.mark.parametrize(("said", "text", "old", "value"), CORRECTIONS)
+def test_a_correction_says_the_new_value_and_what_it_replaces(said: str, text: str, old: str, value: bool) -> None:
+    [st] = statements(said)
+    assert (st.kind, st.text, st.old, st.value) == ("correct", text, old, value)
+
+
+NOT_RETRACTIONS_OR_CORRECTIONS = [
+    "I forget things all the time.",
+    "Correction fluid is on the shelf.",
+    "The correction was applied to the invoice.",
+    "Ignore that warning in the build log.",
+    "It's 6543.",                        # no "actually" / "no": a plain remark
+    "It's definitely not 5433",
+    "That's a mistake I make often",
+    "I meant it.",
+    "I meant to ask about the tests.",
+    "Actually, the tests pass now.",     # a remark, not a correction
+    "Scratch the surface of the cache layer.",
+    "We need to take the backup offline.",
+    "No, thanks.",
+    "Not today, maybe tomorrow.",
+]
+
+
+@pytest.mark.parametrize("said", NOT_RETRACTIONS_OR_CORRECTIONS)
+def test_look_alikes_of_retractions_and_corrections_are_not(said: str) -> None:
+    assert [s.kind for s in statements(said)] == []
+
+
+@pytest.mark.parametrize(("said", "kind", "text"), [
+    ("Don't forget that the build needs node 20.", "fact", "The build needs node 20."),   # a new memory
+    ("Forget that the staging database listens on port 5433.", "forget",
+     "The staging database listens on port 5433."),                                        # named: not the last one
+    ("Actually, remember that the VPN is required.", "fact", "The VPN is required."),
+    ("No, I prefer spaces.", "preference", "User prefers spaces."),
+])
+def test_a_lead_in_like_actually_keeps_the_statement_it_leads(said: str, kind: str, text: str) -> None:
+    [st] = statements(said)
+    assert (st.kind, st.text) == (kind, text)
+
+
+GROUPS = (frozenset(["npm", "pnpm", "yarn"]), frozenset(["tabs", "spaces"]))
+
+
+@pytest.mark.parametrize(("stored", "value", "old", "new"), [
+    ("The staging database listens on port 5433.", "6543", "", "The staging database listens on port 6543."),
+    ("The release branch is called release-2026.", "release-2027", "", "The release branch is called release-2027."),
+    ("The deploy script is deploy.sh.", "ship.sh", "", "The deploy script is ship.sh."),
+    ("The deploy script is deploy.sh.", "ship.sh", "deploy.sh", "The deploy script is ship.sh."),
+    ("User prefers npm.", "pnpm", "", "User prefers pnpm."),
+    ("User prefers tabs over commas.", "Spaces", "tabs", "User prefers Spaces over commas."),
+    ("The ledger runs PostgreSQL 15 on port 5433.", "6543", "", "The ledger runs PostgreSQL 15 on port 6543."),
+    ("CI runs on Node 18.", "Node 20", "", "CI runs on Node 20."),
+    ("User's timezone is Europe/Paris.", "America/New_York", "", "User's timezone is America/New_York."),
+    ("The deploy script is deploy.sh.", "ship.sh", "run.sh", None),      # the old value is not there
+    ("The app uses tabs and 2 columns.", "fine", "", None),              # a plain word: no place for it
+    ("Ports 5433 and 5434 are open.", "6543", "", None),                 # two places: nothing is guessed
+    ("Ana leads the payments team.", "Bea", "", None),
+    ("The deploy script is ship.sh.", "ship.sh", "", None),              # nothing changes
+])
+def test_a_value_goes_in_the_one_place_of_its_kind(stored: str, value: str, old: str, new: str | None) -> None:
+    from memwire.policies._capture import corrected
+
+    assert corrected(stored, value, old, GROUPS) == new
