@@ -49,6 +49,7 @@ def wrap(client: C, middleware: Middleware, *, session: str | None = None, names
 
     if not isinstance(client, (anthropic.Anthropic, anthropic.AsyncAnthropic)):
         raise UsageError(
-            f"memwire.adapters.anthropic.wrap expects an Anthropic or AsyncAnthropic client, got {type(client).__name__}")
+            "memwire.adapters.anthropic.wrap expects an Anthropic or AsyncAnthropic client, "
+            f"got {type(client).__name__}")
     # Claude's tokenizer is not tiktoken's: the budget counts with the default encoding
     return wrap_sdk_client(client, middleware, ROUTES, session=session, namespace=namespace, models=(None,))

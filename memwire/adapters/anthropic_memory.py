@@ -132,7 +132,8 @@ def _as_memory(text: str) -> str:
 
 def _sized(text: str) -> str:
     if len(text.encode("utf-8", errors="surrogateescape")) > MAX_FILE_BYTES:
-        raise ToolError(f"Not written: a memory file is at most {MAX_FILE_BYTES // 1024} KiB; split it into several files")
+        raise ToolError(f"Not written: a memory file is at most {MAX_FILE_BYTES // 1024} KiB; "
+                        "split it into several files")
     return text
 
 
@@ -150,6 +151,10 @@ def _size(n: int) -> str:
     i = min((n.bit_length() - 1) // 10, 3) if n else 0
     v = n / 1024**i
     return f"{int(v) if v == int(v) else f'{v:.1f}'}{'BKMG'[i]}"
+
+
+def _symlink(path: str) -> ToolError:
+    return ToolError(f"The path {path} is a symlink; memwire never reads or writes through a symlink")
 
 
 def _lines(text: str) -> list[str]:
@@ -174,7 +179,7 @@ class MemoryTool(BetaAbstractMemoryTool):
             yield
         except MemoryFileError as exc:
             if "symlink" in exc.problem:
-                raise ToolError(f"The path {path} is a symlink; memwire never reads or writes through a symlink") from None
+                raise _symlink(path) from None
             raise ToolError(f"The path {path} cannot be used: {exc.problem}") from None
         except IsADirectoryError:
             raise ToolError(f"The path {path} is not a file.") from None
@@ -201,7 +206,9 @@ class MemoryTool(BetaAbstractMemoryTool):
         view_range = getattr(command, "view_range", None)
         if view_range:
             if not (isinstance(view_range, list) and len(view_range) == 2 and all(type(v) is int for v in view_range)):
-                raise ToolError("The `view_range` parameter must be two line numbers, e.g. [1, 10] ([5, -1]: to the end)")
+                raise ToolError(
+                    "The `view_range` parameter must be two line numbers, e.g. [1, 10] ([5, -1]: to the end)"
+                )
             start = max(1, view_range[0])
             shown = lines[start - 1:len(lines) if view_range[1] == -1 else view_range[1]]
         return f"Here's the content of {path} with line numbers:\n" + _numbered(shown, start)
@@ -222,7 +229,8 @@ class MemoryTool(BetaAbstractMemoryTool):
         except MemoryFileError as exc:
             raise ToolError(f"The path {ROOT} cannot be used: {exc.problem}") from None
         lines = [f"{_size(size)}\t{ROOT}"] + [f"{_size(n)}\t{ROOT}/{name}" for name, n in sorted(found)]
-        return f"Here're the files and directories up to 2 levels deep in {ROOT}, excluding hidden items:\n" + "\n".join(lines)
+        return (f"Here're the files and directories up to 2 levels deep in {ROOT}, excluding hidden items:\n"
+                + "\n".join(lines))
 
     def _read(self, path: str, name: str) -> str:
         """A file's text, never through a symlink (at any component: ``_paths``), never a FIFO or a device."""
@@ -232,7 +240,7 @@ class MemoryTool(BetaAbstractMemoryTool):
             raise ToolError(f"The path {path} does not exist. Please provide a valid path.") from None
         except MemoryFileError as exc:
             if exc.problem == _paths.SYMLINK:
-                raise ToolError(f"The path {path} is a symlink; memwire never reads or writes through a symlink") from None
+                raise _symlink(path) from None
             raise ToolError(f"The path {path} is not a file.") from None
         except OSError as exc:
             raise ToolError(f"The path {path} cannot be read: {exc.strerror}") from None
@@ -298,7 +306,8 @@ class MemoryTool(BetaAbstractMemoryTool):
         def edit(old: str | None) -> str:
             lines = _lines(self._existing(path, old))
             if line < 0 or line > len(lines):
-                raise ToolError(f"Invalid `insert_line` parameter: {line}. It should be within the range [0, {len(lines)}].")
+                raise ToolError(f"Invalid `insert_line` parameter: {line}. "
+                                f"It should be within the range [0, {len(lines)}].")
             lines.insert(line, insert_text.rstrip("\n"))
             return _sized(_as_memory("\n".join(lines) + "\n"))
 
@@ -328,7 +337,9 @@ class MemoryTool(BetaAbstractMemoryTool):
             try:
                 self.store.archive_copy(kept, "forgotten")
             except InvalidMemoryError as exc:
-                raise ToolError(f"Not deleted: its memories could not be archived ({exc}); edit the file instead") from None
+                raise ToolError(
+                    f"Not deleted: its memories could not be archived ({exc}); edit the file instead"
+                ) from None
 
     @override
     def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:

@@ -174,7 +174,9 @@ def _squash(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
-def litellm_complete(model: str, *, api_base: str | None = None, timeout: float = 30.0) -> Callable[[list[dict[str, str]]], str]:
+def litellm_complete(
+    model: str, *, api_base: str | None = None, timeout: float = 30.0
+) -> Callable[[list[dict[str, str]]], str]:
     """``complete`` through litellm (the ``memwire[litellm]`` extra): any model litellm can call."""
 
     def complete(messages: list[dict[str, str]]) -> str:

@@ -80,10 +80,10 @@ class Views:
         whole conversation), else a copy."""
         with self._lock:
             if same == previous.length == len(previous.columns[0]):
-                for column, tail in zip(previous.columns, tails):
+                for column, tail in zip(previous.columns, tails, strict=True):  # one column per read key
                     column += tail
                 return previous.columns
-        return [column[:same] + tail for column, tail in zip(previous.columns, tails)]
+        return [column[:same] + tail for column, tail in zip(previous.columns, tails, strict=True)]
 
 
 def _opening(fmt: Format, items: list[Any]) -> tuple[Any, ...]:
@@ -114,10 +114,10 @@ def _common_prefix(new: list[list[Any]], old: list[list[Any]], length: int) -> i
     """How many leading items have the same values in the ``new`` columns as in the first
     ``length`` of the ``old`` ones."""
     n = min(len(new[0]), length)
-    if all(a[:n] == b[:n] for a, b in zip(new, old)):  # the common case, in C: the conversation only grew
+    if all(a[:n] == b[:n] for a, b in zip(new, old, strict=True)):  # the common case, in C: the conversation only grew
         return n
     # else each column's first difference, found in C too (an agent's sliding window drops turns)
-    return min(next(compress(count(), map(ne, a[:n], b[:n])), n) for a, b in zip(new, old))
+    return min(next(compress(count(), map(ne, a[:n], b[:n])), n) for a, b in zip(new, old, strict=True))
 
 
 class _Exact:

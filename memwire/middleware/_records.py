@@ -226,5 +226,6 @@ def session_records(store: Any, records: Records, namespace: str | None, session
         log.warning("memwire: the store's request log cannot be read (%s: %s)", type(exc).__name__, exc)
     for r in records.recent(namespace=namespace or ""):
         kept.setdefault(r.rid, r)
-    found = [r for r in kept.values() if (r.namespace or "") == (namespace or "") and (session is None or r.session == session)]
+    found = [r for r in kept.values()
+             if (r.namespace or "") == (namespace or "") and (session is None or r.session == session)]
     return sorted(found, key=lambda r: r.at)

@@ -5,9 +5,9 @@ Which conversation a request belongs to, first match wins (DESIGN "Session ident
 1. the caller's ``session_id`` argument, then the ``x-memwire-session`` header;
 2. a conversation id the client sends: Claude Code's ``x-claude-code-session-id`` header (with
    ``x-claude-code-agent-id`` for a subagent's own conversation), Codex's ``session-id`` /
-   ``thread-id`` headers (older: ``session_id``, ``conversation_id``), ``x-session-id``, an Anthropic ``metadata.user_id`` that names a
-   session (Claude Code's JSON ``{"session_id": …}`` or ``…_session_<uuid>``), the Responses
-   ``conversation``;
+   ``thread-id`` headers (older: ``session_id``, ``conversation_id``), ``x-session-id``, an
+   Anthropic ``metadata.user_id`` that names a session (Claude Code's JSON ``{"session_id": …}``
+   or ``…_session_<uuid>``), the Responses ``conversation``;
 3. a user-level signal (an Anthropic ``metadata.user_id`` without a session, OpenAI
    ``prompt_cache_key`` or ``user``) together with the derived key below: one user's
    conversations stay apart, and so do different users' conversations that open alike;

@@ -74,6 +74,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from itertools import pairwise
 from typing import NamedTuple
 
 __all__ = ["KINDS", "SECRET_PATTERNS", "find_secret"]
@@ -123,7 +124,8 @@ SECRET_PATTERNS: tuple[_Format, ...] = (
     _fmt("OpenAI API key", "sk-", r"sk-(?:None-)?[A-Za-z0-9_-]{20,}", _mixed_word),
     _fmt("Stripe key", "_live_ _test_", r"[spr]k_(?:live|test)_[A-Za-z0-9]{16,}"),
     _fmt("Stripe key", "whsec_", r"whsec_[A-Za-z0-9]{24,}"),
-    _fmt("AWS access key", "A3T AKIA ASIA ABIA ACCA", r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+    _fmt("AWS access key", "A3T AKIA ASIA ABIA ACCA",
+         r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
     _fmt("Google API key", "AIza", r"AIza[0-9A-Za-z_-]{35}"),
     _fmt("Google OAuth secret", "GOCSPX-", r"GOCSPX-[A-Za-z0-9_-]{24,}"),
     _fmt("Google OAuth secret", "ya29.", r"ya29\.[0-9A-Za-z_-]{20,}"),
@@ -136,8 +138,8 @@ SECRET_PATTERNS: tuple[_Format, ...] = (
     _fmt("GitLab token", "GR1348941", r"GR1348941[A-Za-z0-9_-]{20,}"),
     _fmt("Slack token", "xox", r"xox[abposre]-[A-Za-z0-9-]{10,}"),
     _fmt("Slack token", "xapp-", r"xapp-\d-[A-Za-z0-9-]{10,}"),
-    _fmt("Slack webhook URL", "hooks.slack.com/", r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/+-]{10,}",
-         None),
+    _fmt("Slack webhook URL", "hooks.slack.com/",
+         r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/+-]{10,}", None),
     _fmt("Discord webhook URL", "/api/webhooks/", r"/api/webhooks/\d{5,}/[A-Za-z0-9_-]{20,}", None),
     _fmt("Microsoft Teams webhook URL", ".webhook.office.com/", r"\.webhook\.office\.com/webhookb2/[A-Za-z0-9@/-]{20,}",
          None),
@@ -145,7 +147,8 @@ SECRET_PATTERNS: tuple[_Format, ...] = (
     _fmt("Twilio API key", "SK", r"SK[0-9a-fA-F]{32}(?![A-Za-z0-9])"),
     _fmt("SendGrid API key", "SG.", r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}"),
     _fmt("Mailgun API key", "key-", r"key-[0-9a-zA-Z]{32}(?![A-Za-z0-9])"),
-    _fmt("Mailchimp API key", "-us", r"-us(?<=[0-9a-f]{32}-us)(?<![A-Za-z0-9][0-9a-f]{32}-us)\d{1,2}(?![A-Za-z0-9])", None),
+    _fmt("Mailchimp API key", "-us",
+         r"-us(?<=[0-9a-f]{32}-us)(?<![A-Za-z0-9][0-9a-f]{32}-us)\d{1,2}(?![A-Za-z0-9])", None),
     _fmt("npm token", "npm_", r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"),
     _fmt("PyPI token", "pypi-AgE", r"pypi-AgE[A-Za-z0-9_-]{30,}"),
     _fmt("Hugging Face token", "hf_", r"hf_[A-Za-z0-9]{30,}"),
@@ -163,7 +166,8 @@ SECRET_PATTERNS: tuple[_Format, ...] = (
     _fmt("Sentry token", "sntrys_ sntryu_", r"sntry[su]_[A-Za-z0-9_=+/-]{30,}"),
     _fmt("Doppler token", "dp.", r"dp\.(?:pt|st|sa|ct|scim|audit)\.(?:[a-z0-9_-]{1,30}\.)?[A-Za-z0-9]{40,}"),
     _fmt("memwire proxy key", "mwk_", r"mwk_[A-Za-z0-9_-]{32,}"),
-    _fmt("JSON web token", "eyJ", r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}"),
+    _fmt("JSON web token", "eyJ",
+         r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}"),
     _fmt("authorization header", "bearer basic", r"(?:bearer|basic)[ \t]+([a-z0-9._~+/-]{16,256}=*)", _header_value,
          folded=True),
 )
@@ -215,8 +219,45 @@ _UNIT = re.compile(
 _NUMBER = re.compile(r"\+?\d[\d \t.,/-]{0,40}")
 _QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "«": "»", "„": "“"}
 
-_STOP = frozenset(["a", "an", "the", "in", "on", "at", "by", "to", "of", "for", "from", "with", "without", "into", "onto", "inside", "under", "behind", "via", "per", "and", "or", "but", "nor", "not", "no", "never", "always", "only", "just", "also", "still", "now", "then", "than", "so", "too", "very", "really", "quite", "rather", "pretty", "already", "usually", "often", "sometimes", "mostly", "either", "neither", "both", "each", "every", "all", "any", "some", "none", "nothing", "something", "anything", "everything", "what", "whatever", "which", "whichever", "who", "whoever", "whom", "whose", "that", "this", "these", "those", "it", "its", "it's", "they", "them", "their", "theirs", "there", "here", "where", "wherever", "when", "how", "why", "my", "mine", "your", "yours", "our", "ours", "his", "her", "hers", "we", "you", "i", "me", "us", "he", "she", "one", "ones", "same", "such", "other", "another", "as", "like", "unlike", "about", "around", "over", "between", "before", "after", "during", "until", "since", "because", "if", "unless", "whether", "though", "although", "while", "be", "been", "being", "is", "are", "was", "were", "do", "does", "did", "done", "have", "has", "had", "can", "could", "will", "would", "should", "must", "may", "might", "shall", "see", "check", "ask", "use", "get", "got", "set", "kept", "put", "left", "given", "sent", "shown", "known", "held", "saved", "found", "lost", "made", "written", "hidden", "stolen", "leaked", "taken", "gone", "read", "reset", "needs", "need", "n/a", "na", "tbd", "todo", "unknown", "unset", "empty", "blank", "missing", "null", "nil", "none", "true", "false", "yes", "str", "string", "int", "integer", "bool", "boolean", "bytes", "object", "optional", "any", "secretstr", "number", "text", "value", "values", "varchar", "char", "field", "enum", "list", "dict", "array", "json", "type", "types", "len", "length", "size", "more", "less", "most", "least", "much", "many", "few", "several", "enough", "plenty", "else", "otherwise"])
-_DESCRIBING = frozenset(["required", "mandatory", "expired", "wrong", "right", "correct", "incorrect", "invalid", "valid", "weak", "strong", "long", "short", "secure", "insecure", "safe", "unsafe", "different", "new", "old", "default", "temporary", "permanent", "unique", "random", "simple", "complex", "hard", "easy", "fine", "ok", "okay", "good", "bad", "great", "compromised", "visible", "encrypted", "hashed", "salted", "rotated", "changed", "locked", "unlocked", "disabled", "enabled", "active", "inactive", "public", "private", "secret", "confidential", "sensitive", "personal", "elsewhere", "somewhere", "everywhere", "nowhere", "separate", "identical", "similar", "unchanged", "outdated", "current", "latest", "deprecated", "obsolete", "stale", "fresh", "ephemeral", "static", "dynamic", "global", "local", "shared", "common", "standard", "generic", "special", "specific", "overdue", "due", "lowercase", "uppercase", "numeric", "alphanumeric", "case", "insensitive", "revoked", "available", "unavailable", "absent", "present", "gone", "out", "off", "up", "down", "outside", "offline", "online", "important", "critical", "crucial", "key", "essential", "paramount", "necessary", "unnecessary", "useless", "fake", "real", "dummy", "placeholder", "example", "sample", "test", "demo", "protected", "restricted", "limited", "unlimited", "scoped", "minimal", "maximal", "broad", "narrow", "tied", "bound", "linked", "attached", "readonly", "same", "weird", "tricky", "annoying", "obvious", "memorable", "guessable", "unguessable", "trivial", "difficult", "lost", "forgotten", "mine", "unused", "used", "new", "per", "there", "here", "ours", "yours", "theirs", "his", "hers", "whose", "own", "wide"])
+_STOP = frozenset(["a", "an", "the", "in", "on", "at", "by", "to", "of", "for", "from", "with", "without", "into",
+                   "onto", "inside", "under", "behind", "via", "per", "and", "or", "but", "nor", "not", "no", "never",
+                   "always", "only", "just", "also", "still", "now", "then", "than", "so", "too", "very", "really",
+                   "quite", "rather", "pretty", "already", "usually", "often", "sometimes", "mostly", "either",
+                   "neither", "both", "each", "every", "all", "any", "some", "none", "nothing", "something", "anything",
+                   "everything", "what", "whatever", "which", "whichever", "who", "whoever", "whom", "whose", "that",
+                   "this", "these", "those", "it", "its", "it's", "they", "them", "their", "theirs", "there", "here",
+                   "where", "wherever", "when", "how", "why", "my", "mine", "your", "yours", "our", "ours", "his",
+                   "her", "hers", "we", "you", "i", "me", "us", "he", "she", "one", "ones", "same", "such", "other",
+                   "another", "as", "like", "unlike", "about", "around", "over", "between", "before", "after", "during",
+                   "until", "since", "because", "if", "unless", "whether", "though", "although", "while", "be", "been",
+                   "being", "is", "are", "was", "were", "do", "does", "did", "done", "have", "has", "had", "can",
+                   "could", "will", "would", "should", "must", "may", "might", "shall", "see", "check", "ask", "use",
+                   "get", "got", "set", "kept", "put", "left", "given", "sent", "shown", "known", "held", "saved",
+                   "found", "lost", "made", "written", "hidden", "stolen", "leaked", "taken", "gone", "read", "reset",
+                   "needs", "need", "n/a", "na", "tbd", "todo", "unknown", "unset", "empty", "blank", "missing", "null",
+                   "nil", "none", "true", "false", "yes", "str", "string", "int", "integer", "bool", "boolean", "bytes",
+                   "object", "optional", "any", "secretstr", "number", "text", "value", "values", "varchar", "char",
+                   "field", "enum", "list", "dict", "array", "json", "type", "types", "len", "length", "size", "more",
+                   "less", "most", "least", "much", "many", "few", "several", "enough", "plenty", "else", "otherwise"])
+_DESCRIBING = frozenset(["required", "mandatory", "expired", "wrong", "right", "correct", "incorrect", "invalid",
+                         "valid", "weak", "strong", "long", "short", "secure", "insecure", "safe", "unsafe",
+                         "different", "new", "old", "default", "temporary", "permanent", "unique", "random", "simple",
+                         "complex", "hard", "easy", "fine", "ok", "okay", "good", "bad", "great", "compromised",
+                         "visible", "encrypted", "hashed", "salted", "rotated", "changed", "locked", "unlocked",
+                         "disabled", "enabled", "active", "inactive", "public", "private", "secret", "confidential",
+                         "sensitive", "personal", "elsewhere", "somewhere", "everywhere", "nowhere", "separate",
+                         "identical", "similar", "unchanged", "outdated", "current", "latest", "deprecated", "obsolete",
+                         "stale", "fresh", "ephemeral", "static", "dynamic", "global", "local", "shared", "common",
+                         "standard", "generic", "special", "specific", "overdue", "due", "lowercase", "uppercase",
+                         "numeric", "alphanumeric", "case", "insensitive", "revoked", "available", "unavailable",
+                         "absent", "present", "gone", "out", "off", "up", "down", "outside", "offline", "online",
+                         "important", "critical", "crucial", "key", "essential", "paramount", "necessary",
+                         "unnecessary", "useless", "fake", "real", "dummy", "placeholder", "example", "sample", "test",
+                         "demo", "protected", "restricted", "limited", "unlimited", "scoped", "minimal", "maximal",
+                         "broad", "narrow", "tied", "bound", "linked", "attached", "readonly", "same", "weird",
+                         "tricky", "annoying", "obvious", "memorable", "guessable", "unguessable", "trivial",
+                         "difficult", "lost", "forgotten", "mine", "unused", "used", "new", "per", "there", "here",
+                         "ours", "yours", "theirs", "his", "hers", "whose", "own", "wide"])
 _DESCRIBING_END = re.compile(r"(?:ed|ing|ly|able|ible|ive|ous|ful|less|ness|ment|tion|sion|ity|ance|ence|ical|ism|ward"
                              r"|wards|wise)$")
 _PARTICIPLE = re.compile(r"(?:ed|en)$|^(?:kept|set|held|known|shown|written|hidden|given|taken|sent|stolen|leaked|lost"
@@ -277,8 +318,8 @@ _NAMES: dict[str, tuple[_Name, str]] = {
     "cvv": (_Name("card security code", "code", 3),
             r"cvv2?|cvc2?|cvn|csc|(?:card[ _-])?security[ _-]codes?|card[ _-]verification[ _-](?:codes?|values?)"),
     "otp": (_Name("one-time code", "code", 4),
-            (r"(?:2fa|mfa|otp|totp|hotp|sms|verification|auth|authenticator|login|one[ _-]time|two[ _-]factor)[ _-]?codes?"
-            r"|one[ _-]time[ _-]passwords?|otps?|totps?")),
+            (r"(?:2fa|mfa|otp|totp|hotp|sms|verification|auth|authenticator|login|one[ _-]time|two[ _-]factor)"
+             r"[ _-]?codes?|one[ _-]time[ _-]passwords?|otps?|totps?")),
     "recovery": (_Name("recovery code", "password"),
                  r"(?:recovery|backup|bypass|scratch|emergency|rescue)[ _-]?(?:codes?|keys?)"),
     "seed": (_Name("2FA seed", "password"),
@@ -326,8 +367,8 @@ _NAMES: dict[str, tuple[_Name, str]] = {
 # the names that start with another one's word first ("TOTP secret" before "TOTP", "secret key"
 # before "secret"), the bare words last
 _ORDER = ("passphrase", "seedphrase", "seed", "otp", "recovery", "cvv", "door", "passcode", "pin", "id", "credentials",
-          "privatekey", "apikey", "accesskey", "otherkey", "token", "clientsecret", "webhook", "password", "pass", "login",
-          "secret", "bare_token", "bare_key")
+          "privatekey", "apikey", "accesskey", "otherkey", "token", "clientsecret", "webhook", "password", "pass",
+          "login", "secret", "bare_token", "bare_key")
 _GROUP = {g: re.compile(_NAMES[g][1]) for g in _ORDER}
 
 
@@ -348,7 +389,7 @@ def _top_level(pattern: str) -> list[str]:
             parts.append(pattern[start:i])
             start = i + 1
         i += 1
-    return parts + [pattern[start:]]
+    return [*parts, pattern[start:]]
 
 
 def _literal_first(alt: str) -> list[str]:
@@ -356,12 +397,14 @@ def _literal_first(alt: str) -> list[str]:
     if not alt.startswith("(?:"):
         assert alt[0].isalnum() and alt[1:2] not in ("?", "*", "+", "{"), alt
         return [alt]
-    depth, j = 0, 0
+    depth = 0
     for j, c in enumerate(alt):
         depth += (c == "(") - (c == ")")
-        if depth == 0:
+        if depth == 0:  # the group closes at j
+            inner, rest = alt[3:j], alt[j + 1:]
             break
-    inner, rest = alt[3:j], alt[j + 1:]
+    else:
+        raise AssertionError(f"unbalanced group: {alt}")
     if rest.startswith("?"):  # an optional group first: with it, and without it
         return [y for x in _top_level(inner) for y in _literal_first(x + rest[1:])] + _literal_first(rest[1:])
     return [y for x in _top_level(inner) for y in _literal_first(x + rest)]
@@ -391,10 +434,33 @@ def _folded(text: str) -> str:
 
 # a name used for something else: "primary key", "EOS token", "the LED pin", "top secret"
 _OTHER_MEANING = {
-    "bare_key": frozenset(["primary", "foreign", "composite", "compound", "unique", "sort", "sorting", "partition", "partitioning", "cluster", "clustering", "shard", "sharding", "hash", "cache", "caching", "lookup", "dict", "dictionary", "map", "json", "yaml", "toml", "config", "configuration", "registry", "row", "natural", "surrogate", "routing", "idempotency", "object", "s3", "bucket", "redis", "index", "join", "group", "grouping", "music", "musical", "piano", "keyboard", "shortcut", "hot", "escape", "esc", "enter", "return", "tab", "arrow", "function", "fn", "modifier", "meta", "option", "alt", "ctrl", "control", "shift", "space", "delete", "backspace", "translation", "i18n", "locale", "message", "react", "list", "table", "column", "field", "property", "dedup", "dedupe", "deduplication", "memo", "public", "minor", "major", "sign", "rate", "throttle", "cursor", "pagination", "page", "continuation", "resume", "sequence", "record", "document", "entity", "item", "attribute", "setting", "settings", "legend", "answer", "dynamodb", "range", "query", "cluster_key", "composite"]),
-    "bare_token": frozenset(["eos", "bos", "pad", "padding", "sep", "separator", "cls", "mask", "unk", "unknown", "stop", "end", "start", "special", "lexer", "parser", "next", "first", "last", "previous", "prev", "input", "output", "prompt", "completion", "max", "context", "bucket", "cancellation", "continuation", "pagination", "page", "cursor", "sync", "design", "color", "colour", "reasoning", "thinking", "cached", "image", "audio", "text", "word", "subword", "bpe", "vocab", "vocabulary", "sentinel", "delimiter", "boundary", "placeholder", "fill", "newline", "eot", "eom", "system", "chat", "template", "control", "lex", "syntax", "ast", "parse", "css", "utility", "theme", "spacing", "size", "font", "the_token"]),
-    "secret": frozenset(["top", "trade", "open", "dirty", "little", "big", "family", "best-kept", "kubernetes", "k8s", "sealed"]),
-    "pin": frozenset(["gpio", "led", "data", "clock", "reset", "power", "ground", "gnd", "vcc", "output", "input", "analog", "digital", "pwm", "interrupt", "tx", "rx", "sda", "scl", "chip", "enable", "version", "versions", "dependency", "dependencies", "map", "drop", "hair", "bowling", "safety", "header", "signal", "control", "cs", "ss", "mosi", "miso", "sck", "io", "boot", "strap", "jumper", "bobby", "lapel", "push", "cotter"]),
+    "bare_key": frozenset(["primary", "foreign", "composite", "compound", "unique", "sort", "sorting", "partition",
+                           "partitioning", "cluster", "clustering", "shard", "sharding", "hash", "cache", "caching",
+                           "lookup", "dict", "dictionary", "map", "json", "yaml", "toml", "config", "configuration",
+                           "registry", "row", "natural", "surrogate", "routing", "idempotency", "object", "s3",
+                           "bucket", "redis", "index", "join", "group", "grouping", "music", "musical", "piano",
+                           "keyboard", "shortcut", "hot", "escape", "esc", "enter", "return", "tab", "arrow",
+                           "function", "fn", "modifier", "meta", "option", "alt", "ctrl", "control", "shift", "space",
+                           "delete", "backspace", "translation", "i18n", "locale", "message", "react", "list", "table",
+                           "column", "field", "property", "dedup", "dedupe", "deduplication", "memo", "public", "minor",
+                           "major", "sign", "rate", "throttle", "cursor", "pagination", "page", "continuation",
+                           "resume", "sequence", "record", "document", "entity", "item", "attribute", "setting",
+                           "settings", "legend", "answer", "dynamodb", "range", "query", "cluster_key", "composite"]),
+    "bare_token": frozenset(["eos", "bos", "pad", "padding", "sep", "separator", "cls", "mask", "unk", "unknown",
+                             "stop", "end", "start", "special", "lexer", "parser", "next", "first", "last", "previous",
+                             "prev", "input", "output", "prompt", "completion", "max", "context", "bucket",
+                             "cancellation", "continuation", "pagination", "page", "cursor", "sync", "design", "color",
+                             "colour", "reasoning", "thinking", "cached", "image", "audio", "text", "word", "subword",
+                             "bpe", "vocab", "vocabulary", "sentinel", "delimiter", "boundary", "placeholder", "fill",
+                             "newline", "eot", "eom", "system", "chat", "template", "control", "lex", "syntax", "ast",
+                             "parse", "css", "utility", "theme", "spacing", "size", "font", "the_token"]),
+    "secret": frozenset(["top", "trade", "open", "dirty", "little", "big", "family", "best-kept", "kubernetes", "k8s",
+                         "sealed"]),
+    "pin": frozenset(["gpio", "led", "data", "clock", "reset", "power", "ground", "gnd", "vcc", "output", "input",
+                      "analog", "digital", "pwm", "interrupt", "tx", "rx", "sda", "scl", "chip", "enable", "version",
+                      "versions", "dependency", "dependencies", "map", "drop", "hair", "bowling", "safety", "header",
+                      "signal", "control", "cs", "ss", "mosi", "miso", "sck", "io", "boot", "strap", "jumper", "bobby",
+                      "lapel", "push", "cotter"]),
     "login": frozenset(["sso", "social", "google", "github", "oauth"]),
 }
 _SET_VERB = re.compile(r"\b(?:set|sets|setting|change|changed|changing|reset|update|updated|rotate|rotated|chose"
@@ -417,14 +483,15 @@ _QUALIFIED = re.compile(r"""[ \t]+(?:for|to|of|on|at|in|from|with|into|inside|un
 _RELATIVE = re.compile(r"""[ \t]+(?:(?:that|which)[ \t]+)?(?:i|you|we|they|he|she|someone|somebody|it
       |ops)(?:[ \t]+[A-Za-z']{1,20}){1,3}?
     (?=[ \t]*(?:is|was|are|were)(?![A-Za-z0-9]))""", re.VERBOSE | re.IGNORECASE)
-_FILLER = re.compile(r"[ \t]+(?:env(?:ironment)?(?:[ \t]+var(?:iable)?)?|var(?:iable)?|value|string|entry)(?![A-Za-z0-9])",
-                     re.IGNORECASE)
+_FILLER = re.compile(r"[ \t]+(?:env(?:ironment)?(?:[ \t]+var(?:iable)?)?|var(?:iable)?|value|string|entry)"
+                     r"(?![A-Za-z0-9])", re.IGNORECASE)
 _PAIR = re.compile(r"([ \t]*/[ \t]*)\S")  # a user name, then "/" and the password
 _NEAR_ASSIGN = re.compile(r"(?:[ \t]+[A-Za-z'’]{1,20}){1,4}?[ \t]*(?::(?!//)|=)")
 _DIRECT = re.compile(r"[ \t]+(?=[^\s])")
 _CLAUSE_END = re.compile(r"[ \t]*(?:\Z|[\n.,;:!?)\]]|(?:for|on|at|in|to|from|with|when|if|and|but"
                          r"|so)(?![A-Za-z0-9]))", re.IGNORECASE)
-_USE_VERBS = frozenset(["use", "using", "used", "enter", "entered", "type", "typed", "try", "tried", "chose", "choose", "picked", "pick", "set"])
+_USE_VERBS = frozenset(["use", "using", "used", "enter", "entered", "type", "typed", "try", "tried", "chose", "choose",
+                        "picked", "pick", "set"])
 _WINDOW = 240
 _TOKEN = re.compile(r"\S{1,120}")
 
@@ -438,7 +505,8 @@ class _Value(NamedTuple):
 
 
 _CODE_CALL = re.compile(r"[A-Za-z_][\w.]*\(")
-_SHOWN_PREFIX = re.compile(r"[A-Za-z0-9_-]{1,12}(?:\.\.\.|…)")  # "sk-...", "ghp_…": a key's prefix, shown as a placeholder
+# "sk-...", "ghp_…": a key's prefix, shown as a placeholder
+_SHOWN_PREFIX = re.compile(r"[A-Za-z0-9_-]{1,12}(?:\.\.\.|…)")
 _VALUE_END = re.compile(r"[\"`,;\[\]{}()<]")
 _EDGES = ".,;:!?)]}\"'`”’»…*_~"
 
@@ -461,7 +529,8 @@ def _value_at(w: str, i: int) -> _Value | None:
     token = _TOKEN.match(w, i).group()  # type: ignore[union-attr]
     end = i + len(token)
     bare = token.rstrip(".,;:!?")
-    if _PLACEHOLDER.fullmatch(bare) or _SHOWN_PREFIX.fullmatch(token) or _CODE_CALL.match(token) or _REFERENCE.search(token):
+    if (_PLACEHOLDER.fullmatch(bare) or _SHOWN_PREFIX.fullmatch(token) or _CODE_CALL.match(token)
+            or _REFERENCE.search(token)):
         return _Value("", False, w[end:], [])  # a placeholder, a shown prefix, a call in code: no value
     cut = _VALUE_END.search(token, 1)
     if cut is not None and token[0] not in "([{<":  # JSON or code punctuation ends a bare value
@@ -489,7 +558,8 @@ def _looks_made(v: str) -> bool:
         return False
     letters, digits = sum(c.isalpha() for c in v), sum(c.isdigit() for c in v)
     symbols = sum(c in _SECRET_SYMBOLS for c in v)
-    return bool(letters and digits) or bool(symbols and (letters or digits)) or (len(v) >= 16 and v.isalnum()) or _random(v)
+    return (bool(letters and digits) or bool(symbols and (letters or digits)) or (len(v) >= 16 and v.isalnum())
+            or _random(v))
 
 
 def _secret_value(v: _Value, name: _Name, strength: str) -> bool:
@@ -551,7 +621,8 @@ def _secret_value(v: _Value, name: _Name, strength: str) -> bool:
 
 
 # a word after the value that is not a preposition: the value was the subject of a sentence
-_CLAUSE_GOES_ON = re.compile(r"[ \t]+(?!(?:for|on|at|in|to|from|with|of|and|or|but)(?![A-Za-z]))[A-Za-z]", re.IGNORECASE)
+_CLAUSE_GOES_ON = re.compile(r"[ \t]+(?!(?:for|on|at|in|to|from|with|of|and|or|but)(?![A-Za-z]))[A-Za-z]",
+                             re.IGNORECASE)
 _MAX_CONTEXTS = 8192
 _TOO_MANY = "too many credential names to check"
 
@@ -637,7 +708,8 @@ def _after(w: str, name: _Name, before: str) -> bool:
     return False
 
 
-_ARTICLES = frozenset(["the", "my", "our", "your", "his", "her", "their", "its", "a", "an", "this", "that", "new", "same"])
+_ARTICLES = frozenset(["the", "my", "our", "your", "his", "her", "their", "its", "a", "an", "this", "that", "new",
+                       "same"])
 _BEFORE_VERBS = frozenset(["as", "is", "was", "=", "for"])
 _MODIFIER = re.compile(r"[A-Za-z0-9'’-]{1,30}")
 
@@ -681,7 +753,8 @@ def _before(text: str, start: int, name: _Name) -> bool:
 # ---------------------------------------------------------------------------- 2. URLs
 
 _URL_CREDENTIALS = re.compile(r"://([^\s/:@]{0,256}):([^\s/@]{1,256})@")
-_URL_PLACEHOLDERS = frozenset(["password", "passwd", "pass", "pwd", "secret", "token", "x", "xxx", "***", "changeme", "<password>", "pw"])
+_URL_PLACEHOLDERS = frozenset(["password", "passwd", "pass", "pwd", "secret", "token", "x", "xxx", "***", "changeme",
+                               "<password>", "pw"])
 _SECRET_PARAM = re.compile(
     r"[?&;](?:access_token|refresh_token|id_token|auth_token|token|api_key|apikey|api-key|key|secret|client_secret|password"
     r"|passwd|pwd|pass|sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature"
@@ -705,8 +778,8 @@ def _url_secret(text: str) -> str | None:
 # ---------------------------------------------------------------------------- 3. cards and ids
 
 # each starts with its first character (the scan skips to those) and then looks behind it
-_CARD = re.compile(r"\d(?<![\d.,-]\d)(?:\d{3}([ -]?)\d{4}\1\d{4}\1\d{4}(?:\1\d{1,3})?|\d{3}([ -]?)\d{6}\2\d{4,5}|\d{12,18})"
-                   r"(?![\d]|[.,]\d)")
+_CARD = re.compile(r"\d(?<![\d.,-]\d)(?:\d{3}([ -]?)\d{4}\1\d{4}\1\d{4}(?:\1\d{1,3})?|\d{3}([ -]?)\d{6}\2\d{4,5}"
+                   r"|\d{12,18})(?![\d]|[.,]\d)")
 _SSN = re.compile(r"(\d)(?<![\d-]\d)(\d{2})-(\d{2})-(\d{4})(?![\d-])")
 _UK_NINO = re.compile(r"([A-CEGHJ-PR-TW-Z])(?<![A-Za-z0-9][A-Z])([A-CEGHJ-NPR-TW-Z])"
                       r" ?\d{2} ?\d{2} ?\d{2} ?[A-D](?![A-Za-z0-9])")
@@ -780,7 +853,7 @@ def _random(token: str) -> bool:
     kinds = ["u" if c.isupper() else "l" if c.islower() else "d" for c in alnum]
     has = set(kinds)
     digits = kinds.count("d")
-    switches = sum(a != b for a, b in zip(kinds, kinds[1:])) / (n - 1)
+    switches = sum(a != b for a, b in pairwise(kinds)) / (n - 1)
     counts: dict[str, int] = {}
     for c in alnum:
         counts[c] = counts.get(c, 0) + 1
