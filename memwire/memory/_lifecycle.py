@@ -56,7 +56,8 @@ from .._locks import write_lock
 from ._model import Memory
 from ._table import Kind
 
-__all__ = ["CATEGORIES", "CATEGORY_TAGS", "CUES", "META_NAME", "STATES", "Lifecycle", "Meta", "Scoring", "category_of"]
+__all__ = ["CATEGORIES", "CATEGORY_TAGS", "CUES", "LINKS", "META_NAME", "STATES", "Lifecycle", "Meta", "Scoring",
+           "category_of"]
 
 log = logging.getLogger("memwire")
 _REFUSED = (-1, -1, -1)  # the signature of a metadata file that is refused (a symlink): warned once
@@ -71,6 +72,10 @@ CATEGORY_TAGS = {**{c: c for c in CATEGORIES}, **{c + "s": c for c in CATEGORIES
                  "prefs": "preference", "rule": "instruction", "rules": "instruction", "done": "completion",
                  "completed": "completion"}
 STATES = ("active", "provisional", "candidate", "dropped")
+#: how a memory relates to others (``Lifecycle.link``): the one it replaced and the one that
+#: replaced it (issue 33), the ones it stands in conflict with, the one a duplicate was merged into
+#: and the ones merged into it (``memwire dedupe``)
+LINKS = ("supersedes", "superseded_by", "conflicts", "merged_into", "merged")
 _DAY = re.compile(r"\d{4}-\d{1,2}-\d{1,2}")
 
 
@@ -153,21 +158,27 @@ class Meta(NamedTuple):
     injected: int = 0
     forgotten: float | None = None
     recorded: bool = True  # False: nobody recorded it yet (a hand-written memory, first seen now)
+    # how it relates to other memories (``LINKS``: supersedes, superseded_by, conflicts, merged_into,
+    # merged), each an id or a list of ids; None when it has none
+    links: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"created": _iso(self.created), "reinforced": _iso(self.reinforced),
                                "evidence": self.evidence, "cue": self.cue, "uses": self.uses, "injected": self.injected}
         if self.forgotten is not None:
             out["forgotten"] = _iso(self.forgotten)
+        if self.links:
+            out["links"] = dict(self.links)
         return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Meta:
         created = _epoch(data["created"])
         forgotten = data.get("forgotten")
+        links = data.get("links")
         return cls(created, _epoch(data.get("reinforced", data["created"])), int(data.get("evidence", 1)),
                    str(data.get("cue", "explicit")), int(data.get("uses", 0)), int(data.get("injected", 0)),
-                   _epoch(forgotten) if forgotten else None)
+                   _epoch(forgotten) if forgotten else None, links=links if isinstance(links, dict) and links else None)
 
 
 @dataclass
@@ -182,6 +193,7 @@ class _Delta:
     injected: int = 0
     forgotten: float | None = None
     restored: bool = False
+    links: dict[str, Any] | None = None  # links set (None: removed), each replacing what was there
 
     def apply(self, base: Meta | None, now: float) -> Meta:
         if base is None:
@@ -190,7 +202,8 @@ class _Delta:
         reinforced = base.reinforced if self.reinforced is None else max(base.reinforced, self.reinforced)
         forgotten = self.forgotten if self.forgotten is not None else None if self.restored else base.forgotten
         return Meta(base.created, reinforced, base.evidence + self.evidence, base.cue,
-                    base.uses + self.uses, base.injected + self.injected, forgotten)
+                    base.uses + self.uses, base.injected + self.injected, forgotten,
+                    links=_linked(base.links, self.links) or None)
 
 
 class Lifecycle:
@@ -290,6 +303,27 @@ class Lifecycle:
                 d.reinforced = now
                 d.uses += used
         self._changed()
+
+    def link(self, changes: Mapping[str, Mapping[str, Any]]) -> None:
+        """Record how memories relate to others: ``{id: {link: value}}`` (``LINKS``; a value None
+        removes that link). Saved at once: a supersession or a conflict is not a count that may wait."""
+        unknown = {k for links in changes.values() for k in links} - set(LINKS)
+        if unknown:
+            raise ValueError(f"unknown link(s) {', '.join(sorted(unknown))}; valid: {', '.join(LINKS)}")
+        if not changes:
+            return
+        with self._lock:
+            for mid, links in changes.items():
+                d = self._delta.setdefault(mid, _Delta())
+                d.links = {**(d.links or {}), **links}
+        self.flush()
+
+    def links(self, mid: str) -> dict[str, Any]:
+        """The links of memory ``mid`` (empty when it has none), this process's changes included."""
+        self._sync()
+        with self._lock:
+            base, delta = self._disk.get(mid), self._delta.get(mid)
+            return _linked(base.links if base is not None else None, delta.links if delta is not None else None)
 
     def injected(self, ids: Iterable[str]) -> None:
         with self._lock:
@@ -470,7 +504,19 @@ def _merge(a: _Delta, b: _Delta | None) -> _Delta:
     return _Delta(a.created if a.created is not None else b.created, a.cue or b.cue,
                   max((t for t in (a.reinforced, b.reinforced) if t is not None), default=None),
                   a.evidence + b.evidence, a.uses + b.uses, a.injected + b.injected,
-                  b.forgotten if b.forgotten is not None else a.forgotten, a.restored or b.restored)
+                  b.forgotten if b.forgotten is not None else a.forgotten, a.restored or b.restored,
+                  {**a.links, **b.links} if a.links and b.links else a.links or b.links)
+
+
+def _linked(base: Mapping[str, Any] | None, change: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``base``'s links with ``change`` applied (a key set to None is removed)."""
+    out = dict(base or {})
+    for key, value in (change or {}).items():
+        if value is None or value == []:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
 
 
 def _iso(t: float) -> str:

@@ -121,7 +121,12 @@ class Store(Protocol):
         topic: str | None = None,
         date: str | None = None,
         cue: str = "explicit",
-    ) -> Memory: ...
+        replaces: str | None = None,
+    ) -> Memory:
+        """Write one memory; a new value of an active memory's subject supersedes it, the same thing
+        in other words reinforces it, a doubtful pair is marked in conflict (``_supersede``);
+        ``replaces``: the id this one supersedes, whatever the words."""
+        ...
 
     def add_many(self, memories: Iterable[Memory | str], *, cue: str = "explicit") -> list[Memory]: ...
 

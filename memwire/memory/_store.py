@@ -51,7 +51,7 @@ from .._locks import write_lock
 from ..policies._dates import absolute_dates, might_hold_dates, said_day
 from ..policies._query import Query
 from ..policies._screen import refusal
-from . import _snapshot
+from . import _snapshot, _supersede
 from ._capture_queue import FileQueue
 from ._index import BM25Index
 from ._lifecycle import Lifecycle, Scoring
@@ -578,6 +578,8 @@ class MemoryStore:
         self.scoring = scoring
         self.track = track  # record lifecycle metadata (the inbox and the archive do not)
         self.screens = True  # refuse what may never be stored (the archive takes copies as they were)
+        # new memories supersede, reinforce or conflict with active ones (not in the archive, the inbox)
+        self.settles = True
         self._lifecycle: Lifecycle | None = None
         self._archive: MemoryStore | None = None
         self._inbox: MemoryStore | None = None
@@ -644,7 +646,7 @@ class MemoryStore:
         injected, searchable, restorable. One store per store: it re-reads only what changed."""
         if self._archive is None:
             self._archive = MemoryStore(self.path / ARCHIVE_DIR, min_score=self.min_score, track=False, root=self.root)
-            self._archive.screens = False
+            self._archive.screens = self._archive.settles = False
         return self._archive
 
     @property
@@ -654,6 +656,7 @@ class MemoryStore:
         if self._inbox is None:
             self._inbox = MemoryStore(self.path / INBOX_DIR, min_score=self.min_score, track=False, root=self.root,
                                       timezone=self.timezone)
+            self._inbox.settles = False  # captures wait there as said; approving one settles it
         return self._inbox
 
     # ---------------------------------------------------------------- event logs
@@ -845,16 +848,49 @@ class MemoryStore:
         topic: str | None = None,
         date: str | None = None,
         cue: str = "explicit",
+        replaces: str | None = None,
     ) -> Memory:
         """Write one memory to ``MEMORY.md`` (under ``## topic``). Adding a text that is already
         stored returns the stored memory (with the new tags and pin merged in) and reinforces it.
         What is returned is what reads back: text that cannot be stored exactly raises
         ``InvalidMemoryError``. ``cue`` says how it got in (``explicit``: a person; ``captured``,
-        ``distilled``, ``imported``): it weighs in its stability (see ``lifecycle``)."""
-        return self.add_many([Memory.create(text, tuple(tags), pinned, topic, date)], cue=cue)[0]
+        ``distilled``, ``imported``): it weighs in its stability (see ``lifecycle``).
+
+        Memory stays true (``_supersede``): a new value of an active memory's subject supersedes
+        it (archived as ``superseded``, linked both ways), the same thing in other words reinforces
+        the memory that says it (and is what is returned), a doubtful pair is kept and marked in
+        conflict. ``replaces`` (an id or a unique prefix): this memory supersedes that one, whatever
+        the words (an edit, a correction)."""
+        return self._add_many([Memory.create(text, tuple(tags), pinned, topic, date)], cue, replaces)[0]
 
     def add_many(self, memories: Iterable[Memory | str], *, cue: str = "explicit") -> list[Memory]:
-        """Write many memories in one locked file write."""
+        """Write many memories in one locked file write (each settled as ``add`` says)."""
+        return self._add_many(memories, cue)
+
+    def _plan(self, d: _Dir, items: list[Memory], fresh: list[Memory], replaces: str | None,
+              merge: bool) -> _supersede.Plan:
+        """What the write does to the active memories (``_supersede.plan``), under the write lock.
+        Not in the archive, the inbox or a store that settles nothing."""
+        if not self.settles or not items:
+            return _supersede.Plan({}, {}, {})
+
+        def here(mem: Memory) -> bool:
+            with self._lock:
+                return d.find(mem.id) is not None
+
+        if replaces is not None:
+            old = self.get(replaces)
+            if old.id == items[0].id:
+                return _supersede.Plan({}, {}, {})
+            kept = {items[0].id: [old]}
+            return _supersede.Plan({}, kept, {}) if here(old) else _supersede.Plan({}, {}, kept)
+        plan = _supersede.plan(fresh, _supersede.candidates(self.search), here)
+        if not merge:
+            plan.duplicates.clear()
+        return plan
+
+    def _add_many(self, memories: Iterable[Memory | str], cue: str, replaces: str | None = None,
+                  merge: bool = True) -> list[Memory]:
         items = [_checked(Memory.create(m) if isinstance(m, str) else m, screen=self.screens, timezone=self.timezone)
                  for m in memories]
         d = self._dirs[-1]
@@ -864,7 +900,19 @@ class MemoryStore:
             with self._lock:
                 self.refresh()
                 found = [(mem, d.find(mem.id)) for mem in items]
+            plan = self._plan(d, items, [mem for mem, name in found if name is None], replaces, merge)
+            gone = plan.removed()
+            if gone:  # into the archive first: a crash in between leaves a copy, never a loss
+                self.archive_copy(gone, "superseded")
+                for stale in gone:
+                    with self._lock:
+                        where = d.find(stale.id)
+                    if where is not None:
+                        self._rewrite(d, where, stale.id, _delete_lines)
             for mem, name in found:
+                if mem.id in plan.duplicates:  # said again in other words: the memory that says it
+                    result.append(plan.duplicates[mem.id])
+                    continue
                 if name is None:
                     by_topic.setdefault(mem.topic or DEFAULT_TOPIC, []).append(mem)
                     result.append(replace(mem, topic=mem.topic or DEFAULT_TOPIC, source=str(d.path / MAIN_FILE)))
@@ -882,7 +930,13 @@ class MemoryStore:
             new = {m.id for ms in by_topic.values() for m in ms}
             self.lifecycle.added([m for m in result if m.id in new], cue)
             self.lifecycle.reinforce([m.id for m in result if m.id not in new])
+            if gone:
+                self.lifecycle.forgotten([m.id for m in gone])
+            self.lifecycle.link(_supersede.links_of(plan, result, self._conflicts_of))
         return result
+
+    def _conflicts_of(self, mid: str) -> list[str]:
+        return list(self.lifecycle.links(mid).get("conflicts", ()))
 
     def _append(self, d: _Dir, by_topic: dict[str, list[Memory]]) -> None:
         """Add the new lines to MEMORY.md: appended in place when they go at its end (the usual
@@ -1021,13 +1075,10 @@ class MemoryStore:
         if reason is not None and reason not in ARCHIVE_REASONS:
             raise ValueError(f"reason must be one of {', '.join(ARCHIVE_REASONS)}, got {reason!r}")
 
-        def edit(lines: list[str], entry: Any) -> None:
-            del lines[entry.first_line - 1 : entry.last_line]
-
         with self._locked(mid) as (d, name, full):
             if reason is not None:
                 self.archive_copy([m for m in (d.files[name].get(full),) if m], reason)
-            entry, _ = self._rewrite(d, name, full, edit)
+            entry, _ = self._rewrite(d, name, full, _delete_lines)
         if reason is not None and self.track:
             self.lifecycle.forgotten([full])
         if full in self:  # still visible from the other scope
@@ -1043,8 +1094,11 @@ class MemoryStore:
         """Bring a memory back from the archive (``mid``: its id or a unique prefix), without the
         archive's reason tag; it counts as said again (its metadata goes on where it was)."""
         archived = self.archive.get(mid)
-        back = self.add(archived.text, [t for t in archived.tags if t not in ARCHIVE_REASONS], archived.pinned,
-                        topic=archived.topic, cue=cue_of(archived))
+        back = Memory.create(archived.text, [t for t in archived.tags if t not in ARCHIVE_REASONS], archived.pinned,
+                             archived.topic)
+        # never merged into a look-alike (the archived copy goes next); a value it had been replaced
+        # by is superseded by it in turn (archived, linked): restoring an old value is going back to it
+        back = self._add_many([back], cue_of(archived), merge=False)[0]
         self.archive.forget(archived.id, reason=None)
         return back
 
@@ -1135,6 +1189,11 @@ def archived(mem: Memory, reason: str) -> Memory:
 def cue_of(mem: Memory) -> str:
     """How a memory got in, as its tags tell (capture and import tag what they write)."""
     return next((cue for cue in ("distilled", "captured", "imported") if cue in mem.tags), "explicit")
+
+
+def _delete_lines(lines: list[str], entry: Any) -> None:
+    """``_rewrite``'s edit that removes a memory's line(s)."""
+    del lines[entry.first_line - 1 : entry.last_line]
 
 
 def _file_name(name: str) -> str:

@@ -39,7 +39,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 from ._model import Hit, Memory, normalized
 from ._text import STOPWORDS, analyze
@@ -49,10 +49,13 @@ __all__ = [
     "CANDIDATES",
     "CANDIDATE_SCORE",
     "Decision",
+    "Plan",
     "Reading",
     "Verdict",
     "compare",
     "decide",
+    "links_of",
+    "plan",
     "read",
 ]
 
@@ -104,11 +107,9 @@ _PIVOTS = _words("""
     listen listens listening run runs running ran live lives living sit sits located hosted stored kept
     use uses using used prefer prefers preferred like likes love loves want wants favor favors favour
     favours choose chooses chose pick picks go goes stick sticks has have had points point set
-    starts start begins begin ends end falls lands moves moved changed switched
+    starts start begins begin ends end falls lands moves moved changed switched happen happens take takes took
     called named default defaults
 """)
-_PREFERENCE = _words("prefer prefers preferred like likes love loves want wants favor favors favour favours "
-                        "choose chooses chose pick picks use uses using always never")
 # words that carry no subject: changes of mind, framing, people, relative days (dates are written
 # out by the capture rules), and the pivots themselves
 _FILLER = _words("""
@@ -125,7 +126,7 @@ _CHOOSING = _words("to with use uses using prefer prefers for but now")
 _NUMBER_WORDS = _words("""
     zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
     sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred
-    thousand million billion once twice half
+    thousand million billion once twice half first second third fourth fifth sixth seventh eighth ninth tenth
 """)
 _FRAME = re.compile(
     r"^\s*(?:(?:please\s+)?(?:remember|note|keep\s+in\s+mind|don't\s+forget|fyi|for\s+the\s+record|"
@@ -151,7 +152,8 @@ class Reading:
     values: frozenset[str]
     rejected: frozenset[str]
     negated: bool
-    preference: bool
+    statement: bool  # it has a linking verb: "X is / listens on / uses / prefers Y"
+    order: tuple[str, ...] = ()  # every value-like word in the order written ("process 1 ... 0" is not "0 ... 1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +194,6 @@ def read(text: str) -> Reading:
     toks = _TOKEN.findall(body)
     lows = [_value(t) for t in toks]
     pivot = next((i for i, w in enumerate(lows) if w in _PIVOTS), None)
-    preference = any(w in _PREFERENCE for w in lows)
     subject: set[str] = set()
     values: set[str] = set()
     rejected: set[str] = set()
@@ -222,7 +223,10 @@ def read(text: str) -> Reading:
             subject.add(low)  # a name or number that says which thing ("Alice's phone", "the v2 API")
             continue
         subject.update(analyze(tok))
-    return Reading(frozenset(subject), frozenset(values), frozenset(rejected - values), negated, preference)
+    order = tuple(dict.fromkeys(low for i, (tok, low) in enumerate(zip(toks, lows, strict=True))
+                                if _is_value(tok, i == 0) and low not in _FILLER))
+    return Reading(frozenset(subject), frozenset(values), frozenset(rejected - values), negated, pivot is not None,
+                   order)
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -266,16 +270,20 @@ def compare(new: str, old: str) -> Verdict:
         return choice
     same = a.subject == b.subject and bool(a.subject)
     share = _jaccard(a.subject, b.subject)
-    if a.negated == b.negated and a.subject | a.values == b.subject | b.values:
+    in_order = a.order == b.order
+    if in_order and a.negated == b.negated and a.values | b.values and a.subject | a.values == b.subject | b.values:
         return "duplicate"  # the same words, a name on either side of the verb
-    if a.values == b.values:
+    if a.values == b.values and (in_order or not a.values):
         if a.negated != b.negated:
             return "supersede" if same else "conflict" if share >= _SUBJECT_SHARE else "separate"
         if a.values and (same or _nested(a.subject, b.subject) or share >= _SUBJECT_SHARE):
             return "duplicate"
-        if not a.values and (same or (share >= _SUBJECT_SHARE and len(a.subject & b.subject) >= 2)):
-            return "duplicate"
+        if not a.values and a.statement and b.statement and (
+                same or (share >= _SUBJECT_SHARE and len(a.subject & b.subject) >= 2)):
+            return "duplicate"  # no value to tell them apart: two statements of the same words
         return "separate"
+    if not (a.statement and b.statement):
+        return "separate"  # "memory number 1", "memory number 2": labels, not a thing and its value
     if a.values and b.values:
         if same or (a.subject == b.subject and a.values & b.values):
             return "supersede"  # "Python 3.11 in CI" -> "Python 3.12 in CI": the shared values say which
@@ -290,11 +298,11 @@ def compare(new: str, old: str) -> Verdict:
     return "separate"
 
 
-def decide(new: Memory, candidates: Iterable[Memory]) -> Decision:
+def decide(new: Memory, others: Iterable[Memory]) -> Decision:
     """The verdict on ``new`` against the active memories most like it, the strongest one first:
     a duplicate before a supersession before a conflict (each with the best-ranked of its kind)."""
     found: dict[str, Memory] = {}
-    for old in candidates:
+    for old in others:
         if old.id == new.id:
             continue
         verdict = compare(new.text, old.text)
@@ -306,12 +314,68 @@ def decide(new: Memory, candidates: Iterable[Memory]) -> Decision:
     return Decision("separate")
 
 
-def superseded(new: Memory, candidates: Iterable[Memory]) -> list[Memory]:
-    """Every candidate ``new`` supersedes (three stale values of one port all go)."""
-    return [old for old in candidates if old.id != new.id and compare(new.text, old.text) == "supersede"]
+def candidates(search: Callable[..., Sequence[Hit]]) -> Callable[[str], Sequence[Hit]]:
+    """``plan``'s search: the store's ``search`` for the ``CANDIDATES`` active memories most like a
+    text, as last read (the store re-read its memories under its write lock just before)."""
+    return lambda text: search(text, CANDIDATES, min_score=CANDIDATE_SCORE, refresh=False)
 
 
-def candidates(search: Callable[..., Sequence[Hit]], mem: Memory) -> list[Memory]:
-    """The active memories most similar to ``mem`` (``search``: the store's, already locked for
-    the write)."""
-    return [h.memory for h in search(mem.text, CANDIDATES, min_score=CANDIDATE_SCORE) if h.memory.id != mem.id]
+@dataclass
+class Plan:
+    """What the store does with the new memories of one write (``plan``), by new memory id."""
+
+    duplicates: dict[str, Memory]  # the active memory it says again: reinforced, the new one not added
+    replaced: dict[str, list[Memory]]  # the active memories it supersedes: archived, linked both ways
+    conflicts: dict[str, list[Memory]]  # the active memories it may contradict: both kept, marked
+
+    def removed(self) -> list[Memory]:
+        return list({m.id: m for olds in self.replaced.values() for m in olds}.values())
+
+
+def plan(items: Sequence[Memory], search: Callable[[str], Sequence[Hit]],
+         removable: Callable[[Memory], bool]) -> Plan:
+    """Decide for each new memory of a write (not already stored) against the active memories
+    ``search`` finds for its text (the store's own search, under its write lock). A memory the
+    store cannot remove here (another scope's), or one dated later than the new one (an import of
+    older memories), is not superseded: the two are in conflict instead."""
+    out = Plan({}, {}, {})
+    taken: set[str] = set()  # an old memory goes once, to the first new one that supersedes it
+    for mem in items:
+        verdicts = [(compare(mem.text, h.memory.text), h.memory) for h in search(mem.text) if h.memory.id != mem.id]
+        dup = next((old for verdict, old in verdicts if verdict == "duplicate"), None)
+        if dup is not None:
+            out.duplicates[mem.id] = dup
+            continue
+        for verdict, old in verdicts:
+            if verdict == "supersede" and removable(old) and not _older(mem, old) and old.id not in taken:
+                out.replaced.setdefault(mem.id, []).append(old)
+                taken.add(old.id)
+            elif verdict in ("supersede", "conflict"):
+                out.conflicts.setdefault(mem.id, []).append(old)
+    return out
+
+
+def _older(new: Memory, old: Memory) -> bool:
+    """``new`` is dated before ``old`` (both dated as days): it cannot be the newer value."""
+    return bool(new.date and old.date and new.date[:10] < old.date[:10]
+                and new.date[:4].isdigit() and old.date[:4].isdigit())
+
+
+def links_of(plan: Plan, added: Iterable[Memory], conflicts_now: Callable[[str], Sequence[str]]
+             ) -> dict[str, dict[str, Any]]:
+    """The lifecycle links a write records (``Lifecycle.link``): each supersession both ways, each
+    conflict on both sides (``conflicts_now``: an old memory's conflicts as recorded)."""
+    changes: dict[str, dict[str, Any]] = {}
+    ids = {m.id for m in added}
+    for new, olds in plan.replaced.items():
+        if new in ids:  # current again if it had been replaced before (a restore): not superseded by anything
+            changes.setdefault(new, {}).update(supersedes=[o.id for o in olds], superseded_by=None)
+            for o in olds:
+                changes.setdefault(o.id, {})["superseded_by"] = new
+    for new, olds in plan.conflicts.items():
+        if new in ids:
+            changes.setdefault(new, {})["conflicts"] = [o.id for o in olds]
+            for o in olds:
+                have = list(conflicts_now(o.id))
+                changes.setdefault(o.id, {})["conflicts"] = [*have, new] if new not in have else have
+    return changes

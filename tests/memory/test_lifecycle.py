@@ -217,8 +217,9 @@ def test_forget_without_a_reason_deletes_outright(make_store: StoreSpec) -> None
 
 def test_the_prior_orders_equally_relevant_memories_by_strength(make_store: StoreSpec, clock: Clock) -> None:
     s = open_at(make_store, clock)
-    weak = s.add("The staging database runs Postgres 15", cue="distilled")
-    strong = s.add("The staging database runs Postgres 16", cue="captured")
+    # two databases (one database's new version would supersede its old one: memory/_supersede)
+    weak = s.add("The staging orders database runs Postgres 15", cue="distilled")
+    strong = s.add("The staging billing database runs Postgres 16", cue="captured")
     clock.days(60)
     s.lifecycle.reinforce([strong.id], used=True)
     s.lifecycle.flush()  # the prior reads the metadata as saved (tests/memory/test_lifecycle_shared.py)

@@ -4,9 +4,14 @@ dedupe, restore."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from memwire.memory._supersede import compare
+from memwire.memory import _supersede
+from memwire.memory._model import Memory
+from memwire.memory._supersede import compare, decide
+from tests.stores import StoreSpec
 
 # (kind, older memory, newer memory, expected verdict)
 UPDATES = [
@@ -26,7 +31,7 @@ UPDATES = [
     ("The logs are stored in /var/log/app.", "The logs are stored in /srv/logs/app instead."),
     ("The default branch is `master`.", "The default branch is `main`."),
     ("The staging database listens on port 5433.", "The staging database moved from port 5433 to port 6543."),
-    ("We deploy on Fridays.", "We deploy on Mondays."),
+    ("Deploys happen on Fridays.", "Deploys happen on Mondays."),
     ("The Node version of the frontend is 18.", "The Node version of the frontend is 20."),
     ("Remember that the code freeze starts on 2026-11-29.", "The code freeze starts on 2026-12-03."),
     ("The max upload size is 10 MB.", "The max upload size is 25 MB."),
@@ -93,3 +98,108 @@ def test_the_table_has_forty_cases_at_least() -> None:
 @pytest.mark.parametrize(("kind", "old", "new", "expected"), CASES, ids=[f"{c[0]}:{c[2][:40]}" for c in CASES])
 def test_compare(kind: str, old: str, new: str, expected: str) -> None:
     assert compare(new, old) == expected
+
+
+def test_decide_prefers_a_duplicate_then_a_supersession_then_a_conflict() -> None:
+    new = Memory.create("The staging database listens on port 6543.")
+    dup = Memory.create("Remember that the staging database listens on port 6543.")
+    old = Memory.create("The staging database listens on port 5433.")
+    other = Memory.create("The staging Redis port is 6380.")
+    assert decide(new, [other, old, dup]).verdict == "duplicate"
+    assert decide(new, [other, old]) == _supersede.Decision("supersede", old)
+    assert decide(new, [other]).verdict == "separate"
+    assert decide(new, [new]).verdict == "separate"  # itself is not another memory
+
+
+# ---------------------------------------------------------------- the store's add path, both backends
+
+
+def _links(store: Any, mid: str) -> dict[str, Any]:
+    store.lifecycle.flush()
+    return store.lifecycle.links(mid)
+
+
+def test_a_new_value_supersedes_the_old_one_archived_and_linked(make_store: StoreSpec) -> None:
+    s = make_store()
+    redis = s.add("The staging Redis port is 6380.")
+    prod = s.add("The production database port is 5432.")
+    old = s.add("The staging database listens on port 5433.")
+    new = s.add("The staging database now listens on port 6543.")
+    assert {m.text for m in s} == {redis.text, prod.text, new.text}  # look-alikes stay
+    gone = s.archive.get(old.id)
+    assert "superseded" in gone.tags and gone.text == old.text  # archived, as it was, dated
+    assert gone.date
+    assert _links(s, new.id)["supersedes"] == [old.id]
+    assert _links(s, old.id)["superseded_by"] == new.id
+    assert s.lifecycle.get(old).forgotten is not None  # never injected again, its record kept
+    third = s.add("The staging database listens on port 7000.")
+    assert [m.text for m in s if "staging database" in m.text] == [third.text]
+    assert _links(make_store(), new.id) == {"supersedes": [old.id], "superseded_by": third.id}  # saved
+    assert [h.memory.id for h in s.search("staging database port", k=5)][:1] == [third.id]
+
+
+def test_a_preference_switch_supersedes(make_store: StoreSpec) -> None:
+    s = make_store()
+    npm = s.add("I prefer npm for installing packages.", tags=["preference"])
+    pnpm = s.add("I prefer pnpm over npm now.", tags=["preference"])
+    assert [m.id for m in s] == [pnpm.id] and npm.id in s.archive
+
+
+def test_the_same_thing_in_other_words_reinforces_instead_of_adding(make_store: StoreSpec) -> None:
+    s = make_store()
+    first = s.add("The ledger runs on PostgreSQL 15.")
+    again = s.add("Keep in mind that the ledger database is PostgreSQL 15.")
+    assert again == first and len(s) == 1
+    s.lifecycle.flush()
+    assert s.lifecycle.get(first).evidence == 2
+
+
+def test_unsure_keeps_both_and_marks_a_conflict(make_store: StoreSpec) -> None:
+    s = make_store()
+    api = s.add("The API runs on port 8080.")
+    gateway = s.add("The API gateway runs on port 9090.")
+    assert {m.id for m in s} == {api.id, gateway.id}
+    assert _links(s, gateway.id) == {"conflicts": [api.id]}
+    assert _links(s, api.id) == {"conflicts": [gateway.id]}
+
+
+def test_replaces_supersedes_whatever_the_words(make_store: StoreSpec) -> None:
+    s = make_store()
+    old = s.add("The deploy script is deploy.sh.")
+    note = s.add("Deploys need a green build.")
+    new = s.add("Ship with ship.sh.", replaces=old.id[:8])
+    assert {m.id for m in s} == {note.id, new.id}
+    assert _links(s, new.id) == {"supersedes": [old.id]}
+
+
+def test_restoring_an_old_value_goes_back_to_it(make_store: StoreSpec) -> None:
+    s = make_store()
+    paris = s.add("My timezone is Europe/Paris.")
+    ny = s.add("My timezone is America/New_York.")
+    back = s.restore(paris.id)
+    assert [m.id for m in s] == [back.id] == [paris.id]  # nothing lost either way
+    assert ny.id in s.archive and paris.id not in s.archive
+    assert _links(s, paris.id) == {"supersedes": [ny.id]}  # no longer superseded_by anything
+    assert _links(s, ny.id)["superseded_by"] == paris.id
+
+
+def test_the_archive_and_the_inbox_take_what_they_are_given(make_store: StoreSpec) -> None:
+    s = make_store()
+    s.inbox.add("The staging database listens on port 5433.")
+    s.inbox.add("The staging database listens on port 6543.")
+    assert len(s.inbox) == 2  # waiting for review as said; approving one settles it
+
+
+def test_many_similar_writes_at_once_settle_on_one_current_value(make_store: StoreSpec) -> None:
+    import threading
+
+    s = make_store()
+    s.add("The build cache lives at /var/cache/build-0.")
+    threads = [threading.Thread(target=make_store().add, args=(f"The build cache lives at /var/cache/build-{i}.",))
+               for i in range(1, 6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len([m for m in make_store() if "build cache" in m.text]) == 1  # decided under the write lock
+    assert len(make_store().archive) == 5

@@ -126,6 +126,10 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (namespace, session, seq)
     );
     """,
+    # 3: how a memory relates to others (issue 33: supersedes, superseded_by, conflicts, merged_into, merged)
+    """
+    ALTER TABLE memwire_lifecycle ADD COLUMN links jsonb;
+    """,
 ]
 
 

@@ -50,6 +50,7 @@ from ..._errors import (
     StoreUnavailableError,
     UsageError,
 )
+from .. import _supersede
 from .._capture_queue import PgQueue
 from .._index import BM25Index
 from .._lifecycle import Lifecycle, Meta, Scoring, _Delta
@@ -89,13 +90,16 @@ ON CONFLICT (namespace, kind, id) DO UPDATE SET
     date = excluded.date, position = excluded.position, version = excluded.version, deleted = false,
     created_at = CASE WHEN memwire_memories.deleted THEN now() ELSE memwire_memories.created_at END
 """
-_META_COLUMNS = "id, created, reinforced, evidence, cue, uses, injected, forgotten"
+_META_COLUMNS = "id, created, reinforced, evidence, cue, uses, injected, forgotten, links"
+# links: this process's changes (a key set to null is removed) applied to what is saved
 _META_UPSERT = """
 INSERT INTO memwire_lifecycle AS l (namespace, id, created, reinforced, evidence, cue, uses, injected, forgotten,
-                                    version)
+                                    links, version)
 VALUES (%(ns)s, %(id)s, %(created)s, %(reinforced)s, %(evidence)s, %(cue)s, %(uses)s, %(injected)s, %(forgotten)s,
-        %(version)s)
+        %(links)s, %(version)s)
 ON CONFLICT (namespace, id) DO UPDATE SET
+    links = CASE WHEN %(d_links)s::jsonb IS NULL THEN l.links
+                 ELSE NULLIF(jsonb_strip_nulls(COALESCE(l.links, '{}'::jsonb) || %(d_links)s::jsonb), '{}'::jsonb) END,
     reinforced = GREATEST(l.reinforced, %(d_reinforced)s::timestamptz),
     evidence = l.evidence + %(d_evidence)s,
     uses = l.uses + %(d_uses)s,
@@ -112,9 +116,9 @@ def _ts(t: float | None) -> _dt.datetime | None:
 
 def _meta(row: Sequence[Any]) -> tuple[str, Meta]:
     """A row of ``_META_COLUMNS`` as (id, Meta)."""
-    mid, created, reinforced, evidence, cue, uses, injected, forgotten = row
+    mid, created, reinforced, evidence, cue, uses, injected, forgotten, links = row
     return mid, Meta(created.timestamp(), reinforced.timestamp(), evidence, cue, uses, injected,
-                     forgotten.timestamp() if forgotten is not None else None)
+                     forgotten.timestamp() if forgotten is not None else None, links=links or None)
 
 
 def _locked_namespace(conn: Any, namespace: str, column: str) -> int:
@@ -224,7 +228,8 @@ class PgStore:
     remote = True  # its session ledgers and memos are database round trips: an async caller runs it in a thread
 
     def __init__(self, url: str, namespace: str | None = None, *, min_score: float | None = None,
-                 scoring: Scoring | None = None, track: bool = True, kind: str = "memories") -> None:
+                 scoring: Scoring | None = None, track: bool = True, kind: str = "memories",
+                 timezone: str | None = None) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
         self.url = url
@@ -233,6 +238,7 @@ class PgStore:
         self.min_score = min_score
         self.scoring = scoring
         self.track = track  # record lifecycle metadata (the inbox and the archive do not)
+        self.timezone = timezone  # the day a dateless new memory was said, for its relative dates
         _pg.database(url)  # checks the URL and that psycopg is installed
         self._lock = threading.RLock()  # the cache
         self._loading = threading.Lock()  # one refresh at a time (outside the cache's lock)
@@ -287,7 +293,8 @@ class PgStore:
 
     def namespace_store(self, namespace: str | None) -> PgStore:
         """The store of ``namespace`` in the same database, with this store's settings."""
-        return PgStore(self.url, namespace, min_score=self.min_score, scoring=self.scoring, track=self.track)
+        return PgStore(self.url, namespace, min_score=self.min_score, scoring=self.scoring, track=self.track,
+                       timezone=self.timezone)
 
     @property
     def archive(self) -> PgStore:
@@ -304,7 +311,8 @@ class PgStore:
     def inbox(self) -> PgStore:
         """Where captured memories wait for review: never searched with this store."""
         if self._inbox is None:
-            self._inbox = PgStore(self.url, self.namespace, min_score=self.min_score, track=False, kind="inbox")
+            self._inbox = PgStore(self.url, self.namespace, min_score=self.min_score, track=False, kind="inbox",
+                                  timezone=self.timezone)
         return self._inbox
 
     @property
@@ -522,27 +530,79 @@ class PgStore:
 
     def add(
         self, text: str, tags: Sequence[str] = (), pinned: bool = False, *, topic: str | None = None,
-        date: str | None = None, cue: str = "explicit",
+        date: str | None = None, cue: str = "explicit", replaces: str | None = None,
     ) -> Memory:
         """Add one memory (as ``MemoryStore.add``: the same text again merges its tags and pin and
-        reinforces it)."""
-        return self.add_many([Memory.create(text, tuple(tags), pinned, topic, date)], cue=cue)[0]
+        reinforces it; a new value supersedes, other words reinforce, doubt marks a conflict;
+        ``replaces``: the id it supersedes)."""
+        return self._add_many([Memory.create(text, tuple(tags), pinned, topic, date)], cue, replaces)[0]
 
     def add_many(self, memories: Iterable[Memory | str], *, cue: str = "explicit") -> list[Memory]:
-        """Add many memories in one transaction."""
-        items = [_checked(Memory.create(m) if isinstance(m, str) else m, screen=self.kind != "archive")
-                 for m in memories]
+        """Add many memories in one transaction (each settled as ``add`` says)."""
+        return self._add_many(memories, cue)
+
+    def _plan(self, w: _Write, items: list[Memory], replaces: str | None, merge: bool) -> _supersede.Plan:
+        """What the write does to the active memories (``_supersede.plan``), in the transaction,
+        the namespace locked and the cache brought up to it (``_sync``)."""
+        if self.kind != "memories" or not items:
+            return _supersede.Plan({}, {}, {})
+        if replaces is not None:
+            old, _ = w.find(self.kind, replaces)
+            return _supersede.Plan({}, {items[0].id: [old]} if old.id != items[0].id else {}, {})
+        have = w.rows_of(self.kind, {m.id for m in items})
+        self._sync(w)
+        plan = _supersede.plan([m for m in items if m.id not in have], _supersede.candidates(self.search),
+                               lambda m: True)
+        if not merge:
+            plan.duplicates.clear()
+        return plan
+
+    def _sync(self, w: _Write) -> None:
+        """Bring the cache to the version the write locked (other replicas' writes included), read
+        on the write's own connection: the decision sees every memory committed before it."""
+        with self._lock:
+            held = self._held
+        if held == w.version - 1:
+            return
+        rows = w.conn.execute(
+            f"SELECT {_COLUMNS}, deleted FROM memwire_memories WHERE namespace = %s AND kind = %s "
+            "AND version > %s ORDER BY position", (self.namespace, self.kind, held)).fetchall()
+        with self._lock:
+            if self._held == held:
+                self._apply(rows)
+                self._held = w.version - 1
+
+    def _add_many(self, memories: Iterable[Memory | str], cue: str, replaces: str | None = None,
+                  merge: bool = True) -> list[Memory]:
+        items = [_checked(Memory.create(m) if isinstance(m, str) else m, screen=self.kind != "archive",
+                          timezone=self.timezone) for m in memories]
         for m in items:
             if any("\0" in s for s in (m.text, m.topic or "", m.date or "", *m.tags)):
                 raise InvalidMemoryError(f"a memory cannot hold a NUL character: {m.text[:80]!r}")
         if not items:
             return []
+        if self.kind == "memories" and not self._loaded:
+            self._catch_up(wait=True)  # loaded before the write's connection is taken (the pool is small)
         with self._writing() as w:
-            result, new = w.merge(self.kind, items)
+            plan = self._plan(w, items, replaces, merge)
+            gone = plan.removed()
+            for old in gone:  # archived and removed in the same transaction
+                w.merge("archive", [_checked(archived(old, "superseded"), screen=False)])
+                w.delete(self.kind, old.id)
+            kept = [m for m in items if m.id not in plan.duplicates]
+            stored, new = w.merge(self.kind, kept) if kept else ([], set())
+        got = iter(stored)
+        result = [plan.duplicates[m.id] if m.id in plan.duplicates else next(got) for m in items]
         if self.track:
             self.lifecycle.added([m for m in result if m.id in new], cue)
             self.lifecycle.reinforce([m.id for m in result if m.id not in new])
+            if gone:
+                self.lifecycle.forgotten([m.id for m in gone])
+            self.lifecycle.link(_supersede.links_of(plan, result, self._conflicts_of))
         return result
+
+    def _conflicts_of(self, mid: str) -> list[str]:
+        return list(self.lifecycle.links(mid).get("conflicts", ()))
 
     def pin(self, mid: str, pinned: bool = True) -> Memory:
         """Mark a memory pinned (or not). ``mid`` may be a unique prefix of the id."""
@@ -579,8 +639,9 @@ class PgStore:
         """Bring a memory back from the archive (``mid``: its id or a unique prefix), without the
         archive's reason tag; it counts as said again."""
         archived_mem = self.archive.get(mid)
-        back = self.add(archived_mem.text, [t for t in archived_mem.tags if t not in ARCHIVE_REASONS],
-                        archived_mem.pinned, topic=archived_mem.topic, cue=cue_of(archived_mem))
+        back = Memory.create(archived_mem.text, [t for t in archived_mem.tags if t not in ARCHIVE_REASONS],
+                             archived_mem.pinned, archived_mem.topic)
+        back = self._add_many([back], cue_of(archived_mem), merge=False)[0]  # as MemoryStore.restore
         self.archive.forget(archived_mem.id, reason=None)
         return back
 
@@ -690,6 +751,8 @@ class PgLifecycle(Lifecycle):
         return None  # took() set the cache
 
     def _save(self, delta: Mapping[str, _Delta]) -> dict[str, Meta]:
+        from psycopg.types.json import Jsonb
+
         now = self.clock()
         with self._db.connection() as conn, conn.transaction():
             version = _locked_namespace(conn, self._ns, "meta_version") + 1
@@ -701,7 +764,9 @@ class PgLifecycle(Lifecycle):
                     "evidence": new.evidence, "cue": new.cue, "uses": new.uses, "injected": new.injected,
                     "forgotten": _ts(new.forgotten), "version": version, "d_reinforced": _ts(d.reinforced),
                     "d_evidence": d.evidence, "d_uses": d.uses, "d_injected": d.injected,
-                    "d_forgotten": _ts(d.forgotten), "d_restored": d.restored})
+                    "d_forgotten": _ts(d.forgotten), "d_restored": d.restored,
+                    "links": Jsonb(new.links) if new.links else None,
+                    "d_links": Jsonb(d.links) if d.links else None})
             conn.cursor().executemany(_META_UPSERT, params)
             conn.execute("UPDATE memwire_namespaces SET meta_version = %s WHERE namespace = %s", (version, self._ns))
             conn.execute("SELECT pg_notify(%s, %s)", (_pg.CHANNEL, self._ns))
