@@ -452,6 +452,25 @@ async def test_sdks_see_upstream_errors(mw: Middleware) -> None:
     ("/v1/messages/count_tokens", b'{"messages": [{"content": "x"}]}', "has no 'role'"),
     ("/v1/chat/completions", b'{"model": "m", "messages": [{"role": {"a": 1}, "content": "x"}]}', "unknown role"),
     ("/v1/chat/completions", b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
+    # Anthropic's shapes (issue 34 item 2): refused in Anthropic's format, never forwarded unread
+    ("/v1/messages", b'{"model": "m", "max_tokens": 5, "messages": [{"role": "user"}]}',
+     "messages[0] has no 'content'"),
+    ("/v1/messages", b'{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": null}]}',
+     "messages[0] has no 'content'"),
+    ("/v1/messages", b'{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}, '
+                     b'{"role": "assistant"}]}', "messages[1] has no 'content'"),
+    ("/v1/messages", b'{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": ["hi"]}]}',
+     "messages[0].content[0] must be an object"),
+    ("/v1/messages", b'{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [{"text": "hi"}]}]}',
+     "messages[0].content[0] has no 'type'"),
+    ("/v1/messages", b'{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": '
+                     b'[{"type": "text", "text": "a"}, {"type": "text", "text": 5}]}]}',
+     "messages[0].content[1] is a text block without a string 'text'"),
+    ("/v1/messages", b'{"model": "m", "max_tokens": 5, "system": [{"type": "text"}], '
+                     b'"messages": [{"role": "user", "content": "hi"}]}', "system[0] is a text block"),
+    ("/v1/messages", b'{"model": "m", "max_tokens": 5, "system": 5, "messages": [{"role": "user", "content": "hi"}]}',
+     "'system' must be a string or a list"),
+    ("/v1/messages/count_tokens", b'{"model": "m", "messages": [{"role": "user"}]}', "messages[0] has no 'content'"),
 ])
 async def test_bad_request_is_400_in_the_apis_format(http: httpx.AsyncClient, fake: FakeProvider, path: str,
                                                      content: bytes, problem: str) -> None:

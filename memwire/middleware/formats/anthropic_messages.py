@@ -41,8 +41,24 @@ class AnthropicMessages(Format):
     def system_text(self, body: Mapping[str, Any], items: list[Any]) -> str:
         system = body.get("system")
         if system is not None and not isinstance(system, (str, list)):
-            raise RequestFormatError(f"{self.api}: 'system' must be a string or a list of blocks, got {type(system).__name__}")
+            raise RequestFormatError(f"{self.api}: 'system' must be a string or a list of blocks, "
+                                     f"got {type(system).__name__}")
+        if isinstance(system, list):
+            _check_blocks(self.api, system, "system")
         return text_of(system, self.text_types)
+
+    def role(self, item: Any, i: int) -> str | None:
+        """The role, once the message has the shape Anthropic requires (a ``content``, and blocks
+        that are objects with a ``type``, text blocks with a string ``text``): memwire refuses with
+        a 400 in Anthropic's format what it cannot read, as the OpenAI formats do, rather than
+        forward it unread (the API would refuse it too). Block types are not listed: new ones come."""
+        role = super().role(item, i)  # an object, a known role, a content that is a string or a list if any
+        content = item.get("content")
+        if content is None:
+            raise RequestFormatError(f"{self.api}: messages[{i}] has no 'content' (a string or a list of blocks)")
+        if isinstance(content, list):
+            _check_blocks(self.api, content, f"messages[{i}].content")
+        return role
 
     def _system_text(self, body: Mapping[str, Any], scan: Scan) -> str:
         return self.system_text(body, [])  # the top-level system field only
@@ -117,6 +133,20 @@ class AnthropicMessages(Format):
 
     def cache_breakpoint(self, body: dict[str, Any], injection: Any) -> dict[str, Any]:
         return add_cache_breakpoint(body, injection)
+
+
+def _check_blocks(api: str, blocks: list[Any], where: str) -> None:
+    """Each of ``blocks`` is an object with a string ``type``, and a text block has a string
+    ``text``; else ``RequestFormatError`` naming the block (``messages[0].content[1]``)."""
+    for j, block in enumerate(blocks):
+        if not isinstance(block, Mapping):
+            raise RequestFormatError(f"{api}: {where}[{j}] must be an object (a content block), "
+                                     f"got {type(block).__name__}")
+        kind_ = block.get("type")
+        if not isinstance(kind_, str):
+            raise RequestFormatError(f"{api}: {where}[{j}] has no 'type'")
+        if kind_ == "text" and not isinstance(block.get("text"), str):
+            raise RequestFormatError(f"{api}: {where}[{j}] is a text block without a string 'text'")
 
 
 def merged(earlier: Mapping[str, Any] | None, later: Any) -> dict[str, Any]:
