@@ -48,7 +48,9 @@ def describe(exc: BaseException) -> str:
 def _detail(exc: BaseException) -> str:
     if isinstance(exc, OSError) and isinstance(exc.errno, int):
         code = _errno.errorcode.get(exc.errno, str(exc.errno))
-        where = "".join(f" {f}" for f in (exc.filename, exc.filename2) if isinstance(f, (str, bytes, os.PathLike)))
+        # a bytes path as the path it names (not "b'...'")
+        where = "".join(f" {os.fsdecode(f)}" for f in (exc.filename, exc.filename2)
+                        if isinstance(f, (str, bytes, os.PathLike)))
         return f"{code} ({os.strerror(exc.errno)}){where}"
     if isinstance(exc, json.JSONDecodeError):  # the parser's phrase and where: never the document
         return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
@@ -125,7 +127,7 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
 
     memwire = True  # ours: a later configure_logging replaces it
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> Any:
         return sys.stderr
 

@@ -114,3 +114,12 @@ def test_an_exception_is_logged_by_its_type_and_safe_detail_never_its_message(
     assert "upstream said Status: status 503" in err
     assert "postgresql://db/x is unavailable" in err  # memwire's own phrase about a database: kept
     assert "KeyError" in err and "ValueError" in err and "test_logs.py" in err  # the traceback's frames stay
+
+
+def test_describe_names_an_os_error_s_paths_as_paths() -> None:
+    from memwire._logs import describe
+
+    gone = "FileNotFoundError: ENOENT (No such file or directory)"
+    assert describe(OSError(2, "gone", "/tmp/a", None, "/tmp/b")) == f"{gone} /tmp/a /tmp/b"
+    assert describe(OSError(2, "gone", b"/tmp/a")) == f"{gone} /tmp/a"  # not "b'/tmp/a'"
+    assert describe(OSError(2, "gone", Path("/tmp/c"))) == f"{gone} /tmp/c"

@@ -236,7 +236,8 @@ _PG_TABLE = """CREATE TABLE IF NOT EXISTS memwire_capture_queue (
     claimed timestamptz,
     UNIQUE (namespace, key)
 )"""
-_PG_LOCK = 0x6D656D77_63617074  # advisory lock class of the capture queues ("memwcapt"); the namespace's hash is the key
+# advisory lock class of the capture queues ("memwcapt"); the namespace's hash is the key
+_PG_LOCK = 0x6D656D77_63617074
 _pg_ready: set[str] = set()  # database URLs whose table this process made sure of
 _pg_ready_lock = threading.Lock()
 
@@ -277,8 +278,9 @@ class PgQueue:
 
     def pending(self) -> bool:
         with self._connection() as conn:
-            return conn.execute("SELECT EXISTS (SELECT 1 FROM memwire_capture_queue WHERE namespace = %s)",
-                                (self.namespace,)).fetchone()[0]  # type: ignore[index,no-any-return]
+            row = conn.execute("SELECT EXISTS (SELECT 1 FROM memwire_capture_queue WHERE namespace = %s)",
+                               (self.namespace,)).fetchone()
+            return bool(row[0])  # EXISTS: always one row
 
     def drain(self, apply: Apply) -> int:
         applied = 0

@@ -92,7 +92,7 @@ class IdMap:
         while len(todo):
             v = tab[at]
             todo, v, at = todo[v >= 0], v[v >= 0], at[v >= 0]
-            same = np.fromiter((mine[a] == keys[b] for a, b in zip(v.tolist(), todo.tolist())), dtype=bool,
+            same = np.fromiter((mine[a] == keys[b] for a, b in zip(v.tolist(), todo.tolist(), strict=True)), dtype=bool,
                                count=len(todo))
             out[todo[same]] = v[same]
             todo, at = todo[~same], (at[~same] + np.uint64(1)) & np.uint64(mask)

@@ -70,7 +70,8 @@ _IMPORT_LINE = re.compile(r"^@[~\w./-]+$")  # CLAUDE.md's `@path/to/import`, alo
 _INDEX_ENTRY = re.compile(r"^\[[^\]]*\]\([^)\s]+\.md\)")  # Claude auto memory's `[Title](file.md) — hook`
 _SENTENCE_END = re.compile(r"[.!?][\"')\]`*_]*$")
 # pi-memory stamps every write: `<!-- 2026-06-07 10:12:03 [a1b2c3d4] -->`, `<!-- last updated: … -->`
-_PI_STAMP = re.compile(r"^<!--\s*(?:last updated:\s*|HANDOFF\s+)?(\d{4}-\d{2}-\d{2})[ T][\d:.]+Z?\s*(?:\[[^\]]*\])?\s*-->$")
+_PI_STAMP = re.compile(r"^<!--\s*(?:last updated:\s*|HANDOFF\s+)?(\d{4}-\d{2}-\d{2})[ T][\d:.]+Z?"
+                       r"\s*(?:\[[^\]]*\])?\s*-->$")
 _PI_LEAD = re.compile(rf"^(?:(?:#{TAG_PATTERN}|\[\[[^\]\n]+\]\])\s+)+")  # leading `#tag [[link]]` tokens
 _TOPIC_PINNED = re.compile(r"\s*\*\(pinned\)\*\s*$")
 _TOPIC_CATEGORY = re.compile(r"^\[([^\[\]]{1,40})\]\s+")  # memwire's reader takes only those that are tags

@@ -5,6 +5,7 @@ whole lines at a time, never through a symlink (every path is checked from the m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable, Mapping
@@ -46,10 +47,8 @@ def append_jsonl_many(path: Path, records: Iterable[Mapping[str, Any]], max_byte
             if size and size + len(data) > max_bytes:  # these lines start the next file
                 os.close(fd)
                 fd = -1
-                try:
+                with contextlib.suppress(FileNotFoundError):  # another writer rotated it first
                     replace(root, path, path.with_name(path.name + ".1"))
-                except FileNotFoundError:  # another writer rotated it first
-                    pass
                 fd = _open_append(root, path)
             os.write(fd, data)
     finally:

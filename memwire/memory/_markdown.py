@@ -92,7 +92,9 @@ def _front_matter(lines: list[str], path: str, out: ParsedFile) -> tuple[int, di
         mark = getattr(exc, "problem_mark", None)
         line = 2 + mark.line if mark is not None else 1
         problem = getattr(exc, "problem", None) or "cannot be parsed"
-        out.problems.append(MemoryFileError(path, line, f"front matter is not valid YAML ({problem}); its fields are ignored"))
+        out.problems.append(
+            MemoryFileError(path, line, f"front matter is not valid YAML ({problem}); its fields are ignored")
+        )
         return end + 1, {}, True
     if data is None:  # an empty block
         return end + 1, {}, False

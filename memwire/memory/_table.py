@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Union
 
 from ._idmap import IdMap
 from ._model import Memory, normalized
@@ -150,7 +149,8 @@ class Table:
         return self._text[self._ends[row - 1] if row else 0 : self._ends[row]]
 
 
-_Ref = Union[Table, tuple[Table, str]]  # the table holding a memory, or (table, its id there) when shown under another
+# the table holding a memory, or (table, its id there) when shown under another
+_Ref = Table | tuple[Table, str]
 
 
 def longer_id(mem: Memory, other: Memory, where: str | None) -> str:

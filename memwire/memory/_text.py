@@ -52,7 +52,18 @@ _VOICING = "\u3099\u309a"  # kana voiced/semi-voiced marks: "が" is a different
 # The common English function words (NLTK's list, plus contractions' fragments and a few
 # conversational fillers). They carry no topic, so they would only add noise to BM25.
 STOPWORDS: frozenset[str] = frozenset(
-    ["a", "about", "above", "after", "again", "against", "ain", "all", "am", "an", "and", "any", "are", "aren", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "couldn", "d", "did", "didn", "do", "does", "doesn", "doing", "don", "down", "during", "each", "few", "for", "from", "further", "had", "hadn", "has", "hasn", "have", "haven", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "isn", "it", "its", "itself", "just", "ll", "m", "ma", "me", "mightn", "more", "most", "mustn", "my", "myself", "needn", "no", "nor", "not", "now", "o", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "re", "s", "same", "shan", "she", "should", "shouldn", "so", "some", "such", "t", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "ve", "very", "was", "wasn", "we", "were", "weren", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "wouldn", "y", "you", "your", "yours", "yourself", "yourselves", "would", "could", "also", "yeah", "yes", "oh", "ok", "okay", "hey", "hi", "hello", "really"]
+    ["a", "about", "above", "after", "again", "against", "ain", "all", "am", "an", "and", "any", "are", "aren", "as",
+     "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "couldn", "d",
+     "did", "didn", "do", "does", "doesn", "doing", "don", "down", "during", "each", "few", "for", "from", "further",
+     "had", "hadn", "has", "hasn", "have", "haven", "having", "he", "her", "here", "hers", "herself", "him", "himself",
+     "his", "how", "i", "if", "in", "into", "is", "isn", "it", "its", "itself", "just", "ll", "m", "ma", "me", "mightn",
+     "more", "most", "mustn", "my", "myself", "needn", "no", "nor", "not", "now", "o", "of", "off", "on", "once",
+     "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "re", "s", "same", "shan", "she",
+     "should", "shouldn", "so", "some", "such", "t", "than", "that", "the", "their", "theirs", "them", "themselves",
+     "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "ve", "very",
+     "was", "wasn", "we", "were", "weren", "what", "when", "where", "which", "while", "who", "whom", "why", "will",
+     "with", "wouldn", "y", "you", "your", "yours", "yourself", "yourselves", "would", "could", "also", "yeah", "yes",
+     "oh", "ok", "okay", "hey", "hi", "hello", "really"]
 )
 
 # Irregular past forms -> base form, so "bought" finds "buy" and "went" finds "go" (the stemmer
@@ -88,7 +99,27 @@ for _line in """
 # "time", "work"). Not stopwords (a memory may hinge on one), but the index's score cut counts
 # them for less, so "how do vaccines work?" does not pull up a memory about someone's work.
 COMMON_WORDS: frozenset[str] = frozenset(
-    ["able", "accept", "add", "age", "ago", "agree", "allow", "almost", "along", "already", "always", "another", "answer", "anything", "anyone", "appear", "area", "around", "ask", "away", "back", "bad", "become", "begin", "believe", "best", "better", "big", "bit", "bring", "build", "buy", "call", "came", "care", "carry", "case", "cause", "certain", "change", "check", "child", "children", "close", "come", "consider", "continue", "could", "course", "cut", "day", "days", "decide", "different", "done", "early", "easy", "else", "end", "enough", "even", "ever", "every", "everyone", "everything", "example", "expect", "experience", "face", "fact", "fall", "far", "feel", "few", "find", "fine", "first", "follow", "form", "found", "friend", "full", "game", "get", "give", "given", "go", "going", "gone", "good", "got", "great", "group", "grow", "guess", "guy", "half", "hand", "happen", "happy", "hard", "head", "hear", "help", "high", "hold", "home", "hope", "hour", "house", "idea", "important", "include", "instead", "keep", "kind", "know", "large", "last", "late", "later", "lead", "learn", "least", "leave", "left", "less", "let", "life", "light", "like", "line", "little", "live", "long", "look", "lot", "love", "low", "made", "make", "man", "many", "matter", "maybe", "mean", "might", "mind", "minute", "moment", "month", "morning", "move", "much", "must", "name", "need", "never", "new", "next", "nice", "night", "number", "often", "old", "one", "open", "order", "others", "part", "pass", "pay", "people", "person", "place", "plan", "play", "point", "possible", "pretty", "problem", "put", "question", "quite", "rather", "read", "ready", "real", "really", "reason", "remember", "rest", "right", "room", "run", "said", "same", "saw", "say", "second", "see", "seem", "seen", "set", "several", "show", "side", "since", "small", "something", "sometimes", "soon", "sort", "start", "stay", "still", "stop", "story", "sure", "take", "talk", "tell", "thing", "things", "think", "though", "thought", "three", "time", "today", "together", "told", "tomorrow", "tonight", "took", "try", "turn", "two", "understand", "until", "use", "used", "usually", "want", "watch", "way", "week", "well", "went", "whole", "without", "woman", "word", "work", "world", "write", "year", "years", "yesterday", "yet", "young"]
+    ["able", "accept", "add", "age", "ago", "agree", "allow", "almost", "along", "already", "always", "another",
+     "answer", "anything", "anyone", "appear", "area", "around", "ask", "away", "back", "bad", "become", "begin",
+     "believe", "best", "better", "big", "bit", "bring", "build", "buy", "call", "came", "care", "carry", "case",
+     "cause", "certain", "change", "check", "child", "children", "close", "come", "consider", "continue", "could",
+     "course", "cut", "day", "days", "decide", "different", "done", "early", "easy", "else", "end", "enough", "even",
+     "ever", "every", "everyone", "everything", "example", "expect", "experience", "face", "fact", "fall", "far",
+     "feel", "few", "find", "fine", "first", "follow", "form", "found", "friend", "full", "game", "get", "give",
+     "given", "go", "going", "gone", "good", "got", "great", "group", "grow", "guess", "guy", "half", "hand", "happen",
+     "happy", "hard", "head", "hear", "help", "high", "hold", "home", "hope", "hour", "house", "idea", "important",
+     "include", "instead", "keep", "kind", "know", "large", "last", "late", "later", "lead", "learn", "least", "leave",
+     "left", "less", "let", "life", "light", "like", "line", "little", "live", "long", "look", "lot", "love", "low",
+     "made", "make", "man", "many", "matter", "maybe", "mean", "might", "mind", "minute", "moment", "month", "morning",
+     "move", "much", "must", "name", "need", "never", "new", "next", "nice", "night", "number", "often", "old", "one",
+     "open", "order", "others", "part", "pass", "pay", "people", "person", "place", "plan", "play", "point", "possible",
+     "pretty", "problem", "put", "question", "quite", "rather", "read", "ready", "real", "really", "reason", "remember",
+     "rest", "right", "room", "run", "said", "same", "saw", "say", "second", "see", "seem", "seen", "set", "several",
+     "show", "side", "since", "small", "something", "sometimes", "soon", "sort", "start", "stay", "still", "stop",
+     "story", "sure", "take", "talk", "tell", "thing", "things", "think", "though", "thought", "three", "time", "today",
+     "together", "told", "tomorrow", "tonight", "took", "try", "turn", "two", "understand", "until", "use", "used",
+     "usually", "want", "watch", "way", "week", "well", "went", "whole", "without", "woman", "word", "work", "world",
+     "write", "year", "years", "yesterday", "yet", "young"]
 )
 
 _stem_lock = threading.Lock()
@@ -139,7 +170,8 @@ def _words(text: str) -> list[str]:
     out: list[str] = []
     for m in _PIECE.finditer(_fold(text)):
         tok = m.group()
-        if (tok.isascii() and tok.isalnum()) or m.group("emoji"):  # most words: nothing to split, join or drop (4x faster)
+        # most words: nothing to split, join or drop (4x faster)
+        if (tok.isascii() and tok.isalnum()) or m.group("emoji"):
             out.append(tok)
         elif _CJK.search(tok):  # no spaces between words: bigrams of each CJK run, the rest as words
             for piece in re.split(f"({_CJK.pattern})", tok):

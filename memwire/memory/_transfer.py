@@ -48,7 +48,7 @@ def export_store(store: Any, out: IO[str], namespace: str | None = None) -> dict
     scopes = _scopes(store)
     rows: dict[str, list[Memory]] = {kind: s.memories() for kind, s in scopes.items()}
     kept = rows["memory"] + rows["archive"]  # the lifecycle holds forgotten memories' records too (restore)
-    metas = dict(zip((m.id for m in kept), store.lifecycle.get_many(kept)))
+    metas = dict(zip((m.id for m in kept), store.lifecycle.get_many(kept), strict=True))  # one record per memory
     events = [(log, rec) for log in LOGS for rec in store.read_events(log)]
     counts = {kind: len(ms) for kind, ms in rows.items()} | {"event": len(events)}
     head = {FORMAT_KEY: FORMAT_VERSION, "namespace": namespace or "default",
@@ -91,7 +91,7 @@ def _parse(lines: Iterable[str], where: str) -> Iterator[tuple[int, dict[str, An
             continue
         try:
             item = json.loads(raw)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise InvalidMemoryError(f"{where}:{n}: not a JSON line ({exc.msg})") from None
         if not isinstance(item, dict):
             raise InvalidMemoryError(f"{where}:{n}: expected a JSON object")
@@ -108,7 +108,9 @@ def _memory(item: dict[str, Any], where: str) -> tuple[str, Memory, Meta | None]
                             item.get("topic"), item.get("date"))
         meta = Meta.from_json(item["meta"]) if item.get("meta") else None
     except (KeyError, TypeError, ValueError) as exc:
-        raise InvalidMemoryError(f"{where}: a {kind} line that cannot be read back ({type(exc).__name__}: {exc})") from None
+        raise InvalidMemoryError(
+            f"{where}: a {kind} line that cannot be read back ({type(exc).__name__}: {exc})"
+        ) from None
     return str(kind), mem, meta
 
 
@@ -121,7 +123,9 @@ def import_export(store: Any, source: IO[str], where: str = "<export>", *, dry_r
         raise InvalidMemoryError(f"{where}: not a memwire export (its first line is no {FORMAT_KEY} header)")
     head = json.loads(first)
     if head[FORMAT_KEY] != FORMAT_VERSION:
-        raise InvalidMemoryError(f"{where}: an export of format {head[FORMAT_KEY]!r}; this memwire reads {FORMAT_VERSION}")
+        raise InvalidMemoryError(
+            f"{where}: an export of format {head[FORMAT_KEY]!r}; this memwire reads {FORMAT_VERSION}"
+        )
     out = ImportCounts(namespace=str(head.get("namespace") or "default"))
     mems: dict[str, list[Memory]] = {kind: [] for kind in KINDS}
     metas: dict[str, Meta] = {}  # a memory without one was recorded by nobody there: nor here

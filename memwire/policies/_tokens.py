@@ -144,7 +144,7 @@ def _load(name: str) -> Encoder:
             with _tiktoken_cache_at(directory):
                 enc = tiktoken.get_encoding(name)
             enc.encode("warm up")
-            return enc  # type: ignore[return-value]
+            return enc
         except Exception as exc:
             if not _warned:
                 _warned = True

@@ -93,7 +93,10 @@ class ContextPerTurn(Mode):
             known = memo.get()
             profile = known or turn.profile(fresh, self.profile_max_tokens)
             shown = frozenset(profile.ids)
-            block = compute(lambda f, exclude=frozenset(): search(f, exclude | shown))(fresh)
+            def leaving_out_the_profile(f: bool, exclude: frozenset[str] = frozenset()) -> Block:
+                return search(f, exclude | shown)
+
+            block = compute(leaving_out_the_profile)(fresh)
             # a profile that appears in a session already under way (switched on, or lost with a drop
             # memo) changes the start of the prompt: reported like a compaction
             late = known is None and len(turn.view.user_indices) > 1

@@ -72,7 +72,9 @@ class LedgerEntry:
 
     def without(self, gone: set[str], model: str | None) -> LedgerEntry:
         """This entry with the memories in ``gone`` rendered out of its block."""
-        kept = [(mid, line) for mid, line in zip(self.ids, self.lines) if mid not in gone]
+        # strict=False: an entry read from a ledger file may hold fewer lines than ids (cut or edited by
+        # hand); the ids without a line are dropped with the rest
+        kept = [(mid, line) for mid, line in zip(self.ids, self.lines, strict=False) if mid not in gone]
         if not kept:
             return LedgerEntry(self.key)
         lines = tuple(line for _, line in kept)
@@ -147,9 +149,10 @@ class Ledger:
     def load(cls, directory: Path, session: str, root: Path | None = None) -> Ledger:
         """The ledger of ``session`` in the memory directory ``directory`` (a store's, under the
         tree ``root`` a person named: ``directory`` itself when not given)."""
-        ledger = cls(ledger_path(directory, session), session)
+        path = ledger_path(directory, session)
+        ledger = cls(path, session)
         ledger.root = directory if root is None else root
-        if _unsafe(ledger.root, ledger.path):  # a symlink (or worse) where the ledger goes: kept in memory
+        if _unsafe(ledger.root, path):  # a symlink (or worse) where the ledger goes: kept in memory
             ledger.path = None
         ledger.sync()
         return ledger
@@ -600,7 +603,8 @@ def _unsafe(root: Path, path: Path) -> bool:
                 first = p not in _warned
                 _warned.add(p)
             if first:
-                what = "a symlink" if stat.S_ISLNK(mode) else "not a plain " + ("directory" if p == path.parent else "file")
+                plain = "directory" if p == path.parent else "file"
+                what = "a symlink" if stat.S_ISLNK(mode) else f"not a plain {plain}"
                 log.warning("memwire: %s is %s; memwire does not read or write ledgers through it: replay "
                             "ledgers stay in memory for this process", p, what)
             return True
@@ -608,7 +612,8 @@ def _unsafe(root: Path, path: Path) -> bool:
 
 
 def _line(e: LedgerEntry) -> bytes:
-    d = {"key": e.key, "ids": list(e.ids), "lines": list(e.lines), "text": e.text, "tokens": e.tokens, "skipped": e.skipped}
+    d = {"key": e.key, "ids": list(e.ids), "lines": list(e.lines), "text": e.text, "tokens": e.tokens,
+         "skipped": e.skipped}
     return dump_json(d) + b"\n"
 
 

@@ -125,7 +125,8 @@ class PgLedger(Ledger):
                 "INSERT INTO memwire_ledger_sessions (namespace, session) VALUES (%s, %s) "
                 "ON CONFLICT (namespace, session) DO UPDATE SET touched = now() RETURNING epoch",
                 (self.namespace, self.session)).fetchone()[0]
-            new = [*([self.profile] if self.profile is not None else []), *self._entries.values(), *self._memos.values()]
+            profile = [self.profile] if self.profile is not None else []
+            new = [*profile, *self._entries.values(), *self._memos.values()]
             _prune_now_and_then(self._connect)
         elif self._lines + len(new) > MAX_LINES:
             new = self._compact()
@@ -144,7 +145,7 @@ class PgLedger(Ledger):
             cur.executemany(
                 "INSERT INTO memwire_ledger_lines (namespace, session, entry) VALUES (%s, %s, %s::jsonb) RETURNING seq",
                 [(self.namespace, self.session, _line(e).decode()) for e in new], returning=True)
-            seqs = []
+            seqs: list[int] = []
             while True:
                 seqs.extend(r[0] for r in cur.fetchall())
                 if not cur.nextset():

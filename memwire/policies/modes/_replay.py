@@ -86,10 +86,10 @@ class Keys(dict):  # type: ignore[type-arg]
 def _keys(keys: Mapping[int, str], added: Mapping[int, str] | None = None) -> Keys:
     """``keys`` then ``added``, with their index (the one ``keys`` has, extended)."""
     out = Keys(keys)
-    index = keys.index if isinstance(keys, Keys) else dict(zip(keys.values(), keys.keys()))
+    index = keys.index if isinstance(keys, Keys) else dict(zip(keys.values(), keys.keys(), strict=True))
     if added:
         out.update(added)
-        index = {**index, **dict(zip(added.values(), added.keys()))}
+        index = {**index, **dict(zip(added.values(), added.keys(), strict=True))}
     out.index = index
     return out
 
@@ -190,7 +190,8 @@ class Replay:
         if not shown:
             return {}
         index, latest = _index_of(turn.view, keys), turn.view.latest_user
-        found = [(i, e.text) for k, e in shown.items() if e.text and (i := index.get(k, latest)) != latest]
+        found = [(i, e.text) for k, e in shown.items()
+                 if e.text and (i := index.get(k, latest)) is not None and i != latest]
         return dict(sorted(found))
 
     def _ledger(self, turn: Turn) -> Ledger:
@@ -251,7 +252,7 @@ class Replay:
 
 def _index_of(view: RequestView, keys: Mapping[int, str]) -> Mapping[str, int]:
     """The user messages' ledger keys -> their indices (``Keys.index``, else made)."""
-    index = getattr(keys, "index", None)
+    index: Mapping[str, int] | None = getattr(keys, "index", None)
     if index is not None and len(index) == len(keys) == len(view.user_indices):
         return index
     return {keys[i]: i for i in view.user_indices}
