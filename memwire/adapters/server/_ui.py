@@ -201,11 +201,10 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         text = _text(form, "changed")
         old = _get(s, mid)
         if text != old.text:
-            try:
-                s.add(text, tags=old.tags, pinned=old.pinned, topic=old.topic)
+            try:  # the old text goes to the archive, linked to the new one (its history)
+                s.add(text, tags=old.tags, pinned=old.pinned, topic=old.topic, replaces=old.id)
             except InvalidMemoryError as exc:
                 raise _Refused(400, public_message(exc)) from None
-            s.forget(old.id, reason="superseded")  # the old text goes to the archive
         return _back(ns)
 
     def forget(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
