@@ -30,9 +30,21 @@ Per statement, the worker:
    per kind, to the memory files (``capture = "auto"``) or to the review inbox (``"review"``); a
    statement a person rejected is not proposed again.
 
-"forget that X" archives the captured memory that best matches X (score ≥ ``FORGET_SCORE``);
-"never mind" alone archives what this session captured in the last ``COOLDOWN_S``. Only captured
-memories are ever taken back: what a person wrote by hand stays theirs.
+Relative dates in a statement ("tomorrow", "next Friday", "last week") are written as absolute
+ones from the day it was said (``policies/_dates``): the request's time, in the user's time zone
+(the one they stated: a "User's timezone is ..." memory; else the ``timezone`` setting; else UTC).
+
+"forget that X" archives the captured memory that best matches X (score ≥ ``FORGET_SCORE``). A
+bare retraction ("actually, forget that", "scratch that", "no, that's wrong") and a correction
+("correction: X", "I meant X", "actually it's X", "not Y but X") act on what this conversation
+captured last, read from the capture log (so any process, or a restart, finds it): the statement
+just before it in the same message, else what the previous user message captured (a Responses
+call continuing a stored history, whose earlier messages are not in the request: the session's
+latest captures). A retraction archives it; a correction archives it as ``superseded`` and
+captures the corrected statement (X itself, or the memory with X in place of the value it
+corrects: ``policies._capture.corrected``; named by "not Y" when said). Nothing to act on, a
+retraction does nothing and "correction: X" captures X. Only captured memories are ever taken
+back, and only this conversation's: what a person wrote by hand, or another session captured, stays.
 
 Each write is one event in the capture log (``memory/_inbox``). An event that cannot be appended
 (a full disk) once the memory was written is not a failed capture: it is kept and appended again
@@ -67,12 +79,15 @@ from ..memory._capture_queue import FileQueue, MemoryQueue, PgQueue, Retry, queu
 from ..memory._inbox import CAPTURED_TAG, inbox_of, log_event, read_log, reject, was_rejected
 from ..memory._model import Memory, memory_id, normalized
 from ..memory._protocol import Store
+from ..memory._supersede import ALTERNATIVES
 from ..memory._text import analyze
 from ..memory._upkeep import sweep_if_due
-from ..policies._capture import statements
+from ..policies._capture import corrected, statements
+from ..policies._dates import absolute_dates, day_of, might_hold_dates, zone_named
 from ..policies._human_text import human_text
 from ..policies._screen import screened
 from ..policies.modes import Turn
+from ..policies.modes._base import turn_key
 from ..policies.modes._render import CLOSE, OPEN
 from ._distill import Complete, Distiller
 from ._formats import Format
@@ -109,7 +124,9 @@ TOPICS = {"preference": "Preferences", "instruction": "Instructions", "fact": "F
 DISTILLED_TAG = "distilled"
 MAX_EXISTING = 50  # the captured memories a distillation may update, most recent last
 _PROFILE_PREFIX = "User's "
-_KINDS = ("fact", "preference", "instruction", "forget")
+_KINDS = ("fact", "preference", "instruction", "forget", "correct")
+_CAPTURED_EVENTS = ("captured", "captured-for-review")
+_ZONE_KEYS = ("user's timezone is ", "user's time zone is ")
 # the store cannot be written now (a full disk, a permission, an outage): keep the statement queued
 _TRANSIENT = (OSError, StoreUnavailableError, StoreBusyError, MemoryFileError)
 
@@ -133,17 +150,18 @@ class Capture:
 
     def __init__(self, setting: str = "auto", *, cooldown_s: float = COOLDOWN_S,
                  clock: Callable[[], float] = time.monotonic, memo_size: int = 1024,
-                 distiller: Distiller | None = None, settle_s: float = QUIET_S, traffic: Traffic | None = None) -> None:
+                 distiller: Distiller | None = None, settle_s: float = QUIET_S, traffic: Traffic | None = None,
+                 timezone: str | None = None) -> None:
         if setting not in CAPTURE_SETTINGS:
             raise ValueError(f"capture must be one of {', '.join(CAPTURE_SETTINGS)}, got {setting!r}")
         self.setting = setting
         self.cooldown_s = cooldown_s
         self.distiller = distiller
         self.settle_s = settle_s  # how long no request must have been prepared before the worker writes
+        self.timezone = timezone  # the configured one: the day a statement was said, unless the user stated theirs
         self._clock = clock
         self._seen: LRU[tuple[str, ...], object] = LRU(memo_size)
         self._recent: LRU[tuple[str, str], float] = LRU(memo_size)  # (store, statement) -> when captured
-        self._by_session: LRU[tuple[str, str], list[tuple[float, str]]] = LRU(memo_size)  # -> (when, id)
         self.traffic = traffic or Traffic()  # the middleware's: every request touches it
         self.listeners: list[Callable[[str], None]] = []  # told each event's name (captured, reinforced, ...)
         # one worker thread, in order: a "forget that" follows the capture it takes back
@@ -179,7 +197,7 @@ class Capture:
         if store.location not in self._known:  # first seen: what a restart left in its queue is written
             self._wake(store)
         text = "" if turn.gate.skip else turn.view.user_text
-        entries = self._entries(text, turn.session, key[-1]) if text else []
+        entries = self._entries(text, turn.session, key[-1], partial(_previous_turn, turn)) if text else []
         exchange = _previous_exchange(turn) if self.distiller is not None else None
         if not entries and not exchange:
             return
@@ -195,15 +213,24 @@ class Capture:
         if self.setting != "off":
             self._wake(store)
 
-    def _entries(self, text: str, session: str, turn: str) -> list[dict[str, Any]]:
-        out = []
+    def _entries(self, text: str, session: str, turn: str,
+                 previous: Callable[[], str | None] = lambda: "") -> list[dict[str, Any]]:
+        """The queue entries of ``text``'s statements. A retraction or a correction also names the
+        previous user message's turn (``previous()``: "" when there is none, None when the request
+        does not hold the earlier messages)."""
+        out: list[dict[str, Any]] = []
         at = time.time()
         for st in statements(_without_blocks(text)):
             if (why := screened(" ".join(st.said.split()))) is not None:  # the store's screen, before the queue
                 log.warning("memwire: not captured: the statement looks like it holds a %s (%s)", *why)
                 continue
-            out.append({"key": entry_key(session, turn, st.kind, st.text), "kind": st.kind, "text": st.text,
-                        "session": session, "turn": turn, "at": at})
+            entry: dict[str, Any] = {"key": entry_key(session, turn, st.kind, st.text), "kind": st.kind,
+                                     "text": st.text, "session": session, "turn": turn, "at": at}
+            if st.kind == "correct" or (st.kind == "forget" and not st.text):
+                entry["prev"] = previous()
+            if st.kind == "correct":
+                entry.update(old=st.old, value=st.value, retracts=st.retracts)
+            out.append(entry)
         return out
 
     def _queue_of(self, store: Store) -> FileQueue | PgQueue | MemoryQueue:
@@ -381,18 +408,25 @@ class Capture:
     def _apply(self, store: Store, entry: Mapping[str, Any], replayed: bool) -> None:
         """Write one queued statement (``Retry`` when the store cannot take it now)."""
         kind, text, session, turn = (entry.get(k) for k in ("kind", "text", "session", "turn"))
-        if kind not in _KINDS or not all(isinstance(v, str) for v in (text, session, turn)):
+        if kind not in _KINDS or not (isinstance(text, str) and isinstance(session, str) and isinstance(turn, str)):
             self._written(1)  # not a line memwire wrote: nothing to do
             return
         try:
+            at = entry.get("at")
+            at = at if isinstance(at, (int, float)) else None
+            if kind not in ("forget", "correct"):
+                entry = {**entry, "text": self._dated(store, text, at)}  # as it is stored
             if replayed and self._applied_before(store, entry):
                 pass
+            elif kind == "forget" and not text:
+                self._retract(store, session, turn, entry.get("prev", ""))
             elif kind == "forget":
                 self._forget(store, session, text)
+            elif kind == "correct":
+                self._correct(store, entry, at)
             else:
-                at = entry.get("at")
-                self._write(store, kind, text, {"kind": kind, "session": session, "turn": turn, "key": entry["key"]},
-                            at=at if isinstance(at, (int, float)) else None)
+                self._write(store, kind, entry["text"],
+                            {"kind": kind, "session": session, "turn": turn, "key": entry["key"]}, at=at)
         except _TRANSIENT as exc:
             raise Retry() from exc
         except Exception as exc:
@@ -411,6 +445,8 @@ class Capture:
             return False  # forgetting again finds nothing to forget
         if any(e.get("key") == entry["key"] for e in read_log(store)):
             return True
+        if entry["kind"] == "correct":
+            return False  # its text is not what it stored
         mid = memory_id(entry["text"])
         inbox = inbox_of(store) if self.setting == "review" else None
         where = store if mid in store else inbox if inbox is not None and mid in inbox else None
@@ -434,20 +470,36 @@ class Capture:
         if waiting:
             log.warning("memwire: %d capture event(s) appended to the capture log late", len(waiting))
 
-    def _run(self, store: Store, session: str, turn: str, text: str) -> None:
+    def _run(self, store: Store, session: str, turn: str, text: str, previous: str | None = "") -> None:
         """Read and write ``text``'s statements now, on this thread (tests, tools)."""
-        for entry in self._entries(text, session, turn):
+        for entry in self._entries(text, session, turn, lambda: previous):
             self._apply(store, entry, False)
 
+    def _zone(self, store: Store) -> str | None:
+        """The user's time zone: the one they stated (the latest "User's timezone is X" memory
+        that names a known zone), else the configured one, else the store's (None: UTC)."""
+        for mem in reversed(store.memories()):
+            low = mem.text.lower()
+            if low.startswith(_ZONE_KEYS) and (tz := zone_named(mem.text)) is not None:
+                return tz
+        return self.timezone or getattr(store, "timezone", None)
+
+    def _dated(self, store: Store, text: str, at: float | None) -> str:
+        """``text`` with its relative dates written from the day it was said (``at``; None: now)."""
+        return absolute_dates(text, day_of(at, self._zone(store))) if might_hold_dates(text) else text
+
     def _write(self, store: Store, kind: str, text: str, source: dict[str, str],
-               extra_tags: tuple[str, ...] = (), at: float | None = None) -> None:
-        """The one write path of explicit and distilled memories: cooldown, near-duplicates
-        reinforced, rejected ones not proposed again, profile facts superseded, review inbox."""
+               extra_tags: tuple[str, ...] = (), at: float | None = None) -> Memory | None:
+        """The one write path of explicit and distilled memories: dates made absolute, cooldown,
+        near-duplicates reinforced, rejected ones not proposed again, profile facts superseded,
+        review inbox. Returns the memory written or reinforced (None: skipped)."""
+        day = day_of(at, self._zone(store))  # the day it was said, in the user's zone
+        text = absolute_dates(text, day)
         now = self._clock()
         recent = (store.location, normalized(text))
         last = self._recent.get(recent)
         if last is not None and now - last <= self.cooldown_s:
-            return
+            return None
         inbox = inbox_of(store) if self.setting == "review" else None
         for where in (store, inbox):
             dup = where is not None and _near_duplicate(where, text)
@@ -456,19 +508,18 @@ class Capture:
                     store.lifecycle.reinforce([dup.id])
                 self._recent.setdefault(recent, now, replace=lambda _: True)
                 self._event(store, "reinforced", dup, source)
-                return
+                return dup
         if was_rejected(store, memory_id(text)):
-            return
+            return None
         if kind == "fact" and text.startswith(_PROFILE_PREFIX) and inbox is None:
             self._supersede(store, text, source)
-        date = time.strftime("%Y-%m-%d", time.localtime(at))  # the day it was said (None: now)
         mem = (store if inbox is None else inbox).add(text, tags=[kind, CAPTURED_TAG, *extra_tags],
-                                                      topic=TOPICS[kind], date=date,
+                                                      topic=TOPICS[kind], date=day.isoformat(),
                                                       cue="distilled" if DISTILLED_TAG in extra_tags else "captured")
         self._recent.setdefault(recent, now, replace=lambda _: True)
-        self._by_session.setdefault((store.location, source["session"]), []).append((now, mem.id))
         self._event(store, "captured" if inbox is None else "captured-for-review", mem, source)
         log.info("memwire: captured %s %s (%d chars)", kind, mem.id, len(mem.text))
+        return mem
 
     def _distill(self, store: Store, session: str, turn: str, fmt: Format, items: list[Any],
                  system_text: str, complete: Complete | None = None) -> None:
@@ -491,21 +542,107 @@ class Capture:
                 self._event(store, "superseded", store.forget(mem.id, reason="superseded"), source)
 
     def _forget(self, store: Store, session: str, text: str) -> None:
+        """"forget that X": the captured memory that best matches X."""
         inbox = inbox_of(store) if self.setting == "review" else None
-        if text:
-            gone = [m for where in (store, inbox) if where is not None for m in _captured_match(where, text)][:1]
-        else:  # "never mind": what this session captured just now
-            now = self._clock()
-            recent = self._by_session.get((store.location, session)) or []
-            ids = {mid for at, mid in recent if now - at <= self.cooldown_s}
-            gone = [m for where in (store, inbox) if where is not None for m in where.memories() if m.id in ids]
-            recent.clear()
-        for mem in gone:
-            if inbox is not None and mem.id in inbox:  # not approved yet: it was never memory
+        gone = [m for where in (store, inbox) if where is not None for m in _captured_match(where, text)][:1]
+        self._take_back(store, inbox, gone, "forgotten", {"session": session})
+
+    def _take_back(self, store: Store, inbox: Store | None, mems: list[Memory], reason: str,
+                   source: dict[str, str]) -> None:
+        """Archive ``mems`` (``reason``: forgotten, superseded); one still in the review inbox is
+        rejected (it was never memory)."""
+        for mem in mems:
+            if inbox is not None and mem.id in inbox:
                 reject(store, [mem.id])
+            elif mem.id in store:
+                self._event(store, reason, store.forget(mem.id, reason=reason), source)
             else:
-                self._event(store, "forgotten", store.forget(mem.id), {"session": session})
-            log.info("memwire: forgot captured memory %s", mem.id)
+                continue
+            log.info("memwire: took back captured memory %s (%s)", mem.id, reason)
+
+    def _captures(self, store: Store, inbox: Store | None, session: str) -> list[tuple[str, Memory]]:
+        """What ``session`` captured that is still there (in the store, or in the review inbox), as
+        (turn, memory), oldest first: the capture log's events (and those waiting to be appended)."""
+        with self._cond:
+            waiting = [(mem.id, src) for st, ev, mem, src in self._unlogged
+                       if st is store and ev in _CAPTURED_EVENTS]
+        events = [(e.get("id"), e) for e in read_log(store) if e.get("event") in _CAPTURED_EVENTS]
+        out: list[tuple[str, Memory]] = []
+        seen: set[str] = set()
+        for mid, e in [*events, *waiting]:
+            if e.get("session") != session or not isinstance(mid, str) or mid in seen:
+                continue
+            where = store if mid in store else inbox if inbox is not None and mid in inbox else None
+            if where is not None:
+                seen.add(mid)
+                out.append((str(e.get("turn", "")), where.get(mid)))
+        return out
+
+    def _last_captured(self, store: Store, inbox: Store | None, session: str, turn: str,
+                       prev: str | None) -> list[Memory]:
+        """What "that" is: the statement captured just before in the same message, else what the
+        previous user message captured (``prev``: its turn; None: not known, the session's
+        latest captures; "": there was none)."""
+        caps = self._captures(store, inbox, session)
+        same = [m for t, m in caps if t == turn]
+        if same:
+            return same[-1:]
+        if prev is None and caps:
+            prev = caps[-1][0]
+        return [m for t, m in caps if prev and t == prev]
+
+    def _retract(self, store: Store, session: str, turn: str, prev: str | None) -> None:
+        """"Actually, forget that": what this conversation captured last goes to the archive."""
+        inbox = inbox_of(store) if self.setting == "review" else None
+        gone = self._last_captured(store, inbox, session, turn, prev)
+        if not gone:
+            log.info("memwire: a retraction found nothing this conversation captured just before")
+        self._take_back(store, inbox, gone, "forgotten", {"session": session, "turn": turn})
+
+    def _correct(self, store: Store, entry: Mapping[str, Any], at: float | None) -> None:
+        """"Correction: X", "I meant X": what this conversation captured last (or the capture of it
+        that holds the value named as wrong) is superseded by the corrected statement."""
+        text, session, turn = entry["text"], entry["session"], entry["turn"]
+        old, value = str(entry.get("old") or ""), bool(entry.get("value"))
+        source = {"kind": "correct", "session": session, "turn": turn, "key": entry["key"]}
+        inbox = inbox_of(store) if self.setting == "review" else None
+        last = self._last_captured(store, inbox, session, turn, entry.get("prev", ""))
+        if old:  # "not deploy.sh": the capture that holds it, the last one first, else any of this conversation's
+            named = [m for m in last if old.lower() in m.text.lower()]
+            last = named or [m for _, m in reversed(self._captures(store, inbox, session))
+                             if old.lower() in m.text.lower()][:1]
+        target, new = None, None
+        for mem in reversed(last):
+            if value:
+                new = corrected(mem.text, text, old, ALTERNATIVES)
+            elif set(analyze(text)) & set(analyze(mem.text)):  # a statement about the same thing
+                new = text
+            if new is not None:
+                target = mem
+                break
+        if target is None or new is None:
+            if entry.get("retracts"):  # "scratch that, it's X" and no place for X: the retraction stands
+                self._take_back(store, inbox, last, "forgotten", {"session": session, "turn": turn})
+            elif not value:  # "correction: X" with nothing of this conversation's to correct: X is said
+                self._write(store, "fact", text, source, at=at)
+            else:
+                log.info("memwire: a correction found no captured value of this conversation to replace")
+            return
+        kind = next((k for k in ("fact", "preference", "instruction") if k in target.tags), "fact")
+        self._take_back(store, inbox, [target], "superseded" if inbox is None or target.id not in inbox
+                        else "forgotten", {**source, "by": memory_id(self._dated(store, new, at))})
+        self._write(store, kind, new, source, at=at)
+
+
+def _previous_turn(turn: Turn) -> str | None:
+    """The turn key of the user message before ``turn``'s: "" when there is none, None when the
+    request does not hold the conversation (a Responses call continuing a stored one)."""
+    view = turn.view
+    users = view.user_indices
+    if len(users) >= 2:
+        i = users[-2]
+        return turn_key(i, turn.fmt.identity(view.items[i], view.system_text))
+    return None if view.stateful else ""
 
 
 def _work(ref: weakref.ref[Capture]) -> None:

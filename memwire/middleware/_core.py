@@ -97,7 +97,7 @@ class Middleware:
         # capture and telemetry run in the background, and wait for a quiet moment between requests
         self.traffic = Traffic()
         self.capture = Capture(self.config.capture, memo_size=self.config.memo_size, distiller=_distiller(self.config),
-                               traffic=self.traffic)
+                               traffic=self.traffic, timezone=self.config.timezone)
         self.telemetry = Telemetry(self.traffic)
         self.records = Records()  # per request, what memwire did and what the provider reported (adapters add them)
         # the proxy also keeps each record in its namespace's store: every worker's and replica's page sees it

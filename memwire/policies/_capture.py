@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 __all__ = [
@@ -71,6 +71,7 @@ class Statement:
     said: str  # the sentence it came from
     old: str = ""  # a correction: the value it replaces, when said ("not deploy.sh")
     value: bool = False  # a correction: ``text`` is a value to put in place of one, not a statement
+    retracts: bool = False  # a correction that also takes back ("scratch that, it's X"): with no place for X
 
 
 _CODE_BLOCK = re.compile(r"```.*?(?:```|$)", re.DOTALL)
@@ -216,7 +217,8 @@ def _corrections(sentence: str) -> Statement | None:
     if m := _RETRACTION.match(sentence):
         rest = m["rest"] or ""
         if v := _REST_VALUE.match(rest):  # "scratch that, it's 6543"
-            return _correction(v["x"], sentence) or Statement("forget", "", sentence)
+            st = _correction(v["x"], sentence)
+            return replace(st, retracts=True) if st is not None else Statement("forget", "", sentence)
         return Statement("forget", "", sentence)
     if m := _CORRECTION.match(sentence):
         return _correction(m["x"], sentence)

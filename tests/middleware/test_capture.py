@@ -202,9 +202,11 @@ def test_never_mind_takes_back_what_this_session_just_captured(store: MemoryStor
     say(mw, PORT, "s1")
     say(mw, "never mind", "s1", PORT)
     assert captured(store) == ["The build needs Java 21."]
+    say(mw, "never mind", "other", "Remember that the build needs Java 21.", "Which JDK do we use?")
+    assert captured(store) == ["The build needs Java 21."]  # the message before said nothing to remember
     clock.now += 10_000
-    say(mw, "never mind", "other", "Remember that the build needs Java 21.")  # too long ago: kept
-    assert captured(store) == ["The build needs Java 21."]
+    say(mw, "never mind", "other", "Remember that the build needs Java 21.")  # "that": the message before
+    assert captured(store) == []
 
 
 @pytest.mark.parametrize("said", [
