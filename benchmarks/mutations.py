@@ -6,6 +6,11 @@ and reports the first failing test, or SURVIVED when the whole suite still passe
 
     python benchmarks/mutations.py            # all mutations (about 90 s each on 2 cores)
     python benchmarks/mutations.py --only 3 7 # some of them
+    python benchmarks/mutations.py --check    # only that every mutation applies (no tests run)
+
+Every chosen mutation must apply (its line found exactly once in the committed file) before any
+test runs: one that does not (the code moved or changed) is named and the script exits 2, since
+a breakage that is never made would otherwise count as caught.
 """
 
 from __future__ import annotations
@@ -45,13 +50,13 @@ MUTATIONS = [
     Mutation("block token budget not checked", "memwire/policies/modes/_render.py",
              "        if used + cost <= max_tokens:", "        if True:"),
     Mutation("replay position arithmetic ignores earlier blocks", "memwire/policies/modes/_context.py",
-             "        position = view.latest_user + fmt.added_before(", "        position = view.latest_user + 0 * fmt.added_before("),
+             "        position = view.latest_user + fmt.added_before(",
+             "        position = view.latest_user + 0 * fmt.added_before("),
     Mutation("proxy re-serializes an unchanged body", "memwire/adapters/server/_proxy.py",
              "the caller's exact bytes go upstream\n            return raw\n",
              "the caller's exact bytes go upstream\n            return dump_json(body)\n"),
     Mutation("proxy fail-open path raises", "memwire/adapters/server/_proxy.py",
-             "memory never fails the user's call\n            return _unchanged(raw, exc)",
-             "memory never fails the user's call\n            raise"),
+             "            return (*_unchanged(raw, exc), model)", "            raise"),
     Mutation("side requests get memory", "memwire/middleware/_core.py",
              'if self.config.side_requests == "skip" and is_side_request(', "if False and is_side_request("),
     Mutation("harness wrappers not stripped", "memwire/policies/_human_text.py",
@@ -63,26 +68,34 @@ MUTATIONS = [
     Mutation("over_budget reported as nothing_relevant", "memwire/policies/modes/_render.py",
              '        return Block(skipped="over_budget")', '        return Block(skipped="nothing_relevant")'),
     Mutation("lock order reversed for pin/forget", "memwire/memory/_store.py",
-             "        with d.write_lock():\n            with self._lock:\n                self.refresh()\n                name = d.find(full)",
-             "        with self._lock, d.write_lock():\n            if True:\n                self.refresh()\n                name = d.find(full)"),
+             "        with d.write_lock():\n            with self._lock:\n"
+             "                self.refresh()\n                name = d.find(full)",
+             "        with self._lock, d.write_lock():\n            if True:\n"
+             "                self.refresh()\n                name = d.find(full)"),
     Mutation("an inline request waits for the store's lock", "memwire/policies/modes/_base.py",
              "exclude=exclude, refresh=fresh, wait=fresh)", "exclude=exclude, refresh=fresh, wait=True)"),
     Mutation("late hand appends not carried over", "memwire/memory/_store.py",
              "    done, quiet = read, 0\n", "    return\n    done, quiet = read, 0\n"),
-    Mutation("symlinks out of the directory are read", "memwire/memory/_store.py",
-             "if e.is_symlink() and not self._inside(e.path):", "if False:"),
+    Mutation("symlinked memory files are read", "memwire/memory/_store.py",
+             "if e.is_symlink():\n                            self.links.add(e.name)\n"
+             "                        elif e.is_file(follow_symlinks=False):",
+             "if False:\n                            self.links.add(e.name)\n"
+             "                        elif e.is_file():"),
     Mutation("rewrites reset permissions", "memwire/memory/_store.py",
              "            os.fchmod(fd, stat.S_IMODE(mode))", "            pass"),
     Mutation("ids back to 40 bits", "memwire/memory/_model.py", "ID_CHARS = 20", "ID_CHARS = 10"),
     Mutation("id collisions hide a memory", "memwire/memory/_store.py",
-             '            mid = _collided(mem, out[mid], f"{path}:{e.first_line}")', "            pass"),
+             '            mid = longer_id(mem, out[mid], f"{path}:{e.first_line}")', "            pass"),
     Mutation("a listing is trusted before its files are loaded", "memwire/memory/_store.py",
-             "        return self._scan(remember=False) == self.sigs", "        return self._scan() == self.sigs"),
+             "        if found != self.sigs:\n            return False\n        if listed is not None:\n"
+             "            self._dir_sig = listed\n",
+             "        if listed is not None:\n            self._dir_sig = listed\n        if found != self.sigs:\n"
+             "            return False\n"),
     Mutation("an empty turn never looks again", "memwire/policies/modes/_render.py",
              "        return self.looked_at is not None and not self.ids and", "        return False and"),
     Mutation("the social-closer gate lets closers through", "memwire/policies/_gate.py",
              '    return GateDecision(True, user_text, "gate")', "    return GateDecision(False, user_text)"),
-    Mutation("message identity from raw blocks", "memwire/middleware/_formats.py",
+    Mutation("message identity from raw blocks", "memwire/middleware/formats/_base.py",
              'if isinstance(p, Mapping) and p.get("type") in self.text_types and isinstance(p.get("text"), str):',
              "if False:"),
     Mutation("a stateful Responses call goes through the replay ledger", "memwire/policies/modes/_context.py",
@@ -93,13 +106,13 @@ MUTATIONS = [
              "        if total + block.tokens > self.max_tokens:", "        if False:"),
     Mutation("a forgotten memory stays in replayed blocks", "memwire/policies/modes/_replay.py",
              "            if gone.intersection(e.ids):", "            if False:"),
-    Mutation("a merged block goes before the tool results", "memwire/middleware/_formats.py",
+    Mutation("a merged block goes before the tool results", "memwire/middleware/formats/_base.py",
              "        n = self._kept_first(parts)", "        n = 0"),
     Mutation("capture reads every request of a turn", "memwire/middleware/_capture.py",
              "        if self._seen.setdefault(key, mine) is not mine:", "        if False:"),
     Mutation("explicit capture stores secrets", "memwire/middleware/_capture.py",
-             "                elif (secret := find_secret(st.said)) is not None:",
-             "                elif (secret := None) is not None:"),
+             '            if (why := screened(" ".join(st.said.split()))) is not None:',
+             "            if (why := None) is not None:"),
     Mutation("capture has no cooldown", "memwire/middleware/_capture.py",
              "        if last is not None and now - last <= self.cooldown_s:", "        if False:"),
     Mutation("a near-duplicate is added again", "memwire/middleware/_capture.py",
@@ -108,7 +121,8 @@ MUTATIONS = [
              '            lines.append(f"User: {_without_blocks(human_text(fmt.text_parts(item))).strip()}")',
              '            lines.append(f"User: {human_text(fmt.text_parts(item)).strip()}")'),
     Mutation("distillation has no confidence floor", "memwire/middleware/_distill.py",
-             "            if p.action == \"ignore\" or p.confidence < self.min_confidence or len(p.text) > MAX_TEXT_CHARS:",
+             "            if p.action == \"ignore\" or p.confidence < self.min_confidence "
+             "or len(p.text) > MAX_TEXT_CHARS:",
              "            if p.action == \"ignore\" or len(p.text) > MAX_TEXT_CHARS:"),
     Mutation("a wrong x-memwire-key is let in (proxy, memory API, page)", "memwire/adapters/server/_keys.py",
              '        raise Denied(401, WRONG_KEY, "invalid_memwire_key")', "        return Caller()"),
@@ -120,41 +134,54 @@ MUTATIONS = [
     Mutation("a turn repeats what the profile shows", "memwire/policies/modes/_context.py",
              "search(f, exclude | shown)", "search(f, exclude)"),
     Mutation("the profile is not read back from the ledger", "memwire/policies/modes/_ledger.py",
-             "            profile = by_key.pop(PROFILE_KEY, None)", "            profile = None"),
+             "is skipped, not trusted\n            self._apply(entry)",
+             "is skipped, not trusted\n            if entry.key != PROFILE_KEY:\n                self._apply(entry)"),
     Mutation("a pinned memory decays", "memwire/memory/_lifecycle.py",
-             "decay = 1.0 if mem.pinned else", "decay = 1.0 if False else"),
+             "decay = 1.0 if pinned else", "decay = 1.0 if False else"),
     Mutation("the stability prior is not applied", "memwire/memory/_store.py",
-             "Hit(h.memory, h.score * p)", "Hit(h.memory, h.score)"),
+             "(mid, score * p, h)", "(mid, score, h)"),
     Mutation("forget deletes instead of archiving", "memwire/memory/_store.py",
-             "                self.archive_copy([d.files[name][full]], reason)", "                pass"),
+             "                self.archive_copy([m for m in (d.files[name].get(full),) if m], reason)",
+             "                pass"),
     Mutation("a sweep moves a person's own memory", "memwire/memory/_upkeep.py",
              '    return s.cue != "explicit" and not s.memory.pinned', "    return not s.memory.pinned"),
     Mutation("a used memory is not reinforced", "memwire/memory/_telemetry.py",
              "                store.lifecycle.reinforce(took, used=True)", "                pass"),
     Mutation("two processes' counts overwrite each other", "memwire/memory/_lifecycle.py",
-             "                disk = self._read()\n                now = self.clock()",
-             "                disk = {}\n                now = self.clock()"),
+             "            disk = self._read()\n            now = self.clock()",
+             "            disk = {}\n            now = self.clock()"),
     Mutation("background work does not wait for a quiet moment", "memwire/_worker.py",
              "            if self.traffic is not None:\n", "            if False:\n"),
-    Mutation("the cache read is left out of Anthropic's prompt", "memwire/middleware/_usage.py",
-             "        return Usage(fresh + read + written, read, written,", "        return Usage(fresh + written, read, written,"),
-    Mutation("a stream's later usage does not replace message_start's", "memwire/middleware/_usage.py",
+    Mutation("the cache read is left out of Anthropic's prompt", "memwire/middleware/formats/anthropic_messages.py",
+             "        return Usage(fresh + read + written, read, written,",
+             "        return Usage(fresh + written, read, written,"),
+    Mutation("a stream's later usage does not replace message_start's",
+             "memwire/middleware/formats/anthropic_messages.py",
              "        out.update({k: v for k, v in later.items() if v is not None})", "        pass"),
     Mutation("an upstream failure is not recorded", "memwire/adapters/server/_proxy.py",
              "            if tap is not None:\n                tap.finish()\n            raise",
              "            raise"),
     Mutation("another process's ledger commit is not read before committing", "memwire/policies/modes/_ledger.py",
-             "                if fd is not None:\n                    self._read(fd)", "                if False:\n                    self._read(fd)"),
+             "                if locked is not None:\n                    self._read(*locked)",
+             "                if False:\n                    self._read(*locked)"),
     Mutation("the incremental read trusts the whole previous request", "memwire/middleware/_incremental.py",
-             "    if all(a[:n] == b[:n] for a, b in zip(new, old)):", "    if True:"),
+             "    if all(a[:n] == b[:n] for a, b in zip(new, old",
+             "    if True or all(a[:n] == b[:n] for a, b in zip(new, old"),
 ]
+
+
+def unapplied(mutation: Mutation, tree: Path) -> str | None:
+    """Why ``mutation`` cannot be made in ``tree`` (None: its line occurs exactly once)."""
+    path = tree / mutation.path
+    if not path.is_file():
+        return f"{mutation.path} does not exist"
+    found = path.read_text(encoding="utf-8").count(mutation.old)
+    return None if found == 1 else f"its line occurs {found} times in {mutation.path}"
 
 
 def run(mutation: Mutation, tree: Path, pytest_args: list[str]) -> tuple[str, float]:
     path = tree / mutation.path
     original = path.read_text(encoding="utf-8")
-    if original.count(mutation.old) != 1:
-        return f"NOT APPLIED (the line occurs {original.count(mutation.old)} times)", 0.0
     path.write_text(original.replace(mutation.old, mutation.new, 1), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(tree), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     start = time.perf_counter()
@@ -173,6 +200,7 @@ def run(mutation: Mutation, tree: Path, pytest_args: list[str]) -> tuple[str, fl
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", type=int, nargs="*", help="mutation numbers (1-based) to run")
+    ap.add_argument("--check", action="store_true", help="only check that every mutation applies; run no test")
     ap.add_argument("pytest_args", nargs="*", default=["tests"], help="what pytest runs (default: tests)")
     args = ap.parse_args()
     chosen = [(n, m) for n, m in enumerate(MUTATIONS, 1) if not args.only or n in args.only]
@@ -181,6 +209,16 @@ def main() -> int:
         archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True).stdout
         tree.mkdir()
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        missing = [(n, m, why) for n, m in chosen if (why := unapplied(m, tree)) is not None]
+        for n, m, why in missing:
+            print(f"NOT APPLIED #{n} {m.what}: {why}", file=sys.stderr)
+        if missing:
+            print(f"{len(missing)} of {len(chosen)} mutations do not apply: point them at where that code is now",
+                  file=sys.stderr)
+            return 2
+        if args.check:
+            print(f"all {len(chosen)} mutations apply")
+            return 0
         print(f"{'#':>2}  {'breakage':<48} {'caught by':<90} s")
         survived = 0
         for n, m in chosen:
