@@ -34,6 +34,9 @@ class StoreSettings(Protocol):
     @property
     def min_score(self) -> float | None: ...
 
+    @property
+    def timezone(self) -> str | None: ...
+
     def scoring(self) -> Scoring: ...
 
 
@@ -44,7 +47,7 @@ def open_store(config: StoreSettings, namespace: str | None = None, *, dir: Path
     namespace of a directory also reads the global scope (``use_global``) unless ``alone``: a
     command that writes or moves a scope works on that scope only."""
     url = store or (None if dir is not None else config.store)
-    kw: dict[str, Any] = {"min_score": config.min_score, "scoring": config.scoring()}
+    kw: dict[str, Any] = {"min_score": config.min_score, "scoring": config.scoring(), "timezone": config.timezone}
     if url:
         from .postgres._store import (
             PgStore,  # start-up time: the PostgreSQL backend, for a PostgreSQL store only (psycopg is an extra)

@@ -4,6 +4,9 @@ ones there, from the day it was said (issue 33 item 4), on both backends."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
 
 from memwire.memory._model import Memory
 from memwire.memory._store import _checked
@@ -48,3 +51,21 @@ def test_the_rule_itself_screened_or_not() -> None:
     mem = Memory.create("Ship it next week.", date="2026-11-28")
     assert _checked(mem).text == "Ship it next week (the week of 2026-11-30)."
     assert _checked(mem, screen=False).text == "Ship it next week."
+
+
+def test_memwire_add_dates_in_the_configured_zone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The setting reaches every store a config opens (open_store): `memwire add` with it."""
+    from memwire import MemoryStore
+    from memwire._config_model import make_config
+    from memwire.cli import main
+    from memwire.memory._open import open_store
+
+    assert open_store(make_config({"dir": tmp_path, "timezone": "Asia/Tokyo"})).timezone == "Asia/Tokyo"
+    monkeypatch.setenv("MEMWIRE_TIMEZONE", "Pacific/Kiritimati")
+    monkeypatch.setenv("MEMWIRE_HOME", str(tmp_path / "home"))
+    assert main(["add", "--dir", str(tmp_path / "mem"), "The office is closed tomorrow."]) == 0
+    [mem] = MemoryStore(tmp_path / "mem").memories()
+    today = datetime.now(timezone.utc).astimezone(zone("Pacific/Kiritimati")).date()
+    assert mem.date in (today.isoformat(), (today - timedelta(days=1)).isoformat())  # the day may turn meanwhile
+    said = datetime.fromisoformat(mem.date or "").date()
+    assert mem.text == f"The office is closed tomorrow ({(said + timedelta(days=1)).isoformat()})."
