@@ -41,6 +41,7 @@ class RequestView(Protocol):
     latest_user: int | None         # index of the latest user message
     latest_identity: str | None     # its identity once read (``RequestFormat.identity``)
     system_text: str
+    user_text: str                  # the latest user message's human text (capture reads it)
     leading_system: int             # how many leading system-role items
     user_indices: list[int]         # every human user message, in order
     stateful: bool                  # a Responses call continuing a provider-side history
@@ -50,6 +51,8 @@ class RequestView(Protocol):
 class RequestFormat(Protocol):
     """What a mode asks of the request's wire format: the middleware's ``Format``
     (``middleware/_formats``), one per API."""
+
+    api: str  # the wire API it reads ("openai.chat", ...)
 
     def items(self, body: Mapping[str, Any]) -> list[Any]: ...
 
