@@ -29,14 +29,14 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import MissingDependencyError
-from ._embed_distil import Progress, distil
+from ._embed_distil import Progress, distil, distilled_dir
 from ._embed_model import EmbeddingModelError, content_hash, read_safetensors
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-__all__ = ["EmbeddingModelError", "Null", "StaticEmbedder", "cache_dir", "load_static", "open_embedder",
-           "prepare"]
+__all__ = ["EmbeddingModelError", "Null", "StaticEmbedder", "cache_dir", "load_static", "null_of", "open_embedder",
+           "prepare", "pseudo_texts"]
 
 log = logging.getLogger("memwire")
 Array = npt.NDArray[np.float32]
@@ -121,25 +121,38 @@ class StaticEmbedder:
         return np.asarray(vec / norm, np.float32) if norm > 0 else None
 
     def _calibrate(self) -> Null:
-        """The null from pseudo-texts: words of the vocabulary drawn with Zipf frequencies (the
-        order WordPiece vocabularies list them in), so a pair shares function words and common
-        words as unrelated sentences do, and nothing else. Seeded: the same model, the same null."""
-        vocab = self._tok.get_vocab()
-        words = np.asarray(sorted(i for t, i in vocab.items() if _WORD.fullmatch(t) and i < len(self.vectors)
-                                  and np.any(self.vectors[i])), np.int64)
-        if len(words) < 50:
-            raise EmbeddingModelError(f"model {self.key[:12]}: only {len(words)} word tokens; too few to calibrate")
-        rng = np.random.default_rng(20260)
-        p = 1.0 / np.arange(1, len(words) + 1)
-        p /= p.sum()
-        texts = np.zeros((_NULL_TEXTS, self.dims), np.float32)
-        for row in range(_NULL_TEXTS):
-            vec = self._mean(rng.choice(words, size=rng.integers(*_NULL_LENGTHS), p=p).tolist())
-            texts[row] = 0.0 if vec is None else vec
-        a, b = rng.integers(0, _NULL_TEXTS, (2, _NULL_PAIRS))
-        keep = a != b
-        sims = np.sort(np.einsum("ij,ij->i", texts[a[keep]], texts[b[keep]]))
-        return Null(float(sims.mean()), float(max(sims.std(), 1e-6)), sims.astype(np.float32))
+        usable = {t: i for t, i in self._tok.get_vocab().items() if i < len(self.vectors) and np.any(self.vectors[i])}
+        texts = pseudo_texts(usable, _NULL_TEXTS)
+        if texts is None:
+            raise EmbeddingModelError(f"model {self.key[:12]}: too few word tokens to calibrate")
+        rows = np.zeros((len(texts), self.dims), np.float32)
+        for row, ids in enumerate(texts):
+            vec = self._mean(ids)
+            rows[row] = 0.0 if vec is None else vec
+        return null_of(rows)
+
+
+def pseudo_texts(vocab: dict[str, int], count: int, seed: int = 20260) -> list[list[int]] | None:
+    """``count`` texts of 3 to 23 word tokens (whole lower-case words of ``vocab``) drawn with
+    Zipf frequencies by id, the order WordPiece vocabularies list words in: so two of them share
+    function words and common words as unrelated sentences do, and nothing else. Seeded: the same
+    model, the same texts. None when the vocabulary has fewer than 50 words."""
+    words = np.asarray(sorted(i for t, i in vocab.items() if _WORD.fullmatch(t)), np.int64)
+    if len(words) < 50:
+        return None
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, len(words) + 1)
+    p /= p.sum()
+    return [rng.choice(words, size=rng.integers(*_NULL_LENGTHS), p=p).tolist() for _ in range(count)]
+
+
+def null_of(rows: Array, pairs: int = _NULL_PAIRS, seed: int = 20261) -> Null:
+    """The null of unit vectors of unrelated texts: the cosines of random pairs of ``rows``."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.integers(0, len(rows), (2, pairs))
+    keep = a != b
+    sims = np.sort(np.einsum("ij,ij->i", rows[a[keep]], rows[b[keep]]))
+    return Null(float(sims.mean()), float(max(sims.std(), 1e-6)), sims.astype(np.float32))
 
 
 def load_static(model_dir: Path) -> StaticEmbedder:
@@ -168,10 +181,11 @@ def load_static(model_dir: Path) -> StaticEmbedder:
 
 
 def prepare(model: str | os.PathLike[str], home: str | os.PathLike[str] | None = None,
-            progress: Progress | None = None) -> Path:
+            progress: Progress | None = None, *, distil_now: bool = True) -> Path:
     """The model2vec directory to load for ``model``: itself when it is one, else its static
     embeddings under the cache, distilled now when they are not there yet (minutes, with
-    ``progress``). Raises ``EmbeddingModelError`` naming the problem."""
+    ``progress``; with ``distil_now=False`` that is an error instead, for a caller that must not
+    wait). Raises ``EmbeddingModelError`` naming the problem."""
     model_dir = Path(model).expanduser()
     if not model_dir.is_dir():
         raise EmbeddingModelError(f"{model_dir}: no such model directory")
@@ -179,7 +193,14 @@ def prepare(model: str | os.PathLike[str], home: str | os.PathLike[str] | None =
     if kind == "model2vec":
         return model_dir
     _tokenizer_class()  # without the extra, say so before minutes of distilling
-    return distil(model_dir, cache_dir(home), progress)
+    cache = cache_dir(home)
+    if not distil_now:
+        out = distilled_dir(model_dir, cache)
+        if not (out / "config.json").is_file():
+            raise EmbeddingModelError(f"{model_dir}: its static embeddings are not distilled yet "
+                                      "(distil them at start-up or with a command)")
+        return out
+    return distil(model_dir, cache, progress)
 
 
 def _kind(model_dir: Path) -> str:
@@ -206,14 +227,15 @@ _warn_lock = threading.Lock()
 
 
 def open_embedder(model: str | os.PathLike[str] | None, home: str | os.PathLike[str] | None = None,
-                  progress: Progress | None = None) -> StaticEmbedder | None:
-    """The embedder for ``model`` (distilled first if need be), or None after one warning per
-    model and problem: the caller then searches with BM25 alone. Never raises for a missing extra
-    or a missing or unusable model; call it at start-up or from a command, not on a call's path."""
+                  progress: Progress | None = None, *, distil_now: bool = True) -> StaticEmbedder | None:
+    """The embedder for ``model`` (distilled first if need be and ``distil_now``), or None after
+    one warning per model and problem: the caller then searches with BM25 alone. Never raises for
+    a missing extra or a missing or unusable model; call it at start-up or from a command, not on
+    a call's path."""
     if model is None or str(model) == "":
         return None
     try:
-        return load_static(prepare(model, home, progress))
+        return load_static(prepare(model, home, progress, distil_now=distil_now))
     except MissingDependencyError as exc:
         _warn_once(str(model), "extra", f"semantic retrieval is off: {exc}; searching with BM25 only")
     except (EmbeddingModelError, OSError) as exc:

@@ -325,6 +325,18 @@ def test_open_embedder_distils_then_loads(tmp_path: Path) -> None:
                                                                             / "embeddings"))
 
 
+def test_without_distil_now_an_undistilled_model_is_off(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    d = make_bert(tmp_path / "bert")
+    caplog.set_level(logging.WARNING, "memwire")
+    assert open_embedder(d, tmp_path / "home", distil_now=False) is None
+    assert "not distilled yet" in caplog.records[-1].getMessage()
+    assert not (tmp_path / "home" / "embeddings").exists()
+    assert open_embedder(d, tmp_path / "home") is not None  # distils
+    assert open_embedder(d, tmp_path / "home", distil_now=False) is not None  # now cached
+    m2v = make_model2vec(tmp_path / "m2v")
+    assert open_embedder(m2v, tmp_path / "home", distil_now=False) is not None  # nothing to distil
+
+
 def test_cache_dir_follows_memwire_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMWIRE_HOME", str(tmp_path / "h"))
     assert _embed.cache_dir() == tmp_path / "h" / "embeddings"
