@@ -148,6 +148,51 @@ def cmd_restore(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
+def cmd_history(args: argparse.Namespace, cfg: Config) -> int:
+    from .memory._supersede import history  # start-up time
+
+    steps = history(_store(args, cfg), args.id)
+    _out(args, [s.to_json() for s in steps],
+         [f"{s.since[:10]} .. {(s.until or 'now')[:10]:<10} {s.state:<10} {s.memory.id[:8]}  {s.memory.text}"
+          for s in steps])
+    return 0
+
+
+def cmd_dedupe(args: argparse.Namespace, cfg: Config) -> int:
+    from .memory._supersede import duplicate_clusters, merge  # start-up time
+
+    store = _store(args, cfg)
+    clusters = duplicate_clusters(store)
+    if args.apply:
+        for cluster in clusters:
+            merge(store, cluster)
+    lines = [f"{'merged' if args.apply else 'would merge'} into {c[0].id[:8]} ({c[0].text}): "
+             + ", ".join(f"{m.id[:8]} ({m.text})" for m in c[1:]) for c in clusters]
+    if clusters and not args.apply:
+        lines.append("memwire dedupe --apply merges them (the others go to the archive as #merged, restorable)")
+    _out(args, [{"keep": _mem_json(c[0]), "merge": [_mem_json(m) for m in c[1:]], "applied": args.apply}
+                for c in clusters], lines or [f"no duplicates in {store.location}"])
+    return 0
+
+
+def cmd_conflicts(args: argparse.Namespace, cfg: Config) -> int:
+    from .memory._supersede import conflicts, resolve  # start-up time
+
+    store = _store(args, cfg)
+    if args.keep:
+        kept, gone = resolve(store, args.keep, both=args.both)
+        _out(args, {"kept": _mem_json(kept), "archived": [_mem_json(m) for m in gone]},
+             [f"kept {kept.id[:8]}: {kept.text}"] + [f"archived (superseded) {m.id[:8]}: {m.text}" for m in gone])
+        return 0
+    pairs = conflicts(store)
+    _out(args, [{"newer": _mem_json(new), "older": _mem_json(old)} for new, old in pairs],
+         [f"{new.id[:8]} {new.text}\n  vs {old.id[:8]} {old.text}" for new, old in pairs]
+         + (["memwire conflicts --keep ID keeps that one (the other is archived as superseded); "
+             "--keep ID --both keeps both"] if pairs else [])
+         or ["no conflicts"])
+    return 0
+
+
 def cmd_stats(args: argparse.Namespace, cfg: Config) -> int:
     from .memory._lifecycle import STATES  # start-up time
     from .memory._upkeep import stats  # start-up time
@@ -534,6 +579,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = common(sub.add_parser("restore", help="bring a memory back from the archive by id"))
     p.add_argument("id")
     p.set_defaults(fn=cmd_restore)
+
+    p = common(sub.add_parser("history", help="a memory's values over time (superseded, merged), with dates"))
+    p.add_argument("id", help="a memory id (or a unique prefix), current or archived")
+    p.set_defaults(fn=cmd_history)
+
+    p = common(sub.add_parser("dedupe", help="find memories that say the same thing; --apply merges them",
+                              description="Near-duplicate clusters of the active memories (the same values and "
+                                          "subject in other words). --apply keeps the first of each and moves "
+                                          "the others to the archive as #merged (restorable), counted as "
+                                          "reinforcements of the one kept."))
+    p.add_argument("--apply", action="store_true", help="merge them now")
+    p.set_defaults(fn=cmd_dedupe)
+
+    p = common(sub.add_parser("conflicts", help="memories that may contradict each other, for you to resolve",
+                              description="Pairs memwire kept both of because it could not tell whether the newer "
+                                          "replaces the older. Only the newer is injected meanwhile."))
+    p.add_argument("--keep", metavar="ID", help="keep this one: the ones it conflicts with go to the archive")
+    p.add_argument("--both", action="store_true", help="with --keep: keep both, no longer in conflict")
+    p.set_defaults(fn=cmd_conflicts)
 
     p = common(sub.add_parser("stats", help="per category: memories by state, injected, used, capacity; "
                                             "--requests: the real cache figures of proxied traffic"))

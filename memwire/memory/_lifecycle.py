@@ -363,7 +363,7 @@ class Lifecycle:
                     self._delta.pop(mid, None)
                 else:
                     self._delta[mid] = _Delta(m.created, m.cue, m.reinforced, m.evidence, m.uses, m.injected,
-                                              m.forgotten, m.forgotten is None)
+                                              m.forgotten, m.forgotten is None, dict(m.links) if m.links else None)
         self._changed()
 
     # ------------------------------------------------------------------ the file

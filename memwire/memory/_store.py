@@ -94,7 +94,7 @@ MAX_TOPIC_CHARS = 100
 ARCHIVE_DIR = "archive"
 INBOX_DIR = "inbox"
 #: why a memory is in the archive (its latest reason is its tag there)
-ARCHIVE_REASONS = ("forgotten", "superseded", "rejected", "decayed", "capped")
+ARCHIVE_REASONS = _supersede.ARCHIVE_REASONS  # "merged": a duplicate merged into another (memwire dedupe)
 # a read that must not wait (a search on the event loop) still waits this long for the lock: a
 # background thread's read holds it for tens of microseconds, a hop to a worker thread costs more
 BUSY_WAIT_S = 0.002

@@ -36,33 +36,48 @@ similar to the new one.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from .._errors import MemoryNotFoundError
 from ._model import Hit, Memory, normalized
 from ._text import STOPWORDS, analyze
 
+if TYPE_CHECKING:
+    from ._protocol import Store
+
+# why a memory is in the archive (``_store.ARCHIVE_REASONS``, which imports this module)
+ARCHIVE_REASONS = ("forgotten", "superseded", "rejected", "decayed", "capped", "merged")
+
 __all__ = [
     "ALTERNATIVES",
+    "ARCHIVE_REASONS",
     "CANDIDATES",
     "CANDIDATE_SCORE",
     "Decision",
     "Plan",
     "Reading",
+    "Step",
     "Verdict",
     "compare",
+    "conflicts",
     "decide",
+    "duplicate_clusters",
+    "history",
     "links_of",
+    "merge",
     "plan",
     "read",
+    "resolve",
 ]
 
 Verdict = Literal["separate", "duplicate", "supersede", "conflict"]
 
 CANDIDATES = 8  # the active memories most similar to a new one that are compared with it
-CANDIDATE_SCORE = 0.15  # their least search score: a new value is an unseen word, so the share is low
+CANDIDATE_SCORE = 0.0  # any shared word: a new value is an unseen word, most of the query's weight, so the share is low
 
 def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
@@ -379,3 +394,158 @@ def links_of(plan: Plan, added: Iterable[Memory], conflicts_now: Callable[[str],
                 have = list(conflicts_now(o.id))
                 changes.setdefault(o.id, {})["conflicts"] = [*have, new] if new not in have else have
     return changes
+
+
+# ---------------------------------------------------------------- history and duplicates of a store
+
+HISTORY_MAX = 200  # memories one history shows at most (a chain of values, its merged twins)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One value in a memory's history: the memory, whether it is ``current`` (active) or where it
+    went (``superseded``, ``merged``, or the archive's other reasons), since when it was known and
+    until when it held (UTC times, ISO 8601), and its links."""
+
+    memory: Memory
+    state: str
+    since: str
+    until: str | None
+    links: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.memory.id, "text": self.memory.text, "tags": list(self.memory.tags),
+                "state": self.state, "since": self.since, "until": self.until, "date": self.memory.date,
+                **dict(self.links)}
+
+
+def _linked_ids(links: Mapping[str, Any]) -> list[str]:
+    out: list[str] = []
+    for key in ("supersedes", "superseded_by", "merged", "merged_into"):
+        value = links.get(key)
+        out.extend([value] if isinstance(value, str) else value or [])
+    return out
+
+
+def history(store: Store, mid: str) -> list[Step]:
+    """The chain of values of memory ``mid`` (an id or a unique prefix, active or archived), oldest
+    first: every memory linked to it by a supersession or a merge, each with its dates. Raises
+    ``MemoryNotFoundError`` when neither the store nor its archive holds ``mid``."""
+    start = _find(store, mid, prefix=True)
+    if start is None:
+        raise MemoryNotFoundError(f"no memory with id {mid!r} in {store.location} or its archive")
+    lc = store.lifecycle
+    found: dict[str, tuple[Memory, bool]] = {start[0].id: start}
+    todo = [start[0].id]
+    while todo and len(found) < HISTORY_MAX:
+        for other in _linked_ids(lc.links(todo.pop())):
+            if other not in found and (hit := _find(store, other)) is not None:
+                found[other] = hit
+                todo.append(other)
+    steps = []
+    for mem, active in found.values():
+        meta = lc.get(mem)
+        state = "current" if active else next((t for t in reversed(mem.tags) if t in ARCHIVE_REASONS), "archived")
+        ended = None if active else meta.forgotten
+        step = Step(mem, state, _iso(meta.created), None if ended is None else _iso(ended), lc.links(mem.id))
+        steps.append(((ended is None, ended or 0.0, meta.created, mem.id), step))
+    return [step for _, step in sorted(steps, key=lambda s: s[0])]  # by when each stopped holding
+
+
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def _find(store: Store, mid: str, *, prefix: bool = False) -> tuple[Memory, bool] | None:
+    """The memory ``mid`` and whether it is active (else archived), or None."""
+    for where, active in ((store, True), (store.archive, False)):
+        try:
+            mem = where.get(mid) if prefix or mid in where else None
+        except MemoryNotFoundError:
+            mem = None
+        if mem is not None:
+            return mem, active
+    return None
+
+
+def duplicate_clusters(store: Store) -> list[list[Memory]]:
+    """Groups of active memories that say the same thing (``compare`` says ``duplicate`` for some
+    pair of the group), each in store order: the first is the one a merge keeps."""
+    mems = store.memories()
+    order = {m.id: i for i, m in enumerate(mems)}
+    parent: dict[str, str] = {}
+
+    def root(x: str) -> str:
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    for mem in mems:
+        for hit in store.search(mem.text, CANDIDATES, min_score=CANDIDATE_SCORE):
+            other = hit.memory
+            if other.id != mem.id and other.id in order and compare(mem.text, other.text) == "duplicate":
+                a, b = sorted((root(mem.id), root(other.id)), key=order.__getitem__)
+                if a != b:
+                    parent[b] = a
+    groups: dict[str, list[Memory]] = {}
+    for mem in mems:
+        groups.setdefault(root(mem.id), []).append(mem)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def merge(store: Store, cluster: Sequence[Memory]) -> Memory:
+    """Merge a cluster of duplicates into its first memory: the others go to the archive as
+    ``merged`` (restorable), linked (``merged_into`` / ``merged``), and count as reinforcements of
+    the one kept."""
+    keep, rest = cluster[0], list(cluster[1:])
+    store.archive_copy(rest, "merged")
+    for mem in rest:
+        store.forget(mem.id, reason=None)
+    lc = store.lifecycle
+    if not lc.get(keep).recorded:  # written by hand: its own saying counts first
+        lc.added([keep])
+    lc.reinforce([keep.id] * len(rest))
+    lc.forgotten([m.id for m in rest])
+    merged = [*lc.links(keep.id).get("merged", []), *(m.id for m in rest)]
+    lc.link({keep.id: {"merged": list(dict.fromkeys(merged))}, **{m.id: {"merged_into": keep.id} for m in rest}})
+    return keep
+
+
+def conflicts(store: Store) -> list[tuple[Memory, Memory]]:
+    """The active pairs marked in conflict, each as (newer, older), newest first."""
+    mems = store.memories()
+    by_id = {m.id: m for m in mems}
+    lc = store.lifecycle
+    # newer: created later (saved to the second), then written later (the store's order)
+    age = {m.id: (-meta.created, -i) for i, (m, meta) in enumerate(zip(mems, lc.get_many(mems), strict=True))}
+    pairs: dict[frozenset[str], tuple[Memory, Memory]] = {}
+    for mem in mems:
+        for other in lc.links(mem.id).get("conflicts", ()):
+            if other in by_id and other != mem.id:
+                a, b = sorted((mem, by_id[other]), key=lambda m: age[m.id])
+                pairs.setdefault(frozenset((a.id, b.id)), (a, b))
+    return sorted(pairs.values(), key=lambda p: age[p[0].id])
+
+
+def resolve(store: Store, mid: str, *, both: bool = False) -> tuple[Memory, list[Memory]]:
+    """Settle the conflicts of memory ``mid`` (an id or a unique prefix) in one action: it is kept
+    and the active ones it conflicts with go to the archive as ``superseded`` by it (restorable,
+    linked), or with ``both`` they all stay, no longer in conflict. Returns it and what left."""
+    kept = store.get(mid)
+    lc = store.lifecycle
+    others = [o for o in lc.links(kept.id).get("conflicts", ()) if o != kept.id]
+    active = {m.id: m for m in store.known(others)}
+    changes: dict[str, dict[str, Any]] = {kept.id: {"conflicts": None}}
+    gone: list[Memory] = []
+    for other in others:
+        rest = [c for c in lc.links(other).get("conflicts", ()) if c != kept.id]
+        changes[other] = {"conflicts": rest or None}
+        if not both and other in active:
+            gone.append(store.forget(other, reason="superseded"))
+            changes[other]["superseded_by"] = kept.id
+    if gone:
+        changes[kept.id]["supersedes"] = [*lc.links(kept.id).get("supersedes", []), *(m.id for m in gone)]
+    lc.link(changes)
+    return kept, gone

@@ -4,10 +4,14 @@ dedupe, restore."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from memwire import MemoryNotFoundError
+from memwire.cli import main
 from memwire.memory import _supersede
 from memwire.memory._model import Memory
 from memwire.memory._supersede import compare, decide
@@ -203,3 +207,103 @@ def test_many_similar_writes_at_once_settle_on_one_current_value(make_store: Sto
         t.join()
     assert len([m for m in make_store() if "build cache" in m.text]) == 1  # decided under the write lock
     assert len(make_store().archive) == 5
+
+
+# ---------------------------------------------------------------- history, dedupe, conflicts (library and CLI)
+
+
+def test_history_follows_the_chain_both_ways_with_dates(make_store: StoreSpec) -> None:
+    s = make_store()
+    a = s.add("The staging database listens on port 5433.")
+    b = s.add("The staging database now listens on port 6543.")
+    c = s.add("The staging database listens on port 7000.")
+    s.add("The staging Redis port is 6380.")  # a look-alike is not part of it
+    for mid in (a.id, b.id[:8], c.id):
+        steps = _supersede.history(s, mid)
+        assert [st.memory.id for st in steps] == [a.id, b.id, c.id]
+    assert [st.state for st in steps] == ["superseded", "superseded", "current"]
+    assert steps[0].until and steps[1].until and steps[2].until is None
+    assert steps[0].since <= steps[0].until <= steps[1].until  # type: ignore[operator]
+    assert steps[1].to_json()["superseded_by"] == c.id and steps[1].to_json()["supersedes"] == [a.id]
+    with pytest.raises(MemoryNotFoundError):
+        _supersede.history(s, "ffffffffffff")
+
+
+def test_dedupe_finds_clusters_and_merges_them_into_the_archive(make_store: StoreSpec) -> None:
+    s = make_store()
+    texts = ["The ledger runs on PostgreSQL 15.", "The deploy script is ship.sh.", "I like dark mode.",
+             "The ledger database is PostgreSQL 15.", "User prefers dark mode.", "The staging Redis port is 6380."]
+    mems = _hand_written(s, texts)
+    clusters = _supersede.duplicate_clusters(s)
+    assert [[m.text for m in c] for c in clusters] == [[texts[0], texts[3]], [texts[2], texts[4]]]
+    for c in clusters:
+        _supersede.merge(s, c)
+    assert sorted(m.text for m in s) == sorted([texts[0], texts[1], texts[2], texts[5]])
+    assert {m.text for m in s.archive} == {texts[3], texts[4]}
+    assert all("merged" in m.tags for m in s.archive)
+    ledger = mems[texts[0]]
+    assert _links(s, ledger.id) == {"merged": [mems[texts[3]].id]}
+    assert s.lifecycle.get(ledger).evidence >= 2
+    assert [st.memory.id for st in _supersede.history(s, ledger.id)] == [mems[texts[3]].id, ledger.id]
+    back = s.restore(mems[texts[3]].id)  # nothing lost: a merged twin comes back as it was
+    assert back.text == texts[3] and back.tags == () and back.id in s
+
+
+def _hand_written(s: Any, texts: list[str]) -> dict[str, Memory]:
+    """Write ``texts`` as a person would by hand (the add path would merge the twins)."""
+    if hasattr(s, "path"):
+        s.path.mkdir(parents=True, exist_ok=True)
+        (s.path / "MEMORY.md").write_text("# Memory\n\n## Notes\n" + "".join(f"- {t}\n" for t in texts))
+    else:  # PostgreSQL: rows as an older memwire (no add-path settling) left them
+        for t in texts:
+            with s._writing() as w:
+                w.merge(s.kind, [Memory.create(t, (), False, "Notes")])
+    return {m.text: m for m in s.memories()}
+
+
+def test_conflicts_are_listed_and_resolved_in_one_action(make_store: StoreSpec) -> None:
+    s = make_store()
+    api = s.add("The API runs on port 8080.")
+    gateway = s.add("The API gateway runs on port 9090.")
+    assert _supersede.conflicts(s) == [(gateway, api)]
+    kept, gone = _supersede.resolve(s, api.id, both=True)
+    assert kept == api and gone == [] and _supersede.conflicts(s) == [] and len(s) == 2
+    assert _links(s, api.id) == {} and _links(s, gateway.id) == {}
+    s2 = make_store()
+    s2.add("The build takes 10 minutes.")
+    full = s2.add("The full build takes 25 minutes.")
+    [(newer, older)] = _supersede.conflicts(s2)
+    assert newer == full
+    kept, gone = _supersede.resolve(s2, full.id[:8])
+    assert kept == full and gone == [older] and [m.id for m in s2 if "build" in m.text] == [full.id]
+    assert _links(s2, full.id) == {"supersedes": [older.id]}
+    assert _links(s2, older.id) == {"superseded_by": full.id}
+
+
+def test_cli_history_dedupe_conflicts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = str(tmp_path / "m")
+
+    def run(*args: str) -> Any:
+        assert main([*args, "--dir", d, "--json"]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    old = run("add", "My timezone is Europe/Paris.")
+    new = run("add", "My timezone is America/New_York.")
+    chain = run("history", new["id"][:8])
+    assert [(s["text"], s["state"]) for s in chain] == [(old["text"], "superseded"), (new["text"], "current")]
+    assert chain[0]["until"] and chain[1]["until"] is None and chain[0]["superseded_by"] == new["id"]
+    assert main(["history", old["id"], "--dir", d]) == 0
+    assert "superseded" in capsys.readouterr().out
+    run("add", "The API runs on port 8080.")
+    gw = run("add", "The API gateway runs on port 9090.")
+    assert [p["newer"]["id"] for p in run("conflicts")] == [gw["id"]]
+    run("conflicts", "--keep", gw["id"])
+    assert run("conflicts") == []
+    (tmp_path / "m" / "MEMORY.md").write_text("## Notes\n- I like dark mode.\n- User prefers dark mode.\n- Use tabs.\n")
+    found = run("dedupe")
+    assert [(c["keep"]["text"], [m["text"] for m in c["merge"]], c["applied"]) for c in found] == [
+        ("I like dark mode.", ["User prefers dark mode."], False)]
+    assert len(run("list")) == 3
+    run("dedupe", "--apply")
+    assert [m["text"] for m in run("list")] == ["I like dark mode.", "Use tabs."]
+    assert run("dedupe") == []
