@@ -155,6 +155,7 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", f"{V1}/memories", {}), ("POST", f"{V1}/memories", {"json": {"text": "x y"}}),
     ("GET", f"{V1}/memories/abcd", {}), ("DELETE", f"{V1}/memories/abcd", {}), ("GET", f"{V1}/inbox", {}),
     ("POST", f"{V1}/inbox/abcd/approve", {}), ("POST", f"{V1}/inbox/abcd/reject", {}),
+    ("GET", f"{V1}/memories/abcd/history", {}),
 ]
 
 

@@ -307,3 +307,28 @@ def test_cli_history_dedupe_conflicts(tmp_path: Path, capsys: pytest.CaptureFixt
     run("dedupe", "--apply")
     assert [m["text"] for m in run("list")] == ["I like dark mode.", "Use tabs."]
     assert run("dedupe") == []
+
+
+async def test_the_memory_api_shows_a_memorys_history(tmp_path: Path) -> None:
+    import httpx
+    from starlette.applications import Starlette
+
+    from memwire import MemoryStore, Middleware
+    from memwire.adapters.server._memory_api import memory_api
+
+    store = MemoryStore(tmp_path / "mem")
+    app = Starlette(routes=[memory_api(Middleware(store=store))])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy.test") as http:
+        old = (await http.post("/memwire/v1/memories", json={"text": "I prefer npm for installing packages."})).json()
+        new = (await http.post("/memwire/v1/memories", json={"text": "I prefer pnpm over npm now."})).json()
+        assert [m["id"] for m in (await http.get("/memwire/v1/memories")).json()["data"]] == [new["id"]]
+        for mid in (old["id"], new["id"][:6]):
+            r = await http.get(f"/memwire/v1/memories/{mid}/history")
+            assert r.status_code == 200
+            body = r.json()
+            assert body["count"] == 2
+            assert [(s["id"], s["state"]) for s in body["data"]] == [(old["id"], "superseded"), (new["id"], "current")]
+            assert body["data"][0]["superseded_by"] == new["id"] and body["data"][0]["until"]
+            assert body["data"][1]["supersedes"] == [old["id"]] and body["data"][1]["until"] is None
+        r = await http.get("/memwire/v1/memories/ffffffff/history")
+        assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"

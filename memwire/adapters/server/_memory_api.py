@@ -147,6 +147,15 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None, access: 
     def get_one(request: Request) -> JSONResponse:
         return JSONResponse(_out(_found(store(request), request.path_params["id"])))
 
+    def history(request: Request) -> JSONResponse:
+        from ...memory._supersede import history as chain  # start-up time
+
+        try:  # oldest first: each value, until when it held, what replaced or merged it
+            steps = [step.to_json() for step in chain(store(request), request.path_params["id"])]
+        except MemoryNotFoundError as exc:
+            raise _Fail(404, "not_found", public_message(exc)) from None
+        return JSONResponse({"data": steps, "count": len(steps)})
+
     def forget(request: Request) -> JSONResponse:
         s = store(request)
         return JSONResponse(_out(s.forget(_found(s, request.path_params["id"]).id)))  # to the archive
@@ -211,6 +220,7 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None, access: 
         Route("/memories", tracked(add), methods=["POST"]),
         Route("/memories/{id}", tracked(get_one), methods=["GET"]),
         Route("/memories/{id}", tracked(forget), methods=["DELETE"]),
+        Route("/memories/{id}/history", tracked(history), methods=["GET"]),
         Route("/inbox", tracked(inbox), methods=["GET"]),
         Route("/inbox/{id}/approve", tracked(review(approve)), methods=["POST"]),
         Route("/inbox/{id}/reject", tracked(review(reject)), methods=["POST"]),
@@ -247,6 +257,15 @@ def _openapi() -> dict[str, Any]:
         {"name": "x-memwire-key", "in": "header", "required": False, "schema": {"type": "string"},
          "description": "the proxy key, or a client key of its keys file (which decides the namespace)"},
     ]
+    step = {"type": "object", "properties": {
+        "id": {"type": "string"}, "text": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
+        "state": {"type": "string", "description": "current, superseded, merged, forgotten, ..."},
+        "since": {"type": "string"}, "until": {"type": ["string", "null"]}, "date": {"type": ["string", "null"]},
+        "supersedes": {"type": "array", "items": {"type": "string"}}, "superseded_by": {"type": "string"},
+        "conflicts": {"type": "array", "items": {"type": "string"}},
+        "merged": {"type": "array", "items": {"type": "string"}}, "merged_into": {"type": "string"}}}
+    history_page = {"type": "object", "properties": {"data": {"type": "array", "items": step},
+                                                     "count": {"type": "integer"}}}
     lim = {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 100}}
     idp = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"},
            "description": "a memory id or a unique prefix of 4 or more characters"}
@@ -276,6 +295,10 @@ def _openapi() -> dict[str, Any]:
                 "delete": {"summary": "Forget a memory (it moves to the archive)", "parameters": [*headers, idp],
                            "responses": ok(ref["MemoryOut"])},
             },
+            f"{PREFIX}/memories/{{id}}/history": {"get": {
+                "summary": "A memory's values over time, oldest first (current or archived: superseded, merged), "
+                           "each with since/until and its links (supersedes, superseded_by, conflicts, merged)",
+                "parameters": [*headers, idp], "responses": ok(history_page)}},
             f"{PREFIX}/inbox": {"get": {"summary": "Captured memories waiting for review",
                                         "parameters": [*headers, lim], "responses": ok(page)}},
             f"{PREFIX}/inbox/{{id}}/approve": {"post": {"summary": "Approve: the memory is injected from now on",
