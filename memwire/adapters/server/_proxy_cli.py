@@ -36,11 +36,11 @@ def register(sub: Any) -> None:
                                    "See docs/proxy.md for Claude Code, Codex, aider and SDK setups.")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8787, help="port (default 8787)")
-    p.add_argument("--openai-upstream", default=DEFAULT_OPENAI_UPSTREAM,
+    p.add_argument("--openai-upstream", default=DEFAULT_OPENAI_UPSTREAM, metavar="URL",
                    help=f"OpenAI-compatible API base URL (default {DEFAULT_OPENAI_UPSTREAM})")
-    p.add_argument("--anthropic-upstream", default=DEFAULT_ANTHROPIC_UPSTREAM,
+    p.add_argument("--anthropic-upstream", default=DEFAULT_ANTHROPIC_UPSTREAM, metavar="URL",
                    help=f"Anthropic API base URL (default {DEFAULT_ANTHROPIC_UPSTREAM})")
-    p.add_argument("--mode", help=f"one of {', '.join(MODES)}")
+    p.add_argument("--mode", help=f"one of {', '.join(MODES)} (default: the config's mode, else contextPerTurn)")
     p.add_argument("--history", choices=["replay", "drop"],
                    help="contextPerTurn: replay earlier turns' blocks in place (default) or drop them")
     p.add_argument("--capture", choices=["auto", "review", "off"],
@@ -52,27 +52,29 @@ def register(sub: Any) -> None:
                                                   "figures (default: $MEMWIRE_STORE; needs memwire[postgres])")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow a non-loopback --host (requires --proxy-key or --keys-file)")
-    p.add_argument("--proxy-key", help="clients must send this in x-memwire-key (required with --allow-remote; "
-                                       "or set MEMWIRE_PROXY_KEY, which stays out of the process list)")
+    p.add_argument("--proxy-key", metavar="KEY",
+                   help="clients must send this in x-memwire-key (required with --allow-remote; "
+                        "or set MEMWIRE_PROXY_KEY, which stays out of the process list)")
     p.add_argument("--keys-file", metavar="FILE",
                    help="client keys bound to namespaces (`memwire keys add NAMESPACE`): a client's x-memwire-key "
                         "decides its namespace; re-read when it changes (proxy_keys_file)")
     p.add_argument("--cache-breakpoint", action=argparse.BooleanOptionalAction, default=None,
                    help="Anthropic: mark the history before the memory with cache_control "
                         "(default: config key anthropic_cache_breakpoint, on)")
-    p.add_argument("--max-body-mb", type=float, default=DEFAULT_MAX_BODY_BYTES / 2**20,
+    p.add_argument("--max-body-mb", type=float, metavar="MIB", default=DEFAULT_MAX_BODY_BYTES / 2**20,
                    help="largest request body on the memory routes, MiB (default 32)")
-    p.add_argument("--timeout", type=float, default=600.0, help="upstream read timeout, seconds (default 600)")
-    p.add_argument("--header-timeout", type=float,
+    p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                   help="upstream read timeout, seconds (default 600)")
+    p.add_argument("--header-timeout", type=float, metavar="SECONDS",
                    help="seconds a client may take to send a request's headers (default 10; proxy_header_timeout)")
-    p.add_argument("--body-timeout", type=float,
+    p.add_argument("--body-timeout", type=float, metavar="SECONDS",
                    help="seconds a client may take to send a request body, else 408 (default 120; proxy_body_timeout)")
-    p.add_argument("--max-connections", type=int,
+    p.add_argument("--max-connections", type=int, metavar="N",
                    help="open connections at most; past it requests get 503 (default 1000; proxy_max_connections)")
-    p.add_argument("--new-namespaces-per-minute", type=int,
+    p.add_argument("--new-namespaces-per-minute", type=int, metavar="N",
                    help="new namespaces the proxy key's clients (without a key: one client address) may start "
                         "per minute; past it 429 (default 60; proxy_new_namespaces_per_minute)")
-    p.add_argument("--max-namespaces", type=int,
+    p.add_argument("--max-namespaces", type=int, metavar="N",
                    help="namespaces in the memory directory at most; past it new ones get 429 "
                         "(default 10000; proxy_max_namespaces)")
     p.add_argument("--log-format", choices=["text", "json"], default="text",
@@ -81,10 +83,11 @@ def register(sub: Any) -> None:
     p.add_argument("--request-log", metavar="FILE",
                    help="append each request's figures (mode, memories, tokens, cache; never message text) to this "
                         "JSON Lines file, for `memwire stats --requests --log FILE` (proxy_request_log)")
-    p.add_argument("--workers", type=int,
+    p.add_argument("--workers", type=int, metavar="N",
                    help="worker processes, each serving any request of any session over the one memory directory "
                         "(default: one per core; proxy_workers)")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                   help="the least severe log lines shown (default info: one line per request)")
     p.set_defaults(fn=cmd_proxy)
 
 
