@@ -489,10 +489,12 @@ class Capture:
         return absolute_dates(text, day_of(at, self._zone(store))) if might_hold_dates(text) else text
 
     def _write(self, store: Store, kind: str, text: str, source: dict[str, str],
-               extra_tags: tuple[str, ...] = (), at: float | None = None) -> Memory | None:
+               extra_tags: tuple[str, ...] = (), at: float | None = None, replaces: str | None = None) -> Memory | None:
         """The one write path of explicit and distilled memories: dates made absolute, cooldown,
         near-duplicates reinforced, rejected ones not proposed again, profile facts superseded,
-        review inbox. Returns the memory written or reinforced (None: skipped)."""
+        review inbox. ``replaces``: the id of the store's memory it corrects (archived as
+        superseded and linked to it by the store). Returns the memory written or reinforced (None:
+        skipped)."""
         day = day_of(at, self._zone(store))  # the day it was said, in the user's zone
         text = absolute_dates(text, day)
         now = self._clock()
@@ -503,7 +505,7 @@ class Capture:
         inbox = inbox_of(store) if self.setting == "review" else None
         for where in (store, inbox):
             dup = where is not None and _near_duplicate(where, text)
-            if dup:
+            if dup and dup.id != replaces:
                 if where is store:
                     store.lifecycle.reinforce([dup.id])
                 self._recent.setdefault(recent, now, replace=lambda _: True)
@@ -515,7 +517,8 @@ class Capture:
             self._supersede(store, text, source)
         mem = (store if inbox is None else inbox).add(text, tags=[kind, CAPTURED_TAG, *extra_tags],
                                                       topic=TOPICS[kind], date=day.isoformat(),
-                                                      cue="distilled" if DISTILLED_TAG in extra_tags else "captured")
+                                                      cue="distilled" if DISTILLED_TAG in extra_tags else "captured",
+                                                      replaces=replaces if inbox is None else None)
         self._recent.setdefault(recent, now, replace=lambda _: True)
         self._event(store, "captured" if inbox is None else "captured-for-review", mem, source)
         log.info("memwire: captured %s %s (%d chars)", kind, mem.id, len(mem.text))
@@ -629,9 +632,17 @@ class Capture:
                 log.info("memwire: a correction found no captured value of this conversation to replace")
             return
         kind = next((k for k in ("fact", "preference", "instruction") if k in target.tags), "fact")
-        self._take_back(store, inbox, [target], "superseded" if inbox is None or target.id not in inbox
-                        else "forgotten", {**source, "by": memory_id(self._dated(store, new, at))})
-        self._write(store, kind, new, source, at=at)
+        if inbox is not None:  # review: the correction waits in the inbox; what it corrects leaves now
+            self._take_back(store, inbox, [target], "superseded" if target.id not in inbox else "forgotten",
+                            {**source, "by": memory_id(self._dated(store, new, at))})
+            self._write(store, kind, new, source, at=at)
+            return
+        written = self._write(store, kind, new, source, at=at, replaces=target.id)  # the store links the two
+        by = {**source, "by": written.id if written else ""}
+        if target.id in store:  # said already (reinforced) or refused before: the corrected one leaves all the same
+            self._take_back(store, None, [target], "superseded", by)
+        else:
+            self._event(store, "superseded", target, by)
 
 
 def _previous_turn(turn: Turn) -> str | None:

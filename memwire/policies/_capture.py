@@ -108,6 +108,7 @@ _NOT_TAIL = re.compile(r"(?:,\s*|\s+)(?:and\s+)?not\s+(?P<old>[^,;]+?)\s*$|\s*\(
 # a corrected statement (not a bare value) has a verb that links a subject to its value
 _LINKING = re.compile(r"\b(?:is|are|was|were|'s|uses?|runs?|listens?|lives?|prefers?|starts?|ends?|has|have|goes|"
                       r"points?|called|named|should|must|needs?|takes?|means?)\b", re.IGNORECASE)
+_SUBJECT_START = re.compile(r"(?:we|i|you|they|the|our|my|its?|this|these|those|user|users)\b", re.IGNORECASE)
 _PRONOUNS = frozenset(["it", "that", "this", "so", "what i said", "something else", "the other one", "that one"])
 _FORGET = re.compile(
     _LEAD + r"(?:forget(?:\s+(?:that|about|what i said about))?|never\s?mind(?:\s+(?:that|about))?|disregard"
@@ -205,7 +206,7 @@ def _correction(x: str, said: str, old: str = "", *, retracts: bool = False) -> 
     words = _words(x)
     if not words or x.lower() in _PRONOUNS or re.match(r"to\s", x, re.IGNORECASE):
         return None  # "I meant it", "I meant to ask ..."
-    if words >= 3 and _LINKING.search(x):
+    if (words >= 3 and _LINKING.search(x)) or (words >= 4 and _SUBJECT_START.match(x)):
         return Statement("correct", _clean(_third_person(x)), said, old)
     if words <= 4:
         return Statement("correct", x.rstrip(" .,;:!"), said, old, value=True)

@@ -130,6 +130,8 @@ def test_what_was_taken_back_can_be_restored_and_the_log_says_by_what(store: Mem
     new = next(m for m in store.memories() if "6543" in m.text)
     superseded = next(e for e in read_log(store) if e["event"] == "superseded")
     assert (superseded["id"], superseded["by"], superseded["session"]) == (old.id, new.id, "s1")
+    links = store.lifecycle.links
+    assert old.id in str(links(new.id).get("supersedes")) and new.id in str(links(old.id).get("superseded_by"))
     back = store.restore(old.id)
     assert back.text == "The staging database listens on port 5433." and back.id in store
 
@@ -206,3 +208,14 @@ def test_a_statement_said_again_the_next_day_is_another_date(store: MemoryStore)
     # not the same memory reinforced: another date (the store may mark the older one superseded)
     assert "The code freeze starts tomorrow (2026-11-30)." in captured(store)
     assert "The code freeze starts tomorrow (2026-11-29)." in captured(store) + list(archived(store))
+
+
+def test_a_correction_in_other_words_still_supersedes_and_links(store: MemoryStore) -> None:
+    """The store alone would keep both (other words, no shared value): the person said which one it
+    corrects, so it is replaced all the same, linked both ways."""
+    talk(middleware(store), "s1", SCRIPT, "Correction: we deploy with ship.sh.")
+    assert captured(store) == ["We deploy with ship.sh."]
+    [old] = store.archive.memories()
+    new = next(m for m in store.memories() if "ship.sh" in m.text)
+    assert old.text == "The deploy script is deploy.sh." and "superseded" in old.tags
+    assert old.id in str(store.lifecycle.links(new.id).get("supersedes"))

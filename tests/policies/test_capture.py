@@ -142,6 +142,8 @@ CORRECTIONS = [
     ("Sorry, I meant release-2027", "release-2027", "", True),
     ("Oops, I meant to say pnpm.", "pnpm", "", True),
     ("Sorry, I meant my editor is Helix.", "The user's editor is Helix.", "", False),
+    ("Correction: we deploy with ship.sh.", "We deploy with ship.sh.", "", False),
+    ("I meant the staging one.", "the staging one", "", True),
     ("Actually it's 6543.", "6543", "", True),
     ("Actually, it is `ship.sh`.", "`ship.sh`", "", True),
     ("No, it's Europe/Paris.", "Europe/Paris", "", True),
