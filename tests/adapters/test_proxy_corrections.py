@@ -97,3 +97,16 @@ async def test_a_correction_replaces_the_captured_value(tmp_path: Path, fake: Fa
         ("The deploy script is deploy.sh.", True)]
     injected, sent = await ask(oai(app, "s2"), "Which deploy script do we run?", fake)
     assert injected == 1 and "ship.sh" in sent and "deploy.sh" not in sent
+
+
+async def test_the_memory_api_writes_relative_dates_out_in_the_configured_zone(
+        tmp_path: Path, fake: FakeProvider) -> None:
+    store = MemoryStore(tmp_path / "mem", timezone="Pacific/Kiritimati")
+    app = proxy(Middleware(store=store, mode="contextPerTurn"), fake)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=PROXY) as client:
+        r = await client.post("/memwire/v1/memories", json={"text": "The audit is next week."})
+    assert r.status_code in (200, 201), r.text
+    [mem] = store.memories()
+    said = date.fromisoformat(mem.date or "")
+    monday = said - timedelta(days=said.weekday()) + timedelta(days=7)
+    assert mem.text == f"The audit is next week (the week of {monday.isoformat()})." == r.json()["text"]
