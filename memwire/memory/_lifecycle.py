@@ -325,6 +325,18 @@ class Lifecycle:
             base, delta = self._disk.get(mid), self._delta.get(mid)
             return _linked(base.links if base is not None else None, delta.links if delta is not None else None)
 
+    def links_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """``links`` of each of ``ids`` that has any, under one look at the storage."""
+        self._sync()
+        with self._lock:
+            disk, delta = self._disk, self._delta
+            out = {}
+            for mid in ids:
+                base, d = disk.get(mid), delta.get(mid)
+                if (base is not None and base.links) or (d is not None and d.links):
+                    out[mid] = _linked(base.links if base is not None else None, d.links if d is not None else None)
+            return out
+
     def injected(self, ids: Iterable[str]) -> None:
         with self._lock:
             for mid in ids:

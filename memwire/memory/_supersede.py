@@ -35,6 +35,7 @@ similar to the new one.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -48,6 +49,8 @@ from ._text import STOPWORDS, analyze
 
 if TYPE_CHECKING:
     from ._protocol import Store
+
+log = logging.getLogger("memwire")
 
 # why a memory is in the archive (``_store.ARCHIVE_REASONS``, which imports this module)
 ARCHIVE_REASONS = ("forgotten", "superseded", "rejected", "decayed", "capped", "merged")
@@ -67,6 +70,7 @@ __all__ = [
     "decide",
     "duplicate_clusters",
     "history",
+    "injected",
     "links_of",
     "merge",
     "plan",
@@ -549,3 +553,44 @@ def resolve(store: Store, mid: str, *, both: bool = False) -> tuple[Memory, list
         changes[kept.id]["supersedes"] = [*lc.links(kept.id).get("supersedes", []), *(m.id for m in gone)]
     lc.link(changes)
     return kept, gone
+
+
+def injected(store: Store, memories: Sequence[Memory]) -> list[Memory]:
+    """What a block shows of ``memories`` (a search's, best first): a memory in conflict with a newer
+    active one gives its place to that one (once), which says what it replaced; so a conflict pair
+    is never shown as two equal facts. The memories' ids are kept (the text shown is a copy's)."""
+    if not store.track or not memories:
+        return list(memories)
+    try:
+        return _injected(store, memories)
+    except Exception as exc:  # the block goes on as found: a conflict note is never worth the memory
+        log.warning("memwire: conflicts not looked at for this block (%s)", type(exc).__name__)
+        return list(memories)
+
+
+def _injected(store: Store, memories: Sequence[Memory]) -> list[Memory]:
+    links = store.lifecycle.links_many([m.id for m in memories])
+    if not any(ls.get("conflicts") for ls in links.values()):
+        return list(memories)
+    shown: dict[str, Memory] = {}
+    hidden: set[str] = set()
+    for mem in memories:
+        if mem.id in hidden:
+            continue
+        others = [o for o in links.get(mem.id, {}).get("conflicts", ()) if o != mem.id]
+        rivals = store.known(others) if others else []
+        if not rivals:
+            shown.setdefault(mem.id, mem)
+            continue
+        group = [mem, *rivals]
+        created = [meta.created for meta in store.lifecycle.get_many(group)]
+        new = group[max(range(len(group)), key=lambda i: (created[i], group[i].id))]
+        older = [m for m in group if m.id != new.id]
+        hidden.update(m.id for m in older)
+        for m in older:
+            shown.pop(m.id, None)
+        if new.id not in shown:
+            said = "; ".join(f'"{m.text}"' for m in older)
+            shown[new.id] = Memory(new.id, f"{new.text} (newer than an earlier note it may replace: {said})",
+                                   new.tags, new.pinned, new.topic, new.date, new.source)
+    return list(shown.values())

@@ -332,3 +332,33 @@ async def test_the_memory_api_shows_a_memorys_history(tmp_path: Path) -> None:
             assert body["data"][1]["supersedes"] == [old["id"]] and body["data"][1]["until"] is None
         r = await http.get("/memwire/v1/memories/ffffffff/history")
         assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+
+
+def test_a_conflict_pair_is_never_injected_as_two_equal_facts(make_store: StoreSpec) -> None:
+    from memwire import Middleware
+
+    s = make_store()
+    api = s.add("The API runs on port 8080.")
+    gateway = s.add("The API gateway runs on port 9090.")
+    s.add("The API is written in Go.")
+    shown = _supersede.injected(s, [api, gateway])
+    assert [m.id for m in shown] == [gateway.id]
+    assert shown[0].text.startswith(gateway.text) and api.text in shown[0].text
+    assert [m.id for m in _supersede.injected(s, [api])] == [gateway.id]  # the older alone: the newer instead
+    mw = Middleware(store=s, mode="contextPerTurn")
+    p = mw.prepare([{"role": "user", "content": "Which port does the API run on?"}], session_id="s")
+    assert p.injection is not None and gateway.id in p.injection.memory_ids and api.id not in p.injection.memory_ids
+    assert "9090" in p.injection.text and "newer than an earlier note" in p.injection.text
+    _supersede.resolve(s, api.id, both=True)
+    assert _supersede.injected(s, [api, gateway]) == [api, gateway]  # resolved: two facts again
+
+
+def test_injected_fails_open(make_store: StoreSpec, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = make_store()
+    mems = [s.add("The API runs on port 8080."), s.add("The API gateway runs on port 9090.")]
+
+    def broken(ids: Any) -> Any:
+        raise OSError("disk")
+
+    monkeypatch.setattr(s.lifecycle, "links_many", broken)
+    assert _supersede.injected(s, mems) == mems

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..._errors import ConfigError
 from ...memory._protocol import Store
+from ...memory._supersede import injected
 from .._gate import GateDecision
 from .._query import Query
 from ._profile import profile_block
@@ -114,7 +115,7 @@ class Turn:
                                  exclude=exclude, refresh=fresh, wait=fresh)
         if not hits:
             return Block(skipped="nothing_relevant", looked_at=self.store.version if fresh else version)
-        return render([h.memory for h in hits], max_tokens, self.model)
+        return render(injected(self.store, [h.memory for h in hits]), max_tokens, self.model)
 
     def profile(self, fresh: bool, max_tokens: int) -> Block:
         """The session's profile block (see ``_profile``), with no query: computed once per session
