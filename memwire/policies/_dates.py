@@ -96,6 +96,9 @@ _AS_OF = re.compile(r"\b(?:as|end|start|beginning|close)\s+of\s+$", re.IGNORECAS
 _THE_BEFORE = re.compile(r"\b(?:the|a|an|every|each)\s+$", re.IGNORECASE)
 _OF_AFTER = re.compile(r"\s+of\b", re.IGNORECASE)
 _VAGUE_AFTER = re.compile(r"\s+or\s+(?:two|so|more|less|three)\b|\s+or\s+\d", re.IGNORECASE)
+# a habit: "we deploy on Friday as a rule", "from Monday to Friday": no one day
+_HABIT = re.compile(r"\b(?:always|usually|every|each|normally|typically|generally|often|sometimes|rarely|never)\b"
+                    r"|\b(?:" + _WD + r")\s*(?:to|through|thru|till|until|and|-|–)\s*(?:" + _WD + r")\b", re.IGNORECASE)
 # a sentence about the past: "on Friday", "in a day" there are not the coming ones
 _PAST = re.compile(r"\b(?:was|were|wasn't|weren't|did|didn't|had|went|happened|yesterday|ago|took|finished|"
                    r"last)\b", re.IGNORECASE)
@@ -228,8 +231,8 @@ def _rewrite(text: str, m: re.Match[str], day: date, protected: list[tuple[int, 
     else:
         if _OF_AFTER.match(text, end) or _VAGUE_AFTER.match(text, end) or _THE_BEFORE.search(before):
             return None  # "in two days of testing", "in a week or two"
-        if g["inmod"] and _PAST.search(sentence):
-            return None  # "we did it in a day"
+        if g["inmod"] and (_PAST.search(sentence) or _HABIT.search(sentence)):
+            return None  # "we did it in a day", "it usually ships in 2 days"
         n = g["n"] or g["n2"]
         count = _NUMBERS[n.lower()] if n.lower() in _NUMBERS else int(n)
         if g["n2"] and g["dir"].lower() == "ago":
@@ -250,8 +253,8 @@ def _weekday(day: date, mod: str, wd: int, sentence: str) -> date | None:
         if mod == "since" and ahead == 0:
             return None  # "since Monday" said on a Monday: today, or a week ago
         return day - timedelta(days=(day.weekday() - wd) % 7 or 7)
-    if mod not in ("coming", "this coming") and _PAST.search(sentence):
-        return None  # "it was on Friday": the last one, not the coming one; left as said
+    if mod not in ("coming", "this coming") and (_PAST.search(sentence) or _HABIT.search(sentence)):
+        return None  # "it was on Friday": the last one, not the coming one; "always on Friday": none; left as said
     return day + timedelta(days=ahead or 7)
 
 

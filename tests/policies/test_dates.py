@@ -94,6 +94,10 @@ LEFT = [
     "Every Monday we rotate on-call.",
     "Friday is the deploy day.",                         # a bare weekday
     "It was on Friday that we saw it.",                 # the past: not the coming Friday
+    "We always deploy on Friday.",                      # a habit
+    "The office is open from Monday to Friday.",        # a range of weekdays
+    "Support answers between Monday and Friday.",
+    "Orders usually ship in 2 days.",
     "We did the migration in a day.",
     "The last week of December is quiet.",              # not relative to the day said
     "The next week was hard.",
