@@ -5,7 +5,8 @@
 Creates a venv in a temporary directory (with the running interpreter), upgrades nothing, runs
 ``pip install PROJECT[EXTRA]`` (pip's own configuration applies: index, find-links, cache), and
 prints the wall time of that install, the size of site-packages in MB (pip, setuptools and wheel
-that come with a fresh venv are left out of the total) and the biggest packages. A warm pip cache
+that come with a fresh venv are left out of the total), the whole venv as ``du -sh`` counts it
+(MiB on disk, pip included: what a person measuring the venv sees) and the biggest packages. A warm pip cache
 makes the time lower than a first install on a new machine: compare runs made the same way.
 """
 
@@ -27,6 +28,18 @@ def dir_size(path: Path) -> int:
     if path.is_file() or path.is_symlink():
         return path.lstat().st_size
     return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file() or p.is_symlink())
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes the tree takes on disk, as ``du -s`` counts them (allocated blocks, a hard link once)."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for p in [path, *path.rglob("*")]:
+        st = p.lstat()
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_blocks * 512
+    return total
 
 
 def package_sizes(site: Path) -> dict[str, int]:
@@ -66,6 +79,8 @@ def main() -> None:
         total = sum(sizes.values())
         print(f"pip install {target}")
         print(f"  time: {elapsed:.1f} s   site-packages: {total / 1e6:.1f} MB (without pip/setuptools)")
+        # what a person measuring the venv sees: `du -sh venv` (MiB of allocated blocks, pip included)
+        print(f"  the whole venv on disk: {disk_usage(tmp / 'venv') / 2**20:.0f} MiB (du -sh; pip included)")
         for name, size in sorted(sizes.items(), key=lambda kv: -kv[1])[: args.top]:
             print(f"  {size / 1e6:8.1f} MB  {name}")
         if args.keep:
