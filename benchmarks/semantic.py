@@ -47,11 +47,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import scale_data  # noqa: E402
+import scale_data
 
-from memwire.memory._embed import StaticEmbedder, cache_dir, load_static, prepare  # noqa: E402
-from memwire.memory._embed_vectors import VectorIndex  # noqa: E402
-from memwire.memory._index import BM25Index  # noqa: E402
+from memwire.memory._embed import Null, StaticEmbedder, cache_dir, load_static, null_of, prepare, pseudo_texts
+from memwire.memory._embed_vectors import VectorIndex
+from memwire.memory._index import BM25Index
 
 try:  # the other helper's shared data (issue 32 item 1); a small stand-in until it lands
     from relevance_data import CODING_STORE, EVERYDAY, PARAPHRASES, RELATED
@@ -160,7 +160,9 @@ def speed(emb: StaticEmbedder, n: int, queries: int) -> dict[str, Any]:
         vec = emb.embed(q)
         return 0 if vec is None else len(index.search(vec, k=6, min_z=cut))
 
-    def timed(fn: Callable[[str], object]) -> float:
+    p90: dict[str, float] = {}
+
+    def timed(fn: Callable[[str], object], name: str = "") -> float:
         for q in qs[:50]:  # warm up
             fn(q)
         out = []
@@ -168,15 +170,16 @@ def speed(emb: StaticEmbedder, n: int, queries: int) -> dict[str, Any]:
             t1 = time.perf_counter()
             fn(q)
             out.append(time.perf_counter() - t1)
+        p90[name] = round(float(np.percentile(out, 90)) * 1e6, 1)
         return statistics.median(out) * 1e6
 
     with tempfile.TemporaryDirectory(prefix="memwire-semantic-") as tmp:
         store = MemoryStore(Path(tmp))
         store.add_many(Memory.create(t) for t in texts)
-        store_us = timed(lambda q: store.search(q, k=6))
-    bm25_us = timed(lambda q: bm25.search(q, k=6))
-    sem_us = timed(semantic)
-    query_embed_us = timed(emb.embed)
+        store_us = timed(lambda q: store.search(q, k=6), "store")
+    bm25_us = timed(lambda q: bm25.search(q, k=6), "bm25")
+    sem_us = timed(semantic, "semantic")
+    query_embed_us = timed(emb.embed, "embed")
     return {
         "memories": n, "queries": len(qs),
         "embed_one_memory_us_p50": round(statistics.median(each) * 1e6, 1),
@@ -189,6 +192,7 @@ def speed(emb: StaticEmbedder, n: int, queries: int) -> dict[str, Any]:
         "semantic_over_bm25_index": round(sem_us / bm25_us, 2),
         "semantic_over_store_search": round(sem_us / store_us, 2),
         "vector_bytes": len(index.to_bytes()),
+        "p90_us": p90,
     }
 
 
@@ -227,8 +231,9 @@ def locomo(emb: StaticEmbedder, path: str, conversations: str | None, alpha: flo
             "other_conversation_questions_with_memory": round(other_hits / max(1, other_n), 3)}
 
 
-def full_transformer(model_dir: Path) -> Embed:
-    """The whole MiniLM per text (mean pooling, normalised): the ceiling, slow."""
+def full_transformer(model_dir: Path, null_texts: int) -> tuple[Embed, Null]:
+    """The whole MiniLM per text (mean pooling, normalised): the ceiling, slow; and its own null,
+    from ``null_texts`` pseudo-texts made as the static embedder's are."""
     from tokenizers import Tokenizer
 
     from memwire.memory._embed_model import Bert, read_safetensors
@@ -239,11 +244,17 @@ def full_transformer(model_dir: Path) -> Embed:
     tok.no_padding()
     tok.no_truncation()
 
-    def embed(text: str) -> np.ndarray[Any, Any]:
-        out = bert.forward(np.asarray([tok.encode(text).ids], np.int64))[0].mean(0)
+    def embed_ids(ids: list[int]) -> np.ndarray[Any, Any]:
+        out = bert.forward(np.asarray([ids], np.int64))[0].mean(0)
         return np.asarray(out / np.linalg.norm(out), np.float32)
 
-    return embed
+    def embed(text: str) -> np.ndarray[Any, Any]:
+        return embed_ids(tok.encode(text).ids)
+
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    texts = pseudo_texts(tok.get_vocab(), null_texts) or []
+    null = null_of(np.stack([embed_ids([cls, *ids, sep]) for ids in texts]))
+    return embed, null
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--locomo", help="LoCoMo-format JSON")
     ap.add_argument("--conversations", help='with --locomo: "1-3", "4,5"')
     ap.add_argument("--full", action="store_true", help="also the whole transformer per text (slow)")
+    ap.add_argument("--full-null-texts", type=int, default=400, help="with --full: pseudo-texts for its null")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     home = args.home or default_home()
@@ -281,9 +293,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.locomo:
         out["locomo"] = locomo(emb, args.locomo, args.conversations, args.alpha)
     if args.full:
-        # the same null cannot serve another space: the ranks are what compare
-        out["coding_store_full_transformer"] = coding_store(full_transformer(Path(model)), null_index, ALPHAS,
-                                                            args.alpha)
+        full, full_null = full_transformer(Path(model), args.full_null_texts)
+        full_dims = len(full("a"))
+
+        def full_index(_: int) -> VectorIndex:
+            return VectorIndex("full", full_dims, full_null)
+
+        out["null_full_transformer"] = {"mean": round(full_null.mean, 4), "std": round(full_null.std, 4)}
+        out["coding_store_full_transformer"] = coding_store(full, full_index, ALPHAS, args.alpha)
     if args.json:
         print(json.dumps(out, indent=1))
     else:
@@ -318,6 +335,7 @@ def report(out: dict[str, Any]) -> None:
     print(f"  BM25Index.search: {s['bm25_index_search_us_p50']} us -> semantic/BM25 = "
           f"{s['semantic_over_bm25_index']}x; MemoryStore.search: {s['store_search_us_p50']} us -> "
           f"{s['semantic_over_store_search']}x")
+    print(f"  p90 us: {s['p90_us']}")
     print(f"  vector index bytes: {s['vector_bytes']}")
     if "locomo" in out:
         lo = out["locomo"]

@@ -127,7 +127,9 @@ class VectorIndex:
             n = len(self._ids)
             if n == 0:
                 return []
-            sims = self._rows[:n] @ query
+            # einsum's own loop, not BLAS: OpenBLAS spreads a matrix-vector product over threads,
+            # and on busy cores its p90 was 28 ms against einsum's 3.5 ms (6000 x 256, two cores)
+            sims = np.einsum("ij,j->i", self._rows[:n], query)
             passing = np.flatnonzero(sims >= floor)
             if len(exclude):
                 skip = {self._slot[m] for m in exclude if m in self._slot}
