@@ -82,7 +82,8 @@ def measure(size: int, requests: int, history: str, ledger_on_disk: bool = True)
     rng = random.Random(size)
     real_load = _ledger.Ledger.load
     if not ledger_on_disk:  # the same ledger, in memory only: what the file costs is the difference
-        _ledger.Ledger.load = classmethod(lambda cls, root, session: cls(None, session))  # type: ignore[method-assign]
+        _ledger.Ledger.load = classmethod(  # type: ignore[method-assign]  # Ledger.load's signature
+            lambda cls, directory, session, root=None: cls(None, session))
     try:
         return _measure(rng, size, requests, history)
     finally:
