@@ -22,9 +22,10 @@ import pytest
 
 pytest.importorskip("tokenizers")
 
-from memwire.memory import _embed, _embed_distil, _embed_model
+from memwire.memory import _embed, _embed_distil, _embed_model, _embed_side
 from memwire.memory._embed import EmbeddingModelError, load_static, open_embedder, prepare
 from memwire.memory._embed_model import read_safetensors, write_safetensors
+from memwire.memory._embed_side import SemanticSide, fuse, shared_embedder
 from memwire.memory._embed_vectors import VectorIndex
 
 WORDS = ["the", "a", "of", "and", "to", "in", "is", "for", "on", "with", "that", "be", "by", "at", "from",
@@ -472,3 +473,63 @@ def test_packaged_minilm_distils_and_finds_a_paraphrase(tmp_path: Path) -> None:
         index.add(str(i), emb.embed(text))
     assert [h.id for h in index.search(emb.embed("When do production deploys happen?"), k=1)] == ["1"]
     assert index.search(emb.embed("Write a haiku about autumn leaves"), k=3) == []
+
+
+# --- a store's side: the shared embedder, the index in step, the fusion ------------------------
+
+
+def test_the_embedder_is_shared_and_never_distilled_there(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_embed_side, "_embedders", {})
+    caplog.set_level(logging.WARNING, "memwire")
+    d = make_bert(tmp_path / "bert")
+    assert shared_embedder(d, tmp_path / "home") is None  # not distilled: off, not minutes of work
+    assert shared_embedder(d, tmp_path / "home") is None
+    assert len([r for r in caplog.records if "not distilled yet" in r.getMessage()]) == 1
+    m2v = make_model2vec(tmp_path / "m2v")
+    first = shared_embedder(m2v, tmp_path / "home")
+    assert first is not None and shared_embedder(str(m2v), tmp_path / "home") is first
+
+
+def test_the_side_follows_the_memories_and_abstains(embedder: Any) -> None:
+    side = SemanticSide(embedder)
+    side.add_many(MEMORIES.items())
+    assert len(side) == 4
+    assert [h.id for h in side.search("pnpm package manager install", k=2)][:1] == ["m3"]
+    assert side.search("haiku poem autumn leaves banana bread", k=3) == []
+    assert side.search("☃", k=3) == []
+    side.add("m3", "haiku poem autumn leaves")  # edited: its vector follows
+    assert "m3" not in [h.id for h in side.search("pnpm package manager install", k=3)]
+    side.add("m3", "☃")  # nothing embeddable left: out of the vector side
+    assert len(side) == 3
+    side.remove("m1")
+    assert [h.id for h in side.search("deploy production tuesday", k=3)] == []
+    assert [h.id for h in side.search("postgres database docker", k=3, exclude=["m2"])] != ["m2"]
+    with pytest.raises(ValueError, match="alpha"):
+        SemanticSide(embedder, alpha=0)
+
+
+def test_the_side_reloads_its_own_bytes_only(embedder: Any, tmp_path: Path) -> None:
+    side = SemanticSide(embedder)
+    side.add_many(MEMORIES.items())
+    data = side.to_bytes()
+    again = SemanticSide(embedder)
+    assert again.load(data) and len(again) == 4
+    assert [h.id for h in again.search("pnpm package manager install", k=1)] == ["m3"]
+    other = load_static(make_model2vec(tmp_path / "other", dims=24, seed=9))
+    fresh = SemanticSide(other)
+    assert not fresh.load(data) and len(fresh) == 0
+
+
+def test_fuse_keeps_bm25_and_fills_with_semantic_hits() -> None:
+    from memwire.memory._embed_vectors import VectorHit
+
+    sem = [VectorHit("b", 0.9, 5.0), VectorHit("c", 0.8, 4.0), VectorHit("d", 0.7, 3.5)]
+    fused = fuse([("a", 0.8), ("b", 0.4)], sem, k=4)
+    assert [m for m, _ in fused] == ["a", "b", "c", "d"]
+    assert dict(fused)["b"] == 0.4  # found by both: BM25's score
+    assert 0 < dict(fused)["d"] < dict(fused)["c"] < 0.4  # below every lexical hit, in semantic order
+    assert [m for m, _ in fuse([("a", 0.8), ("b", 0.4)], sem, k=2)] == ["a", "b"]  # never displaces
+    alone = fuse([], sem, k=2, cut=0.2)
+    assert [m for m, _ in alone] == ["b", "c"] and all(0 < s < 0.2 for _, s in alone)
+    assert fuse([("a", 0.8)], [], k=3) == [("a", 0.8)]

@@ -1,0 +1,107 @@
+"""What a store holds for retrieval = "hybrid": one embedder per model for the whole process, and per
+store a vector index kept in step with the memories, searched beside BM25 and fused with it.
+
+The fusion is deliberately conservative (a naive reciprocal-rank fusion of MiniLM and this BM25
+lowered LoCoMo's evidence share, issue 32): BM25's hits keep their order and scores; a memory only
+the semantic side found is added after them, and only when its similarity passes the model's
+calibrated cut (``VectorIndex.threshold``: an unrelated prompt gets such a match about ``alpha``
+of the time), so the semantic side abstains as BM25 does. Its score is set below every BM25 hit's,
+in the semantic order.
+
+Nothing here distils: ``shared_embedder`` loads a model2vec directory or already-distilled static
+embeddings (``distil_now=False``), and a model that is not ready gives one warning and None, so
+opening a store (a namespace's, on a request) never waits minutes. Distil at start-up or with a
+command (``_embed.prepare``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Collection, Iterable, Sequence
+from pathlib import Path
+
+from ._embed import StaticEmbedder, open_embedder
+from ._embed_vectors import VectorHit, VectorIndex
+
+__all__ = ["ALPHA", "SemanticSide", "fuse", "shared_embedder"]
+
+ALPHA = 0.05  # the chance an unrelated prompt gets a semantic match past the cut
+_FILL = 0.5  # a semantic-only hit scores this share of the lowest BM25 score found (or of the cut)
+
+_embedders: dict[tuple[str, str], StaticEmbedder | None] = {}
+_embedders_lock = threading.Lock()
+
+
+def shared_embedder(model: str | os.PathLike[str], home: str | os.PathLike[str] | None = None) -> StaticEmbedder | None:
+    """The process's embedder for ``model`` (loaded once: every store and namespace shares it), or
+    None after one warning (extra missing, model missing or not distilled yet)."""
+    key = (str(Path(model).expanduser().absolute()), "" if home is None else str(home))
+    with _embedders_lock:
+        if key not in _embedders:
+            _embedders[key] = open_embedder(model, home, distil_now=False)
+        return _embedders[key]
+
+
+class SemanticSide:
+    """A store's vector index: ``add``/``remove`` as memories change (microseconds each), ``search``
+    with the calibrated cut. Thread-safe (the index locks)."""
+
+    def __init__(self, embedder: StaticEmbedder, alpha: float = ALPHA) -> None:
+        if not 0 < alpha < 1:
+            raise ValueError(f"alpha must be between 0 and 1, not {alpha}")
+        self.embedder = embedder
+        self.alpha = alpha
+        self.index = VectorIndex(embedder.key, embedder.dims, embedder.null)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def add(self, mid: str, text: str) -> None:
+        """Embed ``text`` as ``mid``'s (replacing what it had); a text with no known token has no
+        vector and is left out (BM25 still finds it)."""
+        vec = self.embedder.embed(text)
+        if vec is None:
+            self.index.remove(mid)
+        else:
+            self.index.add(mid, vec)
+
+    def add_many(self, items: Iterable[tuple[str, str]]) -> None:
+        for mid, text in items:
+            self.add(mid, text)
+
+    def remove(self, mid: str) -> None:
+        self.index.remove(mid)
+
+    def search(self, query: str, k: int, exclude: Collection[str] = ()) -> list[VectorHit]:
+        """The memories whose similarity to ``query`` passes the cut, best first, at most ``k``."""
+        vec = self.embedder.embed(query)
+        if vec is None or k <= 0:
+            return []
+        return self.index.search(vec, k, self.index.threshold(self.alpha), tuple(exclude))
+
+    def to_bytes(self) -> bytes:
+        return self.index.to_bytes()
+
+    def load(self, data: bytes) -> bool:
+        """Take the vectors ``to_bytes`` wrote; False (and nothing changed) when they are not this
+        model's or not readable: the caller then adds the memories again."""
+        try:
+            self.index = VectorIndex.from_bytes(data, self.embedder.key, self.embedder.null)
+        except ValueError:
+            return False
+        return True
+
+
+def fuse(bm25: Sequence[tuple[str, float]], semantic: Sequence[VectorHit], k: int,
+         cut: float = 0.0) -> list[tuple[str, float]]:
+    """BM25's (id, score) hits as they are, then the semantic hits BM25 did not find, in their
+    order, each scored below the lowest BM25 score (or ``cut`` when BM25 found nothing); at most
+    ``k``. The semantic side never displaces a lexical hit."""
+    out = list(bm25[:k])
+    seen = {mid for mid, _ in out}
+    floor = min((s for _, s in out), default=cut if cut > 0 else 1.0) * _FILL
+    extra = [h for h in semantic if h.id not in seen]
+    for i, h in enumerate(extra[:max(0, k - len(out))]):
+        out.append((h.id, floor * (1.0 - i / (len(extra) + 1))))
+    return out
