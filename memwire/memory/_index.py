@@ -55,6 +55,12 @@ memories that passed the cut, and so does the neighbors' share, so an unrelated 
 (and a memory sharing no term with the query is never returned, whatever its neighbors).
 ``DEFAULT_MIN_SCORE`` is the default.
 
+Abstaining: the cut judges each memory; with a cut, the query itself is judged first
+(``_index_relevance``): a query naming something of which the store holds no word ("What did
+Caroline research?" in a store that never mentions Caroline) or whose specific words are mostly
+unknown to the store ("How do I undo the last commit in git?" in a store knowing only "commit")
+gets nothing, however well a memory matches its other words. ``abstains`` says which rule.
+
 Small stores: idf counts a store as having at least ``SMALL_STORE`` memories (the extra ones
 lacking every word). In a store of a few memories, document frequencies say little about how
 specific a word is, yet on a log scale they swing its weight: counted as 20 memories, a word in 3
@@ -83,6 +89,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._index_data import IndexData
 from ._index_postings import load_numpy, member
+from ._index_relevance import abstains, names
 from ._index_scoring import Scorer, passes, top
 from ._index_topn import best, pool
 from ._text import analyze, recent_terms
@@ -298,6 +305,17 @@ class BM25Index:
             score = raw / norm
             return [(str(ids[int(cand[i])]), float(score[i])) for i in top(ids, cand, score, k)]
 
+    def abstains(self, query: Query | str) -> str | None:
+        """Why a search with a score cut gives ``query`` nothing whatever the memories' scores:
+        "unknown name", "unknown topic" (see ``_index_relevance``), or None: the score cut judges."""
+        text, _ = self._weights(query)
+        with self._lock:
+            return self._abstains(query, text) if self._data.slot and text else None
+
+    def _abstains(self, query: Query | str, text: Mapping[str, float]) -> str | None:
+        raw = query if isinstance(query, str) else query.text
+        return abstains(self._data.lex, len(self._data.slot), text, names(raw))
+
     def _run(
         self, query: Query | str, cut: float, k: int, feedback: bool, exclude: Collection[str] = ()
     ) -> tuple[Any, Any, float, dict[str, float]]:
@@ -320,6 +338,8 @@ class BM25Index:
         empty = np.zeros(0, dtype=np.int64)
         data, sc = self._data, self._scorer
         if not data.slot or not weights:
+            return empty, np.zeros(0), 0.0, weights
+        if cut > 0 and self._abstains(query, text) is not None:  # about nothing the store knows
             return empty, np.zeros(0), 0.0, weights
         # normalize by the text's ideal score; by the context's when the text has no terms
         norm, norm_common = sc.ideal(text if text else ctx)

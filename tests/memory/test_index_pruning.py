@@ -90,6 +90,8 @@ def reference(
         weights[t] = weights.get(t, 0) + w
     if not docs or not weights:
         return [], weights
+    if cut > 0 and idx.abstains(query) is not None:  # the relevance rules, tested in test_relevance.py
+        return [], weights
     n = len(docs)
     avgdl = sum(length.values()) / n
     df = Counter(t for c in tf.values() for t in c)

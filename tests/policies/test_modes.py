@@ -92,7 +92,7 @@ def test_a_new_mode_is_one_class_and_one_registry_line(store: MemoryStore, monke
     monkeypatch.setitem(modes.MODES, "firstUser", FirstUser)
     mw = Middleware(store=store, mode="firstUser")
     msgs = [SYSTEM, {"role": "user", "content": "How do I run the tests?"}, {"role": "assistant", "content": "make test"},
-            {"role": "user", "content": "And which linter do we use?"}]
+            {"role": "user", "content": "And what do we lint with?"}]
     p = mw.prepare(msgs)
     assert p.injection.mode == "firstUser" and p.injection.position == 1
     assert "make test" in p.messages[1]["content"] and p.messages[2:] == msgs[1:]

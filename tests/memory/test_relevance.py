@@ -1,0 +1,197 @@
+"""The index's relevance decision (issue 32): a query about something the store does not know gets
+nothing (``memory/_index_relevance.py``); the score cut judges the rest."""
+
+from __future__ import annotations
+
+import pytest
+
+from memwire.memory._index import BM25Index
+from memwire.memory._index_relevance import abstains, names
+from memwire.memory._store import MemoryStore
+from memwire.policies._query import Query
+
+CODING = [
+    "User prefers pnpm over npm",
+    "Production deploys go out on Tuesdays after the 10am standup",
+    "Feature flags are read from LaunchDarkly; the SDK key lives in Vault",
+    "Tests run with pytest -n auto; the integration tests need Docker running",
+    "Postgres 16 runs in docker-compose on port 5433",
+    "The main branch is protected: pull requests need two approvals",
+    "Staging lives at staging.acme.dev and resets every night",
+    "The user's name is Priya and she works on the billing team",
+    "Commit messages follow Conventional Commits",
+    "Database migrations are managed with Alembic; never edit a migration that was applied",
+]
+
+# a chat between two people, more than SMALL_STORE memories (idf-weighted rule 2)
+CHAT = [
+    "Jon: I finally signed the lease for my dance studio downtown!",
+    "Gina: That's amazing, Jon! When do you open?",
+    "Jon: Next month, if the floors are done in time.",
+    "Gina: I've been researching fabrics for my clothing store all week.",
+    "Jon: Research pays off. Which fabrics did you pick?",
+    "Gina: Organic cotton and linen, mostly.",
+    "Jon: My students want a hip hop class on Fridays.",
+    "Gina: I went to a networking event for small business owners yesterday.",
+    "Jon: Did you meet any investors there?",
+    "Gina: Two of them, and one wants to see my designs.",
+] + [f"Gina: filler line {i} about the weather and coffee number {i}" for i in range(50)]
+
+
+def index(texts: list[str]) -> BM25Index:
+    idx = BM25Index()
+    idx.add_many((t, t, None) for t in texts)
+    return idx
+
+
+def found(idx: BM25Index, query: str | Query, k: int = 6) -> list[str]:
+    return [d for d, _ in idx.search(query, k=k)]
+
+
+@pytest.fixture(scope="module")
+def coding() -> BM25Index:
+    return index(CODING)
+
+
+@pytest.fixture(scope="module")
+def chat() -> BM25Index:
+    return index(CHAT)
+
+
+# ---------------------------------------------------------------- names and identifiers
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("What did Caroline research?", (("carolin",),)),
+        ("Who painted the Mona Lisa?", (("mona", "lisa"),)),  # consecutive names are one
+        ("Would she like Dr. Seuss books?", (("dr", "seuss"),)),  # an abbreviation's dot is no sentence end
+        ("Where does the LaunchDarkly SDK key live?", (("launchdark",),)),  # mixed case; an acronym is no name
+        ("Which Next.js version do we run?", (("next", "js"),)),  # dotted identifier
+        ("Is py3 installed?", (("py3",),)),  # letters then a digit
+        ("What does the -p flag do?", (("-p",),)),  # a short option
+        ("Is it ok to deploy on a Friday in May?", ()),  # capitalized by rule
+        ("Meet me at 10am on the 8th", ()),  # number-first tokens are quantities
+        ("How To Center A Div", ()),  # Title Case: capitals say nothing
+        ("WHERE IS THE API", ()),
+        ("What did I say?", ()),  # a capitalized stopword
+        ("用户喜欢什么？", ()),
+    ],
+)
+def test_names_in_a_question(text: str, expected: tuple[tuple[str, ...], ...]) -> None:
+    assert names(text) == (expected,)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # a sentence's first word says nothing; without a question, every sentence counts
+        ("Caroline went home. She met Gina there", ((), (("gina",),))),
+        # the sentences that ask are what the text is about
+        ("Remember that the build needs Java 21. When do deploys go out?", ((),)),
+        ("I met Gina. What did Caroline say? And Jon?", ((("carolin",),), (("jon",),))),
+        ("", ()),
+    ],
+)
+def test_names_sentence_by_sentence(text: str, expected: tuple[tuple[tuple[str, ...], ...], ...]) -> None:
+    assert names(text) == expected
+
+
+def test_a_name_the_store_never_saw_abstains(chat: BM25Index) -> None:
+    # "research" is a rare word here; a memory holding it would cover much of the question
+    q = "What did Caroline research?"
+    assert chat.abstains(q) == "unknown name"
+    assert found(chat, q) == []
+    assert found(chat, q.replace("Caroline", "Gina"))  # the store knows Gina: the cut judges
+    assert chat.search(q, k=6, min_score=0)  # no cut asked for: ranked as before
+
+
+def test_an_identifier_the_store_never_saw_abstains(coding: BM25Index) -> None:
+    # the store's flags are in LaunchDarkly; a question about Unleash is about something else
+    assert coding.abstains("How do I configure Unleash for feature flags?") == "unknown name"
+    assert found(coding, "Unleash: how do I configure feature flags?") != []  # a sentence's first word
+    assert coding.abstains("Are feature flags in ConfigCat or in Vault?") is None  # one of two names known
+    assert found(coding, "Should feature flags live in ConfigCat?") == []
+    assert found(coding, "Where do we keep feature flags, LaunchDarkly?") != []
+
+
+def test_a_known_name_beside_an_unknown_one_is_judged_by_the_unknown_share(chat: BM25Index) -> None:
+    # Jon is known, Caroline is not: not refused outright, but most of the question is unknown
+    assert chat.abstains("When did Jon meet Caroline at the opera?") == "unknown topic"
+    assert chat.abstains("Did Jon meet Caroline at the networking event?") is None
+
+
+def test_weekday_names_are_words_not_names(coding: BM25Index) -> None:
+    assert CODING[1] in found(coding, "Is it ok to deploy to production on a Friday?")
+
+
+def test_a_name_in_a_sentence_that_does_not_ask_does_not_decide(coding: BM25Index) -> None:
+    assert found(coding, "Remember that the build needs Java 21. When do production deploys go out?")[0] == CODING[1]
+    assert found(coding, "When do production deploys go out? And what does Unleash cost?")[0] == CODING[1]
+    assert found(coding, "We talked about deploys. What does Unleash cost?") == []
+
+
+# ---------------------------------------------------------------- unknown topic
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    ["How do I undo the last commit in git?", "how to center a div in css", "Write a haiku about autumn leaves",
+     "What is the capital of Australia?", "Give me a recipe for banana bread"],
+)
+def test_an_everyday_prompt_gets_nothing_from_a_coding_store(coding: BM25Index, prompt: str) -> None:
+    assert found(coding, prompt) == []
+
+
+def test_a_prompt_sharing_one_rare_word_among_unknown_ones_abstains(chat: BM25Index) -> None:
+    # "dance" is in one memory of 60, but the rest of the prompt is about nothing the store holds
+    q = "Explain the history of ballroom dance competitions in Vienna"
+    assert chat.search(q, k=6, min_score=0)
+    assert chat.abstains(q) in ("unknown name", "unknown topic") and found(chat, q) == []
+    assert chat.abstains("How did the ballroom dance competition go?") == "unknown topic"
+    assert chat.abstains("When does the dance studio open?") is None
+
+
+def test_a_reworded_question_that_shares_its_words_still_finds_its_memory(coding: BM25Index) -> None:
+    assert found(coding, "When do production deploys happen?")[0] == CODING[1]
+    assert found(coding, "Which package manager, npm or pnpm?")[0] == CODING[0]
+    assert found(coding, "How many approvals does a pull request need?")[0] == CODING[5]
+    assert found(coding, "Which team is Priya on?")[0] == CODING[7]
+
+
+def test_in_a_small_store_one_unknown_word_beside_a_known_one_is_not_most_of_a_question() -> None:
+    idx = index(["User prefers tabs"])
+    assert found(idx, "Should I use tabs in this file?") == ["User prefers tabs"]
+    assert idx.abstains("Should I use tabs in this config file?") == "unknown topic"  # 1 known, 2 unknown
+
+
+def test_common_words_and_cjk_bigrams_do_not_count_as_unknown() -> None:
+    idx = index(["Sam works at Acme", "用户喜欢用中文回答问题"])
+    assert idx.abstains("Where does Sam work these days?") is None  # "day" is common, "sam" known
+    assert found(idx, "你喜欢用什么语言回答？") == ["用户喜欢用中文回答问题"]  # most bigrams span two words
+
+
+def test_only_the_text_is_judged_never_the_context(coding: BM25Index) -> None:
+    q = Query("What is the capital of Australia?", ("When do production deploys go out?",))
+    assert coding.abstains(q) == "unknown name"
+    assert found(coding, q) == []
+
+
+def test_abstains_reads_the_store_it_is_given() -> None:
+    idx = index(["Rex loves carrots"])
+    assert abstains(idx._data.lex, len(idx), {"rex": 1.0}, [[("rex",)]]) is None
+    assert abstains(idx._data.lex, len(idx), {"max": 1.0}, [[("max",)]]) == "unknown name"
+    assert abstains(idx._data.lex, len(idx), {"max": 1.0}, [[("max",)], []]) == "unknown topic"  # one asks of no name
+    assert abstains(idx._data.lex, len(idx), {"carrot": 1.0, "cake": 1.0}, []) is None  # half: not most
+    assert abstains(idx._data.lex, len(idx), {"carrot": 1.0, "cake": 1.0, "oven": 1.0}, []) == "unknown topic"
+
+
+def test_the_store_search_abstains_at_its_defaults(tmp_path: object) -> None:
+    store = MemoryStore(tmp_path)  # type: ignore[arg-type]
+    store.add_many(CODING)
+    assert store.search("Recommend a podcast about history", k=6) == []
+    assert store.search("What did Caroline research?", k=6) == []
+    assert [h.memory.text for h in store.search("When do production deploys go out?", k=1)] == [CODING[1]]
+    assert store.search("What did Caroline research?", k=6, min_score=0.0) == []  # no shared word at all
+    assert store.search("Recommend a podcast about production", k=6, min_score=0.0)
