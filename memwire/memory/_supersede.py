@@ -185,23 +185,30 @@ class Decision:
 
 
 def _is_value(tok: str, first: bool) -> bool:
+    """Whether a word of a statement is a value (see the module); ``first``: the sentence's first."""
+    if _MARKED.search(tok):
+        return True  # quoted, a URL, a path, a number, deploy.sh, snake_case, user@host
     low = tok.lower()
-    if tok[0] in "`\"" or "://" in tok or "/" in tok or "\\" in tok:
+    if low in _NUMBER_WORDS or low in _GROUP:
         return True
-    if any(c.isdigit() for c in tok) or low in _NUMBER_WORDS or low in _GROUP:
-        return True
-    if any(c in tok for c in "._@") or (tok.count("-") and not tok.replace("-", "").isalpha()):
-        return True  # deploy.sh, snake_case, user@host, release-2026
-    if any(c.isupper() for c in tok[1:]) and any(c.islower() for c in tok):
-        return True  # PostgreSQL, GitHub, macOS
-    if tok.isupper() and len(tok) > 1:
-        return True  # AWS, GCP
+    if "-" in tok and not tok.replace("-", "").isalpha():
+        return True  # release-v2
+    if low == tok:
+        return False  # most words: lower case, no digit, no mark
+    if _MIXED.search(tok) or (len(tok) > 1 and tok.isupper()):
+        return True  # PostgreSQL, GitHub, macOS; AWS, GCP
     return tok[0].isupper() and not first  # a name (not the sentence's first word)
 
 
+_MARKED = re.compile(r"^[`\"]|[\d/\\._@]|://")
+_MIXED = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
+
+
 def _value(tok: str) -> str:
-    low = tok.lower().strip("`\"").strip()
-    return re.sub(r"['’]s$", "", low)
+    low = tok.lower()
+    if low[0] in "`\"":
+        low = low.strip("`\"").strip()
+    return low[:-2] if low.endswith(("'s", "’s")) else low
 
 
 @lru_cache(maxsize=4096)
@@ -218,11 +225,13 @@ def read(text: str) -> Reading:
     rejected: set[str] = set()
     negated = False
     rejecting = False
+    kinds = [_is_value(tok, i == 0) for i, tok in enumerate(toks)]  # each word's, once
+    words: list[str] = []  # the subject's content words, stemmed at the end in one go
     for i, (tok, low) in enumerate(zip(toks, lows, strict=True)):
         if low in _NEGATIONS or low == "longer":
             # "not X" rejects X; "we do not use X" / "no longer" negate the statement
-            nxt = toks[i + 1] if i + 1 < len(toks) else ""
-            if low in _REJECTING and nxt and _is_value(nxt, False) and pivot is not None and i > pivot:
+            nxt = i + 1 < len(toks) and (kinds[i + 1] or _is_value(toks[i + 1], False))
+            if low in _REJECTING and nxt and pivot is not None and i > pivot:
                 rejecting = True
             else:
                 negated = True
@@ -233,17 +242,17 @@ def read(text: str) -> Reading:
         if low in _CHOOSING:
             rejecting = False
         before = pivot is not None and i < pivot
-        if _is_value(tok, i == 0) and not before:
+        if kinds[i] and not before:
             (rejected if rejecting else values).add(low)
             continue
         if low in _FILLER or low in STOPWORDS:
             continue
-        if before and _is_value(tok, i == 0):
+        if before and kinds[i]:
             subject.add(low)  # a name or number that says which thing ("Alice's phone", "the v2 API")
             continue
-        subject.update(analyze(tok))
-    order = tuple(dict.fromkeys(low for i, (tok, low) in enumerate(zip(toks, lows, strict=True))
-                                if _is_value(tok, i == 0) and low not in _FILLER))
+        words.append(tok)
+    subject.update(analyze(" ".join(words)))
+    order = tuple(dict.fromkeys(low for low, value in zip(lows, kinds, strict=True) if value and low not in _FILLER))
     return Reading(frozenset(subject), frozenset(values), frozenset(rejected - values), negated, pivot is not None,
                    order)
 

@@ -238,6 +238,7 @@ class PgStore:
         self.min_score = min_score
         self.scoring = scoring
         self.track = track  # record lifecycle metadata (the inbox and the archive do not)
+        self.settles = True  # new memories settle against the active ones (only where kind is "memories")
         self.timezone = timezone  # the day a dateless new memory was said, for its relative dates
         _pg.database(url)  # checks the URL and that psycopg is installed
         self._lock = threading.RLock()  # the cache
@@ -544,7 +545,7 @@ class PgStore:
     def _plan(self, w: _Write, items: list[Memory], replaces: str | None, merge: bool) -> _supersede.Plan:
         """What the write does to the active memories (``_supersede.plan``), in the transaction,
         the namespace locked and the cache brought up to it (``_sync``)."""
-        if self.kind != "memories" or not items:
+        if self.kind != "memories" or not self.settles or not items:
             return _supersede.Plan({}, {}, {})
         if replaces is not None:
             old, _ = w.find(self.kind, replaces)
