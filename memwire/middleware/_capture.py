@@ -162,6 +162,7 @@ class Capture:
         self._clock = clock
         self._seen: LRU[tuple[str, ...], object] = LRU(memo_size)
         self._recent: LRU[tuple[str, str], float] = LRU(memo_size)  # (store, statement) -> when captured
+        self._zones: dict[str, tuple[int, str | None]] = {}  # store -> (its version, the zone the user stated)
         self.traffic = traffic or Traffic()  # the middleware's: every request touches it
         self.listeners: list[Callable[[str], None]] = []  # told each event's name (captured, reinforced, ...)
         # one worker thread, in order: a "forget that" follows the capture it takes back
@@ -477,12 +478,17 @@ class Capture:
 
     def _zone(self, store: Store) -> str | None:
         """The user's time zone: the one they stated (the latest "User's timezone is X" memory
-        that names a known zone), else the configured one, else the store's (None: UTC)."""
-        for mem in reversed(store.memories()):
-            low = mem.text.lower()
-            if low.startswith(_ZONE_KEYS) and (tz := zone_named(mem.text)) is not None:
-                return tz
-        return self.timezone or getattr(store, "timezone", None)
+        that names a known zone), else the configured one, else the store's (None: UTC). The
+        stated one is looked for once per version of the store."""
+        version = store.version
+        known = self._zones.get(store.location)
+        if known is None or known[0] != version:
+            stated = None
+            for mem in reversed(store.memories()):
+                if mem.text.lower().startswith(_ZONE_KEYS) and (stated := zone_named(mem.text)) is not None:
+                    break
+            known = self._zones[store.location] = (version, stated)
+        return known[1] or self.timezone or getattr(store, "timezone", None)
 
     def _dated(self, store: Store, text: str, at: float | None) -> str:
         """``text`` with its relative dates written from the day it was said (``at``; None: now)."""

@@ -169,10 +169,12 @@ def absolute_dates(text: str, day: date) -> str:
     ("starts tomorrow" → "starts tomorrow (2026-11-29)"). Idempotent: a dated phrase is left."""
     if not might_hold_dates(text):
         return text
-    protected = [m.span() for m in _PROTECTED.finditer(text)]
+    protected: list[tuple[int, int]] | None = None  # found once a phrase is: most texts hold none
     out: list[str] = []
     done = 0
     for m in _PHRASE.finditer(text):
+        if protected is None:
+            protected = [p.span() for p in _PROTECTED.finditer(text)]
         found = _rewrite(text, m, day, protected)
         if found is None:
             continue
