@@ -175,6 +175,17 @@ def cmd_dedupe(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
+def _conflict_lines(store: Store) -> list[str]:
+    """What ``memwire conflicts`` would list, in short, for the inbox, stale and stats."""
+    from .memory._supersede import conflicts  # start-up time
+
+    pairs = conflicts(store)
+    if not pairs:
+        return []
+    return [f"{len(pairs)} conflict(s) for you to resolve (only the newer of each is injected): memwire conflicts"] + [
+        f"  {new.id[:8]} {new.text}  vs  {old.id[:8]} {old.text}" for new, old in pairs[:5]]
+
+
 def cmd_conflicts(args: argparse.Namespace, cfg: Config) -> int:
     from .memory._supersede import conflicts, resolve  # start-up time
 
@@ -210,7 +221,7 @@ def cmd_stats(args: argparse.Namespace, cfg: Config) -> int:
         + f"{'-' if r.usage_rate is None else format(r.usage_rate, '.0%'):>7}  {r.count}/{r.cap}"
         + (" (over: a sweep archives the weakest it may move)" if r.count > r.cap else "")
         for r in rows]
-    _out(args, data, lines if rows else [f"no memories in {store.location}"])
+    _out(args, data, (lines if rows else [f"no memories in {store.location}"]) + _conflict_lines(store))
     return 0
 
 
@@ -274,8 +285,8 @@ def cmd_stale(args: argparse.Namespace, cfg: Config) -> int:
             "kept": "yours: pin it, or forget it"}
     _out(args, [{**_mem_json(s.memory), "category": s.category, "score": round(s.score, 3), "state": s.state,
                  "cue": s.cue, "days": round(s.days, 1), "action": why} for s, why in rows],
-         [f"{s.memory.id[:8]}  {s.score:5.2f} {s.state:<9} {s.category:<10} {s.days:5.0f}d  {s.memory.text}  "
-          f"({what[why]})" for s, why in rows] or ["nothing is fading"])
+         ([f"{s.memory.id[:8]}  {s.score:5.2f} {s.state:<9} {s.category:<10} {s.days:5.0f}d  {s.memory.text}  "
+          f"({what[why]})" for s, why in rows] or ["nothing is fading"]) + _conflict_lines(store))
     return 0
 
 
@@ -297,7 +308,7 @@ def cmd_inbox(args: argparse.Namespace, cfg: Config) -> int:
             raise MemwireError("inbox: IDs and --all go with 'approve' or 'reject'")
         waiting = inbox.memories()
         lines = [_mem_line(m) for m in waiting] or [f"the inbox of {store.location} is empty"]
-        _out(args, [_mem_json(m) for m in waiting], lines)
+        _out(args, [_mem_json(m) for m in waiting], lines + _conflict_lines(store))
         return 0
     if bool(args.ids) == args.all:
         raise MemwireError(f"inbox {args.action}: give the IDs to {args.action}, or --all (not both)")

@@ -362,3 +362,28 @@ def test_injected_fails_open(make_store: StoreSpec, monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(s.lifecycle, "links_many", broken)
     assert _supersede.injected(s, mems) == mems
+
+
+def test_the_decision_sees_another_writers_memory_its_cache_has_not_caught_up_with(make_store: StoreSpec) -> None:
+    a, b = make_store(), make_store()
+    assert a.memories() == []  # loaded
+    a.ready = lambda: True  # type: ignore[method-assign]  # as if no change had been heard of yet
+    old = b.add("The staging database listens on port 5433.")
+    new = a.add("The staging database listens on port 6543.")
+    assert [m.id for m in make_store()] == [new.id] and old.id in make_store().archive
+
+
+def test_inbox_stale_and_stats_tell_of_conflicts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = str(tmp_path / "m")
+    for cmd in ("inbox", "stale", "stats"):
+        assert main([cmd, "--dir", d]) == 0
+        assert "conflict" not in capsys.readouterr().out
+    main(["add", "The API runs on port 8080.", "--dir", d])
+    main(["add", "The API gateway runs on port 9090.", "--dir", d])
+    capsys.readouterr()
+    for cmd in ("inbox", "stale", "stats"):
+        assert main([cmd, "--dir", d]) == 0
+        out = capsys.readouterr().out
+        assert "1 conflict(s) for you to resolve" in out and "The API gateway runs on port 9090." in out, cmd
+        assert main([cmd, "--dir", d, "--json"]) == 0
+        json.loads(capsys.readouterr().out)  # the JSON output keeps its shape
