@@ -219,3 +219,17 @@ def test_a_correction_in_other_words_still_supersedes_and_links(store: MemorySto
     new = next(m for m in store.memories() if "ship.sh" in m.text)
     assert old.text == "The deploy script is deploy.sh." and "superseded" in old.tags
     assert old.id in str(store.lifecycle.links(new.id).get("supersedes"))
+
+
+def test_a_zone_stated_later_counts_from_then_on(store: MemoryStore) -> None:
+    capture = Capture("auto")
+
+    def said(key: str, text: str) -> None:
+        capture._apply(store, {"key": key, "kind": "fact", "text": text, "session": "s1", "turn": f"{key}:x",
+                               "at": AT}, False)
+
+    said("1", "The audit starts tomorrow.")
+    store.add("User's timezone is Europe/Paris.", tags=["fact", "captured"])  # as "My timezone is ..." is captured
+    said("3", "The retro is tomorrow.")
+    assert {m.text for m in store.memories()} >= {"The audit starts tomorrow (2026-11-29).",
+                                                 "The retro is tomorrow (2026-11-30)."}
