@@ -44,6 +44,22 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 __all__ = ["absolute_dates", "day_of", "might_hold_dates", "said_day", "zone", "zone_named"]
 
+class _Lazy:
+    """A pattern compiled on first use: `import memwire` need not pay for these rules (~10 ms)."""
+
+    __slots__ = ("_rx", "flags", "pattern")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self.pattern, self.flags = pattern, flags
+        self._rx: re.Pattern[str] | None = None
+
+    @property
+    def rx(self) -> re.Pattern[str]:
+        if self._rx is None:
+            self._rx = re.compile(self.pattern, self.flags)
+        return self._rx
+
+
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
             "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
 _DAY_SHIFT = {"today": 0, "tonight": 0, "tomorrow": 1, "yesterday": -1}
@@ -53,7 +69,7 @@ _UNIT = r"days?|weeks?|months?|years?"
 _WD = "|".join(_WEEKDAYS)
 _PART = r"(?:\s+(?P<{}>morning|afternoon|evening|night))?"
 
-_PHRASE = re.compile(
+_PHRASE = _Lazy(
     r"\b(?:"
     r"(?P<day2>the\s+day\s+(?P<d2dir>after\s+tomorrow|before\s+yesterday))"
     r"|(?P<rel>today|tonight|tomorrow|yesterday)" + _PART.format("part")
@@ -70,18 +86,18 @@ _PHRASE = re.compile(
 _HINTS = ("day", "tonight", "tomorrow", "week", "month", "year", "ago", "morning", "afternoon", "evening", "night")
 
 # where nothing is rewritten: code, URLs, paths and file names, e-mail addresses
-_PROTECTED = re.compile(
+_PROTECTED = _Lazy(
     r"```.*?(?:```|$)|`[^`\n]*`|\b[a-z][a-z0-9+.-]*://\S+|\bwww\.\S+|\S+@\S+\.\S+|\S*[/\\]\S*"
     r"|\S+\.[A-Za-z0-9_]{1,10}\b", re.DOTALL | re.IGNORECASE)
 _MONTHS = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
 # an explicit date next to a phrase: the phrase is dated already
-_EXPLICIT = re.compile(
+_EXPLICIT = _Lazy(
     r"\b\d{4}-\d{2}(?:-\d{2})?\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b|\b" + _MONTHS + r"\s+\d{1,2}(?:st|nd|rd|th)?\b"
     r"|\b\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTHS + r"(?![a-z])",
     re.IGNORECASE)
 _NEAR = 24  # characters either side looked at for an explicit date
-_DATED_AFTER = re.compile(r"\s*\([^()]*\d[^()]*\)")
-_POSSESSIVE = re.compile(r"['’]s\s+(?P<noun>[A-Za-z][\w-]*)")
+_DATED_AFTER = _Lazy(r"\s*\([^()]*\d[^()]*\)")
+_POSSESSIVE = _Lazy(r"['’]s\s+(?P<noun>[A-Za-z][\w-]*)")
 # what a day's possessive is dated before ("tomorrow's standup"); "today's world" is an idiom
 _EVENTS = frozenset(("meeting", "meetings", "standup", "stand-up", "standups", "call", "calls", "sync", "release",
     "releases", "deploy", "deploys", "deployment", "demo", "review", "session", "class", "lecture", "exam", "test",
@@ -91,16 +107,16 @@ _EVENTS = frozenset(("meeting", "meetings", "standup", "stand-up", "standups", "
     "webinar", "date", "schedule", "agenda", "episode", "keynote"))
 _BEFORE_CHARS = frozenset(" \t\n(\"'“‘[")
 _AFTER_CHARS = frozenset(" \t\n.,;:!?)]\"'”’—–")
-_IDIOM_BEFORE = re.compile(r"(?:\b(?:the|a|an|no|of)\s+)$", re.IGNORECASE)
-_AS_OF = re.compile(r"\b(?:as|end|start|beginning|close)\s+of\s+$", re.IGNORECASE)  # dates all the same
-_THE_BEFORE = re.compile(r"\b(?:the|a|an|every|each)\s+$", re.IGNORECASE)
-_OF_AFTER = re.compile(r"\s+of\b", re.IGNORECASE)
-_VAGUE_AFTER = re.compile(r"\s+or\s+(?:two|so|more|less|three)\b|\s+or\s+\d", re.IGNORECASE)
+_IDIOM_BEFORE = _Lazy(r"(?:\b(?:the|a|an|no|of)\s+)$", re.IGNORECASE)
+_AS_OF = _Lazy(r"\b(?:as|end|start|beginning|close)\s+of\s+$", re.IGNORECASE)  # dates all the same
+_THE_BEFORE = _Lazy(r"\b(?:the|a|an|every|each)\s+$", re.IGNORECASE)
+_OF_AFTER = _Lazy(r"\s+of\b", re.IGNORECASE)
+_VAGUE_AFTER = _Lazy(r"\s+or\s+(?:two|so|more|less|three)\b|\s+or\s+\d", re.IGNORECASE)
 # a habit: "we deploy on Friday as a rule", "from Monday to Friday": no one day
-_HABIT = re.compile(r"\b(?:always|usually|every|each|normally|typically|generally|often|sometimes|rarely|never)\b"
+_HABIT = _Lazy(r"\b(?:always|usually|every|each|normally|typically|generally|often|sometimes|rarely|never)\b"
                     r"|\b(?:" + _WD + r")\s*(?:to|through|thru|till|until|and|-|–)\s*(?:" + _WD + r")\b", re.IGNORECASE)
 # a sentence about the past: "on Friday", "in a day" there are not the coming ones
-_PAST = re.compile(r"\b(?:was|were|wasn't|weren't|did|didn't|had|went|happened|yesterday|ago|took|finished|"
+_PAST = _Lazy(r"\b(?:was|were|wasn't|weren't|did|didn't|had|went|happened|yesterday|ago|took|finished|"
                    r"last)\b", re.IGNORECASE)
 
 
@@ -172,9 +188,9 @@ def absolute_dates(text: str, day: date) -> str:
     protected: list[tuple[int, int]] | None = None  # found once a phrase is: most texts hold none
     out: list[str] = []
     done = 0
-    for m in _PHRASE.finditer(text):
+    for m in _PHRASE.rx.finditer(text):
         if protected is None:
-            protected = [p.span() for p in _PROTECTED.finditer(text)]
+            protected = [p.span() for p in _PROTECTED.rx.finditer(text)]
         found = _rewrite(text, m, day, protected)
         if found is None:
             continue
@@ -198,18 +214,18 @@ def _rewrite(text: str, m: re.Match[str], day: date, protected: list[tuple[int, 
     before = text[:start]
     g = m.groupdict()
     at = end
-    possessive = _POSSESSIVE.match(text, end)
+    possessive = _POSSESSIVE.rx.match(text, end)
     if possessive is not None:
         if g["rel"] and not g["part"] and possessive["noun"].lower() not in _EVENTS:
             return None  # "today's best practice", "yesterday's news"
         at = possessive.end()
     elif end < len(text) and text[end] not in _AFTER_CHARS:
         return None  # part of an identifier: "today-only", "tomorrow_ts"
-    if _DATED_AFTER.match(text, at) or _EXPLICIT.search(text, max(0, start - _NEAR), min(len(text), at + _NEAR)):
+    if _DATED_AFTER.rx.match(text, at) or _EXPLICIT.rx.search(text, max(0, start - _NEAR), min(len(text), at + _NEAR)):
         return None  # dated already
     sentence = _sentence_of(text, start)
     if g["rel"]:
-        if _IDIOM_BEFORE.search(before) and not _AS_OF.search(before):
+        if _IDIOM_BEFORE.rx.search(before) and not _AS_OF.rx.search(before):
             return None  # "the tomorrow package", "no tomorrow", "the world of tomorrow"
         word = g["rel"]
         if word[0].isupper() and not word.isupper() and not _sentence_start(text, start):
@@ -220,20 +236,20 @@ def _rewrite(text: str, m: re.Match[str], day: date, protected: list[tuple[int, 
     elif g["partday"]:
         note = (day - timedelta(days=1) if g["partday"].lower().startswith("last") else day).isoformat()
     elif g["wd"]:
-        if _THE_BEFORE.search(before):
+        if _THE_BEFORE.rx.search(before):
             return None  # "the next Friday": relative to something else
         found = _weekday(day, " ".join(g["wmod"].lower().split()), _WEEKDAYS.index(g["wd"].lower()), sentence)
         if found is None:
             return None
         note = found.isoformat()
     elif g["period"]:
-        if _THE_BEFORE.search(before) or _OF_AFTER.match(text, end):
+        if _THE_BEFORE.rx.search(before) or _OF_AFTER.rx.match(text, end):
             return None  # "the next week", "the last week of December"
         note = _period(day, g["pmod"].lower(), g["period"].lower())
     else:
-        if _OF_AFTER.match(text, end) or _VAGUE_AFTER.match(text, end) or _THE_BEFORE.search(before):
+        if _OF_AFTER.rx.match(text, end) or _VAGUE_AFTER.rx.match(text, end) or _THE_BEFORE.rx.search(before):
             return None  # "in two days of testing", "in a week or two"
-        if g["inmod"] and (_PAST.search(sentence) or _HABIT.search(sentence)):
+        if g["inmod"] and (_PAST.rx.search(sentence) or _HABIT.rx.search(sentence)):
             return None  # "we did it in a day", "it usually ships in 2 days"
         n = g["n"] or g["n2"]
         count = _NUMBERS[n.lower()] if n.lower() in _NUMBERS else int(n)
@@ -255,7 +271,7 @@ def _weekday(day: date, mod: str, wd: int, sentence: str) -> date | None:
         if mod == "since" and ahead == 0:
             return None  # "since Monday" said on a Monday: today, or a week ago
         return day - timedelta(days=(day.weekday() - wd) % 7 or 7)
-    if mod not in ("coming", "this coming") and (_PAST.search(sentence) or _HABIT.search(sentence)):
+    if mod not in ("coming", "this coming") and (_PAST.rx.search(sentence) or _HABIT.rx.search(sentence)):
         return None  # "it was on Friday": the last one, not the coming one; "always on Friday": none; left as said
     return day + timedelta(days=ahead or 7)
 
