@@ -90,7 +90,7 @@ _RETRACT = (r"(?:(?:forget|scratch|strike|ignore|disregard|drop|delete|remove|un
             + r"|(?:that'?s|that\s+is|that\s+was|this\s+is)\s+(?:wrong|incorrect|not\s+right|not\s+true|not\s+correct"
             r"|a\s+mistake|outdated))")
 _RETRACTION = re.compile(_LEAD + _RETRACT + r"(?P<rest>\s*(?:[,:;-]|--|—)\s*.*)?[.!]*$", re.IGNORECASE)
-_IT_IS = r"(?:it'?s|it\s+is|it\s+should\s+be|that\s+should\s+be|should\s+be|the\s+right\s+one\s+is)"
+_IT_IS = r"(?:it'?s|it\s+is|it\s+should\s+be|that\s+should\s+be|should\s+be)"
 _REST_VALUE = re.compile(r"^\s*(?:[,:;-]|--|—)\s*(?:" + _IT_IS + r"|i\s+meant|make\s+(?:that|it))\s+(?P<x>.+?)[.!]*$",
                          re.IGNORECASE)
 _CORRECTION = re.compile(_LEAD + r"correction\s*(?::|,|-|--|—)\s*(?P<x>.+?)[.!]*$", re.IGNORECASE)
@@ -136,7 +136,7 @@ _PROFILE = re.compile(
 # sentences fail this one test, so the request path pays a single match for them, not six
 _TRIGGER = re.compile(_LEAD + r"(?:forget|never|disregard|do|remember|keep|note|for|make|from|going|in|you|always"
                       r"|i|my|call|scratch|strike|ignore|drop|delete|remove|undo|cancel|discard|take|that|this"
-                      r"|correction|it|should|the|not)", re.IGNORECASE)
+                      r"|correction|it|should|not)", re.IGNORECASE)
 _VALUE_END = re.compile(r",|\s+(?:and|but|so|because|which|though)\s+", re.IGNORECASE)
 _FIRST_PERSON = (
     (re.compile(r"\bI'm\b"), "the user is"), (re.compile(r"\bI've\b"), "the user has"),
