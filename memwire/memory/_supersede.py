@@ -173,6 +173,7 @@ class Reading:
     negated: bool
     statement: bool  # it has a linking verb: "X is / listens on / uses / prefers Y"
     order: tuple[str, ...] = ()  # every value-like word in the order written ("process 1 ... 0" is not "0 ... 1")
+    tail: frozenset[str] = frozenset()  # the subject's content words after the linking verb ("is blue")
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +228,7 @@ def read(text: str) -> Reading:
     rejecting = False
     kinds = [_is_value(tok, i == 0) for i, tok in enumerate(toks)]  # each word's, once
     words: list[str] = []  # the subject's content words, stemmed at the end in one go
+    after: list[str] = []  # those after the linking verb
     for i, (tok, low) in enumerate(zip(toks, lows, strict=True)):
         if low in _NEGATIONS or low == "longer":
             # "not X" rejects X; "we do not use X" / "no longer" negate the statement
@@ -250,11 +252,12 @@ def read(text: str) -> Reading:
         if before and kinds[i]:
             subject.add(low)  # a name or number that says which thing ("Alice's phone", "the v2 API")
             continue
-        words.append(tok)
-    subject.update(analyze(" ".join(words)))
+        (after if pivot is not None and i > pivot else words).append(tok)
+    tail = frozenset(analyze(" ".join(after)))
+    subject.update(analyze(" ".join(words)), tail)
     order = tuple(dict.fromkeys(low for low, value in zip(lows, kinds, strict=True) if value and low not in _FILLER))
     return Reading(frozenset(subject), frozenset(values), frozenset(rejected - values), negated, pivot is not None,
-                   order)
+                   order, tail)
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -309,6 +312,9 @@ def compare(new: str, old: str) -> Verdict:
         if not a.values and a.statement and b.statement and (
                 same or (share >= _SUBJECT_SHARE and len(a.subject & b.subject) >= 2)):
             return "duplicate"  # no value to tell them apart: two statements of the same words
+        if (a.statement and b.statement and a.negated == b.negated and a.subject - a.tail
+                and a.subject - a.tail == b.subject - b.tail and len(a.tail - b.tail) == 1 == len(b.tail - a.tail)):
+            return "conflict"  # "my favorite color is blue" / "... is green": a value in plain words, maybe
         return "separate"
     if not (a.statement and b.statement):
         return "separate"  # "memory number 1", "memory number 2": labels, not a thing and its value

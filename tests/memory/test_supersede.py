@@ -71,6 +71,8 @@ LOOKALIKES = [
     ("I prefer Python for scripts.", "I prefer Go for services."),
     ("The ledger runs on PostgreSQL 15.", "The billing service runs on MySQL 8."),
     ("Remember that Bob's birthday is 1990-04-12.", "Remember that Alice's birthday is 1992-07-30."),
+    ("The staging server is down.", "The staging database is slow."),
+    ("My favorite color is blue.", "My favorite food is ramen."),
 ]
 DUPLICATES = [
     ("The ledger runs on PostgreSQL 15.", "The ledger database is PostgreSQL 15."),
@@ -85,6 +87,8 @@ CONFLICTS = [
     ("The API runs on port 8080.", "The API gateway runs on port 9090."),
     ("The staging database listens on port 5433.", "The staging database listens on a different port now."),
     ("The build takes 10 minutes.", "The full build takes 25 minutes."),
+    ("My favorite color is blue.", "My favorite color is green."),
+    ("The staging server is offline.", "The staging server is online again."),
 ]
 
 CASES = ([("update", o, n, "supersede") for o, n in UPDATES]
