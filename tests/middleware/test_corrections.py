@@ -233,3 +233,19 @@ def test_a_zone_stated_later_counts_from_then_on(store: MemoryStore) -> None:
     said("3", "The retro is tomorrow.")
     assert {m.text for m in store.memories()} >= {"The audit starts tomorrow (2026-11-29).",
                                                  "The retro is tomorrow (2026-11-30)."}
+
+
+def test_retraction_and_correction_on_both_backends(make_store: Any) -> None:
+    store = make_store()
+    mw = middleware(store)
+    talk(mw, "s1", BRANCH, "Actually, forget that.")
+    talk(mw, "s2", PORT, "I meant 6543.")
+    talk(mw, "s3", SCRIPT)
+    talk(middleware(make_store()), "s3", SCRIPT, "ship.sh, not deploy.sh.")  # another process, same conversation
+    assert sorted(m.text for m in make_store().memories()) == [
+        "The deploy script is ship.sh.", "The staging database listens on port 6543."]
+    why = ("forgotten", "superseded")
+    assert sorted((m.text, [t for t in m.tags if t in why]) for m in store.archive.memories()) == [
+        ("The deploy script is deploy.sh.", ["superseded"]),
+        ("The release branch is called release-2026.", ["forgotten"]),
+        ("The staging database listens on port 5433.", ["superseded"])]
