@@ -37,7 +37,7 @@ import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import _paths
 from .._errors import (
@@ -53,7 +53,7 @@ from ..policies._query import Query
 from ..policies._screen import refusal
 from . import _snapshot, _supersede
 from ._capture_queue import FileQueue
-from ._index import BM25Index
+from ._index import DEFAULT_MIN_SCORE, BM25Index
 from ._lifecycle import Lifecycle, Scoring
 from ._logfile import append_jsonl_many, read_jsonl
 from ._markdown import MAX_TAG_CHARS, PINNED_TAG, TAG_PATTERN, ParsedFile, format_line, parse, parse_text
@@ -75,6 +75,9 @@ __all__ = [
     "validate_namespace",
     "with_prior",
 ]
+
+if TYPE_CHECKING:
+    from ._embed_side import SemanticSide
 
 log = logging.getLogger("memwire")
 
@@ -569,6 +572,8 @@ class MemoryStore:
         track: bool = True,
         root: str | os.PathLike[str] | None = None,
         timezone: str | None = None,
+        retrieval: str = "bm25",
+        embedding_model: str | os.PathLike[str] | None = None,
     ) -> None:
         self.path = Path(dir)
         self.timezone = timezone  # the day a dateless new memory was said, for its relative dates
@@ -588,6 +593,17 @@ class MemoryStore:
             self._dirs.insert(0, _Dir(Path(global_dir), Path(global_dir)))  # global first: the project overrides it
         self.min_score = min_score
         self._index = BM25Index()
+        # retrieval = "hybrid": a vector side beside the index (``_embed_side``); None when the
+        # model or the extra is missing (one warning, then BM25 alone)
+        if retrieval not in ("bm25", "hybrid"):
+            raise ValueError(f"retrieval must be 'bm25' or 'hybrid', not {retrieval!r}")
+        self.retrieval, self.embedding_model = retrieval, embedding_model
+        self._semantic: SemanticSide | None = None
+        if retrieval == "hybrid" and embedding_model:
+            from ._embed_side import SemanticSide, shared_embedder  # numpy: only with hybrid (start-up stays light)
+
+            embedder = shared_embedder(embedding_model)
+            self._semantic = SemanticSide(embedder) if embedder is not None else None
         self._merged = Merged()  # what readers see, by id (see _table)
         self._lock = threading.RLock()
         self.version = 0  # bumps whenever the memory set changes
@@ -611,7 +627,8 @@ class MemoryStore:
         """The store of ``namespace`` in the same tree as this one (``for_namespace`` of its root),
         with this store's settings."""
         return MemoryStore.for_namespace(self.root, namespace, min_score=self.min_score,
-                                         scoring=self.scoring, track=self.track, timezone=self.timezone)
+                                         scoring=self.scoring, track=self.track, timezone=self.timezone,
+                                         retrieval=self.retrieval, embedding_model=self.embedding_model)
 
     @property
     def location(self) -> str:
@@ -692,6 +709,8 @@ class MemoryStore:
             whole = first and _snapshot.restore(self)
             if whole:  # every file as recorded: the index as recorded
                 self._merged = Merged.of(d.tables() for d in self._dirs)
+                if self._semantic is not None:  # not in the snapshot yet: embedded now (~50 us each)
+                    self._semantic.add_many((m.id, m.search_text()) for m in self._merged.values())
                 self.version += 1
                 self._snapshot_version = self.version
             changed = False
@@ -745,12 +764,16 @@ class MemoryStore:
         gone = [mid for mid in old if mid not in merged]
         for mid in gone:
             self._index.remove(mid)
+            if self._semantic is not None:
+                self._semantic.remove(mid)
         if not len(old):  # the first load: every memory, built in file order
             fresh: Collection[str] = merged
             self._index.add_many((m.id, m.search_text(), m.date) for m in merged.values())
         else:
             fresh = [mid for mid in merged if not merged.same(mid, old)]
             self._index.add_many((mid, m.search_text(), m.date) for mid in fresh for m in (merged.get(mid),) if m)
+        if self._semantic is not None:
+            self._semantic.add_many((mid, m.search_text()) for mid in fresh for m in (merged.get(mid),) if m)
         self._merged = merged
         if gone or fresh:
             self.version += 1
@@ -769,6 +792,8 @@ class MemoryStore:
         self._merged.put(mid, table)
         if mem != old:
             self._index.add(mid, mem.search_text(), mem.date)
+            if self._semantic is not None:
+                self._semantic.add(mid, mem.search_text())
             self.version += 1
 
     @property
@@ -831,8 +856,34 @@ class MemoryStore:
         with self._reading(refresh, wait):
             cut = min_score if min_score is not None else self.min_score
             found = index_hits(self._index, self._merged.at, query, k, cut, context, exclude)
+            if self._semantic is not None:  # hybrid: semantic hits past their cut fill in after BM25's
+                found = self._with_semantic(found, query, k, cut, exclude)
         # built after the lock: a table's rows never change
         return with_prior(found, k, self.track, self._lifecycle_of, _row_kind, _row_memory)
+
+    def _with_semantic(self, found: list[Found], query: str, k: int, cut: float | None,
+                       exclude: Collection[str]) -> list[Found]:
+        """``found`` and, after it, what the vector side finds past its calibrated cut (``fuse``).
+        Fails open: an error here leaves BM25's hits as they were."""
+        from ._embed_side import fuse
+
+        assert self._semantic is not None
+        try:
+            semantic = self._semantic.search(query, k, exclude)
+            if not semantic:
+                return found
+            handles = {mid: h for mid, _, h in found}
+            floor = cut if cut is not None else DEFAULT_MIN_SCORE
+            fused = fuse([(mid, score) for mid, score, _ in found], semantic, len(found) + k, floor)
+            out = []
+            for mid, score in fused:
+                h = handles[mid] if mid in handles else self._merged.at(mid)
+                if h is not None:
+                    out.append((mid, score, h))
+            return out
+        except Exception as exc:  # fail open: BM25's hits stand
+            log.warning("memwire: semantic search failed in %s (%s); BM25 hits only", self.path, type(exc).__name__)
+            return found
 
     def _lifecycle_of(self) -> Lifecycle:
         return self.lifecycle

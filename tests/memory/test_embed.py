@@ -37,6 +37,10 @@ WORDS = ["the", "a", "of", "and", "to", "in", "is", "for", "on", "with", "that",
          "bread", "recipe", "oven", "sugar", "flour", "capital", "australia", "mountain", "river", "ocean",
          "paris"]
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+# words of no topic, each its own meaning: texts drawn for the null are then mostly unrelated, as
+# a real vocabulary's are (placed before the topic words: Zipf weights favour early ids)
+FILLER = [f"q{a}{b}" for a in "abcdefgh" for b in "abcdefgh"]
+WORDS = WORDS[:21] + FILLER + WORDS[21:]
 
 
 def write_tokenizer(path: Path, words: list[str]) -> dict[str, int]:
@@ -374,10 +378,10 @@ def embedder(tmp_path: Path) -> Any:
     vocab = json.loads((d / "tokenizer.json").read_text())["model"]["vocab"]
     rng = np.random.default_rng(5)
     table = rng.normal(0, 0.05, (len(vocab), 24)).astype(np.float32)
-    for words in TOPICS:
+    for words in [*TOPICS, *([w] for w in FILLER)]:
         direction = rng.normal(size=24)
         for w in words:
-            table[vocab[w]] = direction / np.linalg.norm(direction) + rng.normal(0, 0.3, 24)
+            table[vocab[w]] = direction / np.linalg.norm(direction) + rng.normal(0, 0.1, 24)
     write_safetensors(d / "model.safetensors", {"embeddings": table})
     emb = open_embedder(d, tmp_path / "home")
     assert emb is not None
@@ -533,3 +537,91 @@ def test_fuse_keeps_bm25_and_fills_with_semantic_hits() -> None:
     alone = fuse([], sem, k=2, cut=0.2)
     assert [m for m, _ in alone] == ["b", "c"] and all(0 < s < 0.2 for _, s in alone)
     assert fuse([("a", 0.8)], [], k=3) == [("a", 0.8)]
+
+
+# --- MemoryStore(retrieval="hybrid") -----------------------------------------------------------
+
+
+@pytest.fixture
+def topic_model(embedder: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(_embed_side, "_embedders", {})
+    return tmp_path / "topics"  # the embedder fixture's model2vec directory
+
+
+def test_a_hybrid_store_finds_by_meaning_after_bm25(topic_model: Path, tmp_path: Path) -> None:
+    from memwire.memory._store import MemoryStore
+
+    hybrid = MemoryStore(tmp_path / "mem", retrieval="hybrid", embedding_model=topic_model)
+    for text in MEMORIES.values():
+        hybrid.add(text)
+    plain = MemoryStore(tmp_path / "mem")
+    # no word in common with "use pnpm as the package manager to install dependencies"
+    assert plain.search("yarn library", k=3) == []
+    hits = hybrid.search("yarn library", k=3)
+    assert [h.memory.text for h in hits] == [MEMORIES["m3"]]  # (no relative date in it to rewrite)
+    # a lexical hit comes first and keeps its score; the semantic fill scores below it
+    both = hybrid.search("docker npm yarn library", k=4, min_score=0)
+    lexical = plain.search("docker npm yarn library", k=4, min_score=0)
+    assert lexical and MEMORIES["m3"] not in [h.memory.text for h in lexical]
+    assert [(h.memory.text, h.score) for h in both][:len(lexical)] == [(h.memory.text, h.score) for h in lexical]
+    assert MEMORIES["m3"] in [h.memory.text for h in both]
+    assert both[-1].score < both[0].score
+    # an unrelated prompt: nothing from either side
+    assert hybrid.search("haiku poem autumn leaves", k=3) == []
+    # forgetting or editing a memory takes it out of the vector side too
+    m3 = next(m for m in hybrid if m.text == MEMORIES["m3"])
+    hybrid.forget(m3.id)
+    assert hybrid.search("yarn library", k=3) == []
+    # another process's store of the same directory (a first load) and a namespace's carry the setting
+    again = MemoryStore(tmp_path / "mem", retrieval="hybrid", embedding_model=topic_model)
+    assert [h.memory.text for h in again.search("redis cache server", k=1)] == [MEMORIES["m2"]]
+    ns = hybrid.namespace_store("team")
+    assert ns.retrieval == "hybrid" and ns.embedding_model == topic_model
+
+
+def test_a_hybrid_store_without_its_model_is_bm25(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from memwire.memory._store import MemoryStore
+
+    monkeypatch.setattr(_embed_side, "_embedders", {})
+    caplog.set_level(logging.WARNING, "memwire")
+    store = MemoryStore(tmp_path / "mem", retrieval="hybrid", embedding_model=tmp_path / "no-model")
+    store.add("Production deploys go out on Tuesdays")
+    assert [h.memory.text for h in store.search("when do production deploys go out", k=3)] == \
+           ["Production deploys go out on Tuesdays"]
+    assert sum("semantic retrieval is off" in r.getMessage() for r in caplog.records) == 1
+    assert all("Tuesdays" not in r.getMessage() for r in caplog.records)  # no memory text in the log
+    with pytest.raises(ValueError, match="retrieval must be 'bm25' or 'hybrid', not 'dense'"):
+        MemoryStore(tmp_path / "mem", retrieval="dense")
+
+
+def test_a_failing_semantic_side_leaves_bm25_hits(topic_model: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from memwire.memory._store import MemoryStore
+
+    store = MemoryStore(tmp_path / "mem", retrieval="hybrid", embedding_model=topic_model)
+    stored = store.add(MEMORIES["m1"])
+    assert store._semantic is not None
+
+    def broken(*args: Any, **kw: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(store._semantic, "search", broken)
+    assert [h.memory.text for h in store.search("production deploys", k=3)] == [stored.text]
+
+
+def test_a_snapshot_restored_store_embeds_its_memories(topic_model: Path, tmp_path: Path) -> None:
+    from memwire.memory import _snapshot
+    from memwire.memory._store import MemoryStore
+
+    first = MemoryStore(tmp_path / "mem")
+    first.add_many([f"note {i} about the week" for i in range(_snapshot.MIN_MEMORIES)] + [MEMORIES["m3"]])
+    assert len(first) == _snapshot.MIN_MEMORIES + 1  # (read back)
+    with first._lock:
+        assert _snapshot.save(first)
+    restored = MemoryStore(tmp_path / "mem", retrieval="hybrid", embedding_model=topic_model)
+    assert len(restored) == _snapshot.MIN_MEMORIES + 1
+    assert restored._semantic is not None and len(restored._semantic) == _snapshot.MIN_MEMORIES + 1
+    m3 = next(m for m in restored if m.text == MEMORIES["m3"])
+    vec = restored._semantic.embedder.embed(MEMORIES["m3"])
+    assert [h.id for h in restored._semantic.index.search(vec, k=1, min_z=-100)] == [m3.id]
