@@ -21,10 +21,10 @@ import threading
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 
-from ._embed import StaticEmbedder, open_embedder
+from ._embed import StaticEmbedder, _warn_once, open_embedder
 from ._embed_vectors import VectorHit, VectorIndex
 
-__all__ = ["ALPHA", "SemanticSide", "fuse", "shared_embedder"]
+__all__ = ["ALPHA", "SemanticSide", "fuse", "open_side", "shared_embedder"]
 
 ALPHA = 0.05  # the chance an unrelated prompt gets a semantic match past the cut
 _FILL = 0.5  # a semantic-only hit scores this share of the lowest BM25 score found (or of the cut)
@@ -41,6 +41,18 @@ def shared_embedder(model: str | os.PathLike[str], home: str | os.PathLike[str] 
         if key not in _embedders:
             _embedders[key] = open_embedder(model, home, distil_now=False)
         return _embedders[key]
+
+
+def open_side(model: str | os.PathLike[str] | None, home: str | os.PathLike[str] | None = None,
+              alpha: float = ALPHA) -> SemanticSide | None:
+    """A store's semantic side for ``model``, or None after one warning (no model named, the
+    extra or the model missing, not distilled yet): the store then searches with BM25 alone."""
+    if model is None or str(model) == "":
+        _warn_once("", "none", "semantic retrieval is off: retrieval is 'hybrid' but no embedding_model is set; "
+                   "searching with BM25 only")
+        return None
+    embedder = shared_embedder(model, home)
+    return None if embedder is None else SemanticSide(embedder, alpha)
 
 
 class SemanticSide:

@@ -599,11 +599,10 @@ class MemoryStore:
             raise ValueError(f"retrieval must be 'bm25' or 'hybrid', not {retrieval!r}")
         self.retrieval, self.embedding_model = retrieval, embedding_model
         self._semantic: SemanticSide | None = None
-        if retrieval == "hybrid" and embedding_model:
-            from ._embed_side import SemanticSide, shared_embedder  # numpy: only with hybrid (start-up stays light)
+        if retrieval == "hybrid":
+            from ._embed_side import open_side  # numpy: only with hybrid (start-up stays light)
 
-            embedder = shared_embedder(embedding_model)
-            self._semantic = SemanticSide(embedder) if embedder is not None else None
+            self._semantic = open_side(embedding_model)
         self._merged = Merged()  # what readers see, by id (see _table)
         self._lock = threading.RLock()
         self.version = 0  # bumps whenever the memory set changes

@@ -591,6 +591,11 @@ def test_a_hybrid_store_without_its_model_is_bm25(tmp_path: Path, caplog: pytest
            ["Production deploys go out on Tuesdays"]
     assert sum("semantic retrieval is off" in r.getMessage() for r in caplog.records) == 1
     assert all("Tuesdays" not in r.getMessage() for r in caplog.records)  # no memory text in the log
+    caplog.clear()
+    for _ in range(2):
+        assert MemoryStore(tmp_path / "mem", retrieval="hybrid")._semantic is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "semantic retrieval is off: retrieval is 'hybrid' but no embedding_model is set; searching with BM25 only"]
     with pytest.raises(ValueError, match="retrieval must be 'bm25' or 'hybrid', not 'dense'"):
         MemoryStore(tmp_path / "mem", retrieval="dense")
 
