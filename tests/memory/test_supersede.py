@@ -391,3 +391,32 @@ def test_inbox_stale_and_stats_tell_of_conflicts(tmp_path: Path, capsys: pytest.
         assert "1 conflict(s) for you to resolve" in out and "The API gateway runs on port 9090." in out, cmd
         assert main([cmd, "--dir", d, "--json"]) == 0
         json.loads(capsys.readouterr().out)  # the JSON output keeps its shape
+
+
+@pytest.mark.parametrize(("button", "kept"), [("keep newer", "gateway"), ("keep older", "api"), ("keep both", "both")])
+async def test_the_page_shows_conflicts_and_resolves_one_in_one_action(tmp_path: Path, button: str, kept: str) -> None:
+    import re
+
+    import httpx
+    from starlette.applications import Starlette
+
+    from memwire import MemoryStore, Middleware
+    from memwire.adapters.server._ui import ui_routes
+
+    store = MemoryStore(tmp_path / "mem")
+    api = store.add("The API runs on port 8080.")
+    gateway = store.add("The API gateway runs on port 9090.")
+    app = Starlette(routes=ui_routes(Middleware(store=store)))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy.test",
+                                 headers={"origin": "http://proxy.test"}, follow_redirects=True) as http:
+        page = (await http.get("/memwire/ui")).text
+        row = re.search(r'<table id="conflicts">.*?</table>', page, re.S)
+        assert row is not None and api.text in row.group() and gateway.text in row.group()
+        action = re.search(rf'action="([^"]+)"><input type="hidden" name="both" value="(\d)"><button>{button}<',
+                           row.group())
+        assert action is not None
+        r = await http.post(action.group(1).replace("&amp;", "&"), data={"both": action.group(2)})
+        assert r.status_code == 200 and 'id="conflicts"' not in r.text
+    ids = {m.id for m in store.memories()}
+    assert ids == {"gateway": {gateway.id}, "api": {api.id}, "both": {api.id, gateway.id}}[kept]
+    assert _supersede.conflicts(store) == []

@@ -37,6 +37,7 @@ from ...memory._inbox import approve, inbox_of, reject
 from ...memory._model import Memory
 from ...memory._protocol import Store
 from ...memory._store import validate_namespace
+from ...memory._supersede import conflicts, resolve
 from ...middleware._core import Middleware
 from ...middleware._records import Record, session_records
 from ...policies._secrets import find_secret
@@ -185,6 +186,9 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         if inbox:
             body += ("<h2>Captured, waiting for review</h2><table id=\"inbox\"><tbody>"
                      + "".join(_inbox_row(m, ns) for m in inbox) + "</tbody></table>")
+        if pairs := conflicts(s):  # issue 33: only the newer of each is injected until a person decides
+            body += ("<h2>May contradict each other</h2><table id=\"conflicts\"><tbody>"
+                     + "".join(_conflict_row(new, old, ns) for new, old in pairs) + "</tbody></table>")
         return _html(f"memwire: {ns or 'default'}", body)
 
     def add(request: Request, ns: str | None, form: dict[str, Any]) -> Response:
@@ -223,6 +227,11 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
             (approve if request.path_params["verdict"] == "approve" else reject)(s, [mid])
         except MemoryNotFoundError as exc:
             raise _Refused(404, public_message(exc)) from None
+        return _back(ns)
+
+    def keep(request: Request, ns: str | None, form: dict[str, Any]) -> Response:
+        s = store(ns)  # this one stays; the other goes to the archive as superseded, or both stay
+        resolve(s, _get(s, request.path_params["mid"]).id, both=form.get("both") == "1")
         return _back(ns)
 
     def sessions(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
@@ -264,6 +273,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         Route("/memories/{mid}/edit", page(edit, write=True), methods=["POST"]),
         Route("/memories/{mid}/forget", page(forget, write=True), methods=["POST"]),
         Route("/memories/{mid}/pin", page(pin, write=True), methods=["POST"]),
+        Route("/memories/{mid}/keep", page(keep, write=True), methods=["POST"]),
         Route("/inbox/{mid}/{verdict:str}", page(review, write=True), methods=["POST"]),
         Route("/sessions", page(sessions), methods=["GET"]),
         Route("/sessions/{sid:path}", page(session), methods=["GET"]),
@@ -326,6 +336,15 @@ def _memory_row(m: Memory, ns: str | None) -> str:
             f'<input type="hidden" name="pinned" value="{"0" if m.pinned else "1"}">'
             f'<button>{"unpin" if m.pinned else "pin"}</button></form> '
             f'<form method="post" class="inline" action="{_url(base + "/forget", ns)}"><button>forget</button></form></td></tr>')
+
+
+def _conflict_row(new: Memory, old: Memory, ns: str | None) -> str:
+    def keep(m: Memory, label: str, both: bool = False) -> str:
+        return (f'<form method="post" class="inline" action="{_url(f"/memories/{m.id}/keep", ns)}">'
+                f'<input type="hidden" name="both" value="{"1" if both else "0"}"><button>{label}</button></form> ')
+    return (f'<tr data-id="{new.id}" data-older="{old.id}"><td>{escape(new.text)}<br>'
+            f'<s>{escape(old.text)}</s></td>'
+            f'<td>{keep(new, "keep newer")}{keep(old, "keep older")}{keep(new, "keep both", True)}</td></tr>')
 
 
 def _inbox_row(m: Memory, ns: str | None) -> str:
