@@ -307,7 +307,8 @@ def compare(new: str, old: str) -> Verdict:
     if a.values == b.values and (in_order or not a.values):
         if a.negated != b.negated:
             return "supersede" if same else "conflict" if share >= _SUBJECT_SHARE else "separate"
-        if a.values and (same or _nested(a.subject, b.subject) or share >= _SUBJECT_SHARE):
+        said = a.statement and b.statement  # labels ("fact 1", "new fact 1") only when their words are the same
+        if a.values and (same or (said and (_nested(a.subject, b.subject) or share >= _SUBJECT_SHARE))):
             return "duplicate"
         if not a.values and a.statement and b.statement and (
                 same or (share >= _SUBJECT_SHARE and len(a.subject & b.subject) >= 2)):

@@ -73,6 +73,7 @@ LOOKALIKES = [
     ("Remember that Bob's birthday is 1990-04-12.", "Remember that Alice's birthday is 1992-07-30."),
     ("The staging server is down.", "The staging database is slow."),
     ("My favorite color is blue.", "My favorite food is ramen."),
+    ("fact number 1 about things", "new fact 1"),
 ]
 DUPLICATES = [
     ("The ledger runs on PostgreSQL 15.", "The ledger database is PostgreSQL 15."),
