@@ -40,6 +40,8 @@ def clock() -> Clock:
 
 
 def middleware(store: MemoryStore, clock: Clock, capture: str = "auto", **kw: Any) -> Middleware:
+    # a busy machine must not decide a test either: these tests are about capture, not the budget
+    kw.setdefault("timeout_ms", 60_000)
     mw = Middleware(store=store, mode="contextPerTurn", capture=capture, **kw)
     mw.capture = Capture(capture, clock=clock)
     mw.warm_up()  # a cold token encoding must not be what decides a test (the retrieval budget)
