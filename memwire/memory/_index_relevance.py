@@ -16,13 +16,16 @@ text (never its context) before any memory is scored, make such a query abstain:
    go out?" asks about deploys. When the question also names something the store knows ("When did
    John meet Caroline?" in John's store), it is not refused outright; the unknown name then weighs
    in rule 2 as any unknown word does.
-2. **Unknown topic.** Unless the query names something the store knows in every word, it
+2. **Unknown topic.** Unless the question names something the store knows in every word, it
    abstains when most (``UNKNOWN_SHARE``) of its specific weight (the idf of its words that are
-   not common English words, ``text.COMMON_WORDS``, nor numbers) is in words no memory holds
-   (in a store of fewer than ``SMALL_STORE`` memories, most of its words): what it asks
-   about is mostly not in the store. "How do I undo the last commit in git?" shares "commit" with
-   a coding store that knows nothing of git or undoing; a question the store can answer shares
-   most of its rare words with it.
+   neither common English words, ``text.COMMON_WORDS``, nor numbers) is in words no memory holds:
+   what it asks about is mostly not in the store. "How do I undo the last commit in git?" shares
+   only "commit" with a store that knows nothing of git or undoing; a question the store can
+   answer shares most of its rare words with it. In a store of fewer than ``SMALL_STORE``
+   memories, where most words of any question are missing by chance and document frequencies
+   say little, words are counted instead (a common word the store lacks for ``COMMON_WEIGHT``)
+   and the query abstains when more than ``SMALL_UNKNOWN_SHARE`` of them are unknown: "Should I
+   use tabs in this file?" is about a store that holds only "User prefers tabs".
 
 Capitalization only says something in text that has lower-case words after its first one: in
 Title Case or ALL CAPS text only identifiers are names. A sentence's first word, weekday and month
@@ -42,15 +45,19 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 from ._index_postings import Lexicon
-from ._index_scoring import SMALL_STORE, idf
+from ._index_scoring import COMMON_WEIGHT, SMALL_STORE, idf
 from ._text import CJK_CHAR, analyze, common_terms
 
-__all__ = ["UNKNOWN_SHARE", "abstains", "names"]
+__all__ = ["SMALL_UNKNOWN_SHARE", "UNKNOWN_SHARE", "abstains", "names"]
 
 # Rule 2: a query abstains when this share of its specific weight is in words the store lacks.
 # Chosen on LoCoMo conversations 1-3 and the tune half of benchmarks/relevance_data.py: 0.4-0.5
 # keep the evidence share, 0.6 lets a third more everyday prompts through (see relevance.py).
 UNKNOWN_SHARE = 0.5
+# In a store of fewer than SMALL_STORE memories most words of any question are missing by chance:
+# a question sharing one word of three with it ("which package manager, pnpm?") is about it, so a
+# query abstains there when more than two thirds of its words are unknown
+SMALL_UNKNOWN_SHARE = 2 / 3
 
 # English capitalizes these by rule, not because they are names
 _CALENDAR = frozenset([
@@ -163,22 +170,25 @@ def abstains(lex: Lexicon, n: int, text: Mapping[str, float],
     if known and not absent:
         return None
     common = common_terms()
-    # an unseen word weighs as one held by half a memory, more specific than any the store holds;
-    # in a small store, where most words of any question are missing by chance and document
-    # frequencies say little (see ``_index``), every word weighs the same
     small = n < SMALL_STORE
-    unseen = idf(0.5, n)
+    unseen = idf(0.5, n)  # an unseen word weighs as one held by half a memory
     lacking = total = 0.0
     for term in text:
-        # common words and numbers say little; CJK text is indexed as bigrams, most of them
-        # spanning two words
-        if term in common or term.isdigit() or _CJK.match(term):
+        # numbers say little; CJK text is indexed as bigrams, most of them spanning two words
+        if term.isdigit() or _CJK.match(term):
             continue
         df = lex.df(term)
-        part = 1.0 if small else idf(df, n) if df else unseen
+        if small:
+            # in a small store document frequencies say little (see ``_index``): words are
+            # counted, a common word the store lacks for COMMON_WEIGHT
+            part = COMMON_WEIGHT if term in common and not df else 1.0
+        elif term in common:  # says little of what a query is about
+            continue
+        else:
+            part = idf(df, n) if df else unseen
         total += part
         if not df:
             lacking += part
-    if lacking > UNKNOWN_SHARE * total:
+    if lacking > (SMALL_UNKNOWN_SHARE if small else UNKNOWN_SHARE) * total:
         return "unknown topic"
     return None

@@ -1,7 +1,10 @@
 """Text analysis for retrieval: the same function turns memories and queries into index terms.
 
 ``analyze`` case-folds, strips accents, splits on anything that is not a letter or digit, drops
-English stopwords and one-letter words, and stems with the Snowball English stemmer (PyStemmer).
+English stopwords and one-letter words, and stems with the Snowball English stemmer (PyStemmer),
+guarded: a stem that drops a long derivational suffix ("productivity" -> "product", the stem of
+"production" too) is not taken, and a word of three letters or fewer ("aws") is not stemmed. A
+short command-line option ("-p") is a term of its own, so "the -p flag" is not just "flag".
 A hyphenated compound ("de-stress", "e-mail") also yields its joined form
 ("destress", "email"), so either spelling matches. Possessives ("Caroline's") lose the "'s".
 
@@ -46,7 +49,9 @@ _EMOJI = re.compile(
     "[\U0001F1E6-\U0001F1FF]{2}"
     "|(?![\U0001F3FB-\U0001F3FF\u2640\u2642])[\U0001F000-\U0001FAFF\u2300-\u23ff\u2600-\u27bf\u2b00-\u2bff]"
 )
-_PIECE = re.compile(f"(?P<emoji>{_EMOJI.pattern})|{_TOKEN.pattern}")
+# a short command-line option ("-p", "-n"): a term of its own, so "the -p flag" is not any flag
+_OPTION = re.compile(r"(?<![\w-])-[a-z](?![\w-])")
+_PIECE = re.compile(f"(?P<emoji>{_EMOJI.pattern})|(?P<option>{_OPTION.pattern})|{_TOKEN.pattern}")
 _VOICING = "\u3099\u309a"  # kana voiced/semi-voiced marks: "が" is a different sound from "か"
 
 # The common English function words (NLTK's list, plus contractions' fragments and a few
@@ -132,12 +137,57 @@ def _stemmer() -> Any:
     return Stemmer.Stemmer("english")
 
 
-@lru_cache(maxsize=65536)
-def _stem(word: str) -> str:
-    word = _IRREGULAR.get(word, word)
+# Snowball strips derivational suffixes too, and so joins words of other meanings: "productivity",
+# "production" and "productive" all become "product", "organization" "organ", "international"
+# "intern". Its stem is taken only when it drops at most _DERIVED letters of the word's
+# uninflected form (the word without its plural, past, -ing or -ly: "productivities" ->
+# "productivity"), else the word keeps that form: "adoption" -> "adopt", "deployment" -> "deploy",
+# "studies" -> "studi", but "productivity", "organization", "international" stay themselves. A
+# word of three letters or fewer is not stemmed: the "s" of "aws" or "ios" is no plural.
+_DERIVED = 4
+_SHORT = 3
+_INFLECTIONS = (("ies", "y"), ("ied", "y"), ("ily", "y"), ("ing", ""), ("ing", "e"), ("ed", ""), ("ed", "e"),
+                ("es", ""), ("s", ""), ("ly", ""))
+
+
+def _snowball(word: str) -> str:
     # PyStemmer objects are not documented as thread-safe; the cache makes the lock rarely taken.
     with _stem_lock:
         return str(_stemmer().stemWord(word))
+
+
+def _dropped(word: str, stem: str) -> int:
+    """How many letters at the end of ``word`` its ``stem`` does not keep."""
+    n = 0
+    for a, b in zip(word, stem):  # noqa: B905 - the common prefix
+        if a != b:
+            break
+        n += 1
+    return len(word) - n
+
+
+def _uninflected(word: str, stem: str) -> str:
+    """``word`` without its inflection: the shortest of its forms with an inflectional ending
+    taken off that stems to ``stem`` (``word`` itself when none does)."""
+    best = word
+    for end, put in _INFLECTIONS:
+        if word.endswith(end) and len(word) - len(end) >= _SHORT:
+            form = word[: -len(end)] + put
+            if len(form) < len(best) and _snowball(form) == stem:
+                best = form
+    return best
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    word = _IRREGULAR.get(word, word)
+    if len(word) <= _SHORT:
+        return word
+    stem = _snowball(word)
+    if _dropped(word, stem) <= _DERIVED:
+        return stem
+    base = _uninflected(word, stem)
+    return stem if _dropped(base, stem) <= _DERIVED else base
 
 
 def _fold(text: str) -> str:
@@ -171,7 +221,7 @@ def _words(text: str) -> list[str]:
     for m in _PIECE.finditer(_fold(text)):
         tok = m.group()
         # most words: nothing to split, join or drop (4x faster)
-        if (tok.isascii() and tok.isalnum()) or m.group("emoji"):
+        if (tok.isascii() and tok.isalnum()) or m.group("emoji") or m.group("option"):
             out.append(tok)
         elif _CJK.search(tok):  # no spaces between words: bigrams of each CJK run, the rest as words
             for piece in re.split(f"({_CJK.pattern})", tok):

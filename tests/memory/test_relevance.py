@@ -8,6 +8,7 @@ import pytest
 from memwire.memory._index import BM25Index
 from memwire.memory._index_relevance import abstains, names
 from memwire.memory._store import MemoryStore
+from memwire.memory._text import analyze
 from memwire.policies._query import Query
 
 CODING = [
@@ -160,10 +161,14 @@ def test_a_reworded_question_that_shares_its_words_still_finds_its_memory(coding
     assert found(coding, "Which team is Priya on?")[0] == CODING[7]
 
 
-def test_in_a_small_store_one_unknown_word_beside_a_known_one_is_not_most_of_a_question() -> None:
-    idx = index(["User prefers tabs"])
+def test_in_a_small_store_words_are_counted_and_most_must_be_unknown() -> None:
+    idx = index(["User prefers tabs", "The project uses pnpm", "Build with `make build`, never call setup.py"])
     assert found(idx, "Should I use tabs in this file?") == ["User prefers tabs"]
-    assert idx.abstains("Should I use tabs in this config file?") == "unknown topic"  # 1 known, 2 unknown
+    assert found(idx, "which package manager, pnpm?") == ["The project uses pnpm"]  # 1 of 3 words known
+    assert found(idx, "how do I build the project?")[0].startswith("Build")  # a common word the store holds
+    assert idx.abstains("Should I indent this yaml config file with tabs?") == "unknown topic"  # 1 of 5
+    # common words the store lacks count a quarter: 1.5 of 2.5 unknown, not more than two thirds
+    assert idx.abstains("Do I want tabs in this file tonight?") is None
 
 
 def test_common_words_and_cjk_bigrams_do_not_count_as_unknown() -> None:
@@ -183,8 +188,9 @@ def test_abstains_reads_the_store_it_is_given() -> None:
     assert abstains(idx._data.lex, len(idx), {"rex": 1.0}, [[("rex",)]]) is None
     assert abstains(idx._data.lex, len(idx), {"max": 1.0}, [[("max",)]]) == "unknown name"
     assert abstains(idx._data.lex, len(idx), {"max": 1.0}, [[("max",)], []]) == "unknown topic"  # one asks of no name
-    assert abstains(idx._data.lex, len(idx), {"carrot": 1.0, "cake": 1.0}, []) is None  # half: not most
-    assert abstains(idx._data.lex, len(idx), {"carrot": 1.0, "cake": 1.0, "oven": 1.0}, []) == "unknown topic"
+    lex, n = idx._data.lex, len(idx)
+    assert abstains(lex, n, {"carrot": 1.0, "cake": 1.0, "oven": 1.0}, []) is None  # two thirds: not more
+    assert abstains(lex, n, {"carrot": 1.0, "cake": 1.0, "oven": 1.0, "flour": 1.0}, []) == "unknown topic"
 
 
 def test_the_store_search_abstains_at_its_defaults(tmp_path: object) -> None:
@@ -195,3 +201,43 @@ def test_the_store_search_abstains_at_its_defaults(tmp_path: object) -> None:
     assert [h.memory.text for h in store.search("When do production deploys go out?", k=1)] == [CODING[1]]
     assert store.search("What did Caroline research?", k=6, min_score=0.0) == []  # no shared word at all
     assert store.search("Recommend a podcast about production", k=6, min_score=0.0)
+
+
+# ---------------------------------------------------------------- stems and options
+
+
+def test_productivity_is_not_production(coding: BM25Index) -> None:
+    assert analyze("productivity") != analyze("production")
+    assert analyze("productivities") == analyze("productivity")  # its plural still is
+    assert found(coding, "Recommend a book about productivity") == []
+    assert coding.search("Recommend a book about productivity", k=6, min_score=0) == []  # no shared word at all
+    assert found(coding, "Any book on production deploys?")[0] == CODING[1]
+
+
+@pytest.mark.parametrize(
+    ("words", "same"),
+    [
+        ("deploys deploying deployed deployment", "deploy"),  # inflections, and a short derivation
+        ("adoption adopted adopting", "adopt"),
+        ("running runs", "run"),
+        ("studies studying", "study"),
+        ("organizations", "organization"),  # a long derivation is a word of its own
+        ("internationally", "international"),
+    ],
+)
+def test_inflections_still_meet(words: str, same: str) -> None:
+    assert set(analyze(words)) == set(analyze(same))
+
+
+def test_long_derivations_and_short_words_keep_apart() -> None:
+    assert analyze("organization") != analyze("organ")
+    assert analyze("international") != analyze("intern")
+    assert analyze("aws") == ["aws"] and analyze("ios") == ["ios"]  # the s of a short word is no plural
+
+
+def test_the_p_flag_is_not_any_flag(coding: BM25Index) -> None:
+    assert analyze("What does the -p flag do?") == ["-p", "flag"]
+    assert analyze("e-mail at 09-10 - not an option") == ["mail", "email", "09", "10", "0910", "option"]
+    assert found(coding, "What does the -p flag do in mkdir?") == []
+    assert coding.abstains("What does the -p flag do in mkdir?") == "unknown name"
+    assert found(coding, "What does -n do for pytest?")[0] == CODING[3]  # an option the store holds
