@@ -92,6 +92,8 @@ class Record:
     cache_write_tokens: int | None = None
     output_tokens: int | None = None
     provider: str = ""            # openai | anthropic (by the API)
+    reused: bool = False          # the block came from its turn's memo (a tool loop's later request)
+    client: str = ""              # which client sent it, by name (claude-code, codex, openai-python...)
     rid: str = field(default_factory=lambda: next_rid(), compare=False)  # one request, wherever read
 
     @property
@@ -115,20 +117,21 @@ _RECORD_FIELDS = tuple(f.name for f in fields(Record))
 
 
 def record_of(injection: Injection | None, api: str, model: str, status: int, usage: Usage | None,
-              at: float | None = None) -> Record:
-    """The record of one request (``injection`` None: memwire passed it through untouched)."""
+              at: float | None = None, client: str = "") -> Record:
+    """The record of one request (``injection`` None: memwire passed it through untouched;
+    ``client``: the name of the client that sent it, never a header's value)."""
     inj: dict[str, Any] = {}
     if injection is not None:
         inj = {"namespace": injection.namespace, "session": injection.session, "mode": injection.mode,
                "memory_ids": injection.memory_ids if injection.injected else (), "replayed": injection.replayed,
                "block_tokens": injection.tokens if injection.injected else 0,
                "profile_tokens": injection.profile_tokens, "skipped": injection.skipped,
-               "added_ms": round(injection.elapsed_ms, 3)}
+               "added_ms": round(injection.elapsed_ms, 3), "reused": injection.reused}
     got: dict[str, Any] = {}
     if usage is not None:
         got = {"prompt_tokens": usage.prompt_tokens, "cached_tokens": usage.cached_tokens,
                "cache_write_tokens": usage.cache_write_tokens, "output_tokens": usage.output_tokens}
-    return Record(at=time.time() if at is None else at, api=api, model=model, status=status,
+    return Record(at=time.time() if at is None else at, api=api, model=model, status=status, client=client,
                   provider="anthropic" if api.startswith("anthropic") else "openai", **inj, **got)
 
 

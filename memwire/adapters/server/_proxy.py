@@ -66,6 +66,7 @@ from ...middleware.formats.anthropic_messages import (  # noqa: F401
 from .._common import dump_json, error_id
 from ._aio import AioTransport, Answer, Outgoing
 from ._aio import available as aio_available
+from ._clients import client_name
 from ._keys import KEY_HEADER, Access, Caller, Denied, KeyRing
 from ._limits import NamespaceQuota, Refusal, declared_length, read_all, read_body
 from ._memory_api import memory_api
@@ -298,14 +299,15 @@ class _Proxy:
         headers = {"x-memwire-injected": str(injected), "x-memwire-mode": mode}
         if injection is not None and injection.profile_ids:  # contextPerTurn with profile=true
             headers["x-memwire-profile"] = str(len(injection.profile_ids))
-        return await self._forward(request, body, headers, partial(self._tap, injection, api, model))
+        return await self._forward(request, body, headers, partial(self._tap, injection, api, model,
+                                                                   client_name(request.headers)))
 
-    def _tap(self, injection: Injection | None, api: str, model: str, status: int,
+    def _tap(self, injection: Injection | None, api: str, model: str, client: str, status: int,
              headers: Mapping[str, str]) -> ReplyTap | None:
         """The reader of a memory route's reply: telemetry (when memories went in) and the request's
         record (``Middleware.records``: /metrics and the figures), from the reply's usage."""
         def record(reply: Reply) -> None:
-            self.middleware.records.add(record_of(injection, api, model, status, reply.usage))
+            self.middleware.records.add(record_of(injection, api, model, status, reply.usage, client=client))
 
         return tap_reply(self.middleware, injection, api, status, headers, on_reply=record)
 
