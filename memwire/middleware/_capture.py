@@ -519,12 +519,16 @@ class Capture:
                 return dup
         if was_rejected(store, memory_id(text)):
             return None
-        if kind == "fact" and text.startswith(_PROFILE_PREFIX) and inbox is None:
-            self._supersede(store, text, source)
+        profile = None
+        if kind == "fact" and text.startswith(_PROFILE_PREFIX) and inbox is None and replaces is None:
+            profile = self._supersede(store, text, source)
+            replaces = profile.id if profile is not None else None
         mem = (store if inbox is None else inbox).add(text, tags=[kind, CAPTURED_TAG, *extra_tags],
                                                       topic=TOPICS[kind], date=day.isoformat(),
                                                       cue="distilled" if DISTILLED_TAG in extra_tags else "captured",
                                                       replaces=replaces if inbox is None else None)
+        if profile is not None:
+            self._event(store, "superseded", profile, source)
         self._recent.setdefault(recent, now, replace=lambda _: True)
         self._event(store, "captured" if inbox is None else "captured-for-review", mem, source)
         log.info("memwire: captured %s %s (%d chars)", kind, mem.id, len(mem.text))
@@ -543,12 +547,16 @@ class Capture:
                 self._event(store, "superseded", store.forget(old.id, reason="superseded"), source)
             self._write(store, p.kind, p.text, source, extra_tags=(DISTILLED_TAG,))
 
-    def _supersede(self, store: Store, text: str, source: dict[str, str]) -> None:
-        """A new "User's timezone is X" replaces the captured "User's timezone is Y"."""
+    def _supersede(self, store: Store, text: str, source: dict[str, str]) -> Memory | None:
+        """A new "User's timezone is X" replaces the captured "User's timezone is Y": the first such
+        memory is returned, for the add to replace (the store archives it and links the two: its
+        history); any other is archived here."""
         key = text[: text.find(" is ") + 4].lower()
-        for mem in store.memories():
-            if CAPTURED_TAG in mem.tags and mem.text.lower().startswith(key) and mem.text != text:
-                self._event(store, "superseded", store.forget(mem.id, reason="superseded"), source)
+        olds = [mem for mem in store.memories()
+                if CAPTURED_TAG in mem.tags and mem.text.lower().startswith(key) and mem.text != text]
+        for mem in olds[1:]:
+            self._event(store, "superseded", store.forget(mem.id, reason="superseded"), source)
+        return olds[0] if olds else None
 
     def _forget(self, store: Store, session: str, text: str) -> None:
         """"forget that X": the captured memory that best matches X."""

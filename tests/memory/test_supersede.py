@@ -421,3 +421,20 @@ async def test_the_page_shows_conflicts_and_resolves_one_in_one_action(tmp_path:
     ids = {m.id for m in store.memories()}
     assert ids == {"gateway": {gateway.id}, "api": {api.id}, "both": {api.id, gateway.id}}[kept]
     assert _supersede.conflicts(store) == []
+
+
+def test_a_captured_timezone_change_keeps_its_history(tmp_path: Path) -> None:
+    from memwire import MemoryStore, Middleware
+    from memwire.memory._inbox import read_log
+
+    store = MemoryStore(tmp_path / "mem")
+    mw = Middleware(store=store, mode="contextPerTurn", capture="auto")
+    for session, said in (("a", "My timezone is Europe/Paris."), ("b", "My timezone is America/New_York.")):
+        mw.prepare([{"role": "user", "content": said}], session_id=session)
+        mw.flush()
+    [now] = store.memories()
+    assert now.text == "User's timezone is America/New_York."
+    steps = _supersede.history(store, now.id)
+    assert [(s.memory.text, s.state) for s in steps] == [("User's timezone is Europe/Paris.", "superseded"),
+                                                          ("User's timezone is America/New_York.", "current")]
+    assert [e["event"] for e in read_log(store)].count("superseded") == 1
