@@ -76,6 +76,7 @@ PROJECT_REFUSED: dict[str, str] = {
     "proxy_key": "a project config cannot set the proxy key; use --proxy-key or MEMWIRE_PROXY_KEY",
     "proxy_keys_file": "a project config cannot choose the proxy's client keys; "
                        "use --keys-file or MEMWIRE_PROXY_KEYS_FILE",
+    "embedding_model": "a project config cannot choose a model directory to load; use MEMWIRE_EMBEDDING_MODEL",
     # the conversation would go to a model and a server the repository chose
     "distill_model": "a project config cannot send conversations to a model; use MEMWIRE_DISTILL_MODEL",
     "distill_api_base": "a project config cannot send conversations to a server; use MEMWIRE_DISTILL_API_BASE",

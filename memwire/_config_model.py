@@ -43,6 +43,14 @@ class Config(BaseModel):
     min_score: float | None = Field(
         None, ge=0, le=1, description="minimum retrieval score, 0..1 (a share of the query's weight); None = the index default"
     )
+    retrieval: Literal["bm25", "hybrid"] = Field(
+        "bm25", description="'hybrid': BM25 and, beside it, a local embedding model's static embeddings "
+                            "(memwire[semantic] and embedding_model; without them, BM25 after one warning)"
+    )
+    embedding_model: str | None = Field(
+        None, description="retrieval=hybrid: a model2vec or sentence-transformers model directory; the latter's "
+                          "static embeddings are distilled once and cached under home (MEMWIRE_EMBEDDING_MODEL)"
+    )
     memory_role: Literal["user", "system", "developer"] = Field(
         "user", description="OpenAI chat role of the hidden memory message"
     )

@@ -49,12 +49,21 @@ def open_store(config: StoreSettings, namespace: str | None = None, *, dir: Path
     url = store or (None if dir is not None else config.store)
     kw: dict[str, Any] = {"min_score": config.min_score, "scoring": config.scoring(), "timezone": config.timezone}
     if url:
+        if getattr(config, "retrieval", "bm25") == "hybrid":
+            from ._embed import _warn_once  # numpy: only with hybrid
+
+            _warn_once("", "postgres", "semantic retrieval is off: the PostgreSQL store has no vector side yet; "
+                       "searching with BM25 only")
         from .postgres._store import (
             PgStore,  # start-up time: the PostgreSQL backend, for a PostgreSQL store only (psycopg is an extra)
         )
 
         return PgStore(url, namespace, **kw)
     root = dir if dir is not None else config.dir
+    # retrieval = "hybrid" (issue 32): markdown stores only so far; read with defaults, so settings
+    # objects without these keys still open a BM25 store
+    kw["retrieval"] = getattr(config, "retrieval", "bm25")
+    kw["embedding_model"] = getattr(config, "embedding_model", None)
     if namespace not in (None, "", "default") or alone or not config.use_global:
         return MemoryStore.for_namespace(root, namespace, **kw)
     return MemoryStore(root, global_dir=config.global_dir, **kw)

@@ -633,3 +633,53 @@ def test_a_snapshot_restored_store_embeds_its_memories(topic_model: Path, tmp_pa
     m3 = next(m for m in restored if m.text == MEMORIES["m3"])
     vec = restored._semantic.embedder.embed(MEMORIES["m3"])
     assert [h.id for h in restored._semantic.index.search(vec, k=1, min_z=-100)] == [m3.id]
+
+
+# --- the settings: retrieval, embedding_model ---------------------------------------------------
+
+
+def test_the_config_opens_a_hybrid_store(topic_model: Path, tmp_path: Path) -> None:
+    from memwire._config import load_config
+    from memwire.memory._open import open_store
+
+    cfg = load_config(env={"MEMWIRE_RETRIEVAL": "hybrid", "MEMWIRE_EMBEDDING_MODEL": str(topic_model),
+                           "MEMWIRE_DIR": str(tmp_path / "mem"), "MEMWIRE_HOME": str(tmp_path / "home")})
+    assert (cfg.retrieval, cfg.embedding_model) == ("hybrid", str(topic_model))
+    store = open_store(cfg)
+    store.add(MEMORIES["m3"])
+    assert [h.memory.text for h in store.search("npm yarn library", k=3)] == [MEMORIES["m3"]]
+    assert open_store(cfg, "team").retrieval == "hybrid"
+    plain = open_store(load_config(env={"MEMWIRE_DIR": str(tmp_path / "mem"), "MEMWIRE_HOME": str(tmp_path / "h")}))
+    assert plain.retrieval == "bm25" and plain.search("npm yarn library", k=3) == []
+
+
+def test_the_settings_are_checked_and_a_project_cannot_pick_the_model(tmp_path: Path) -> None:
+    from memwire._config import load_config, restrict_project_config
+    from memwire._errors import ConfigError
+
+    with pytest.raises(ConfigError, match="retrieval"):
+        load_config(env={"MEMWIRE_RETRIEVAL": "dense"})
+    kept, notices = restrict_project_config({"retrieval": "hybrid", "embedding_model": "/tmp/x"}, "memwire.toml")
+    assert kept == {"retrieval": "hybrid"}
+    assert len(notices) == 1 and "embedding_model" in notices[0] and "MEMWIRE_EMBEDDING_MODEL" in notices[0]
+
+
+def test_a_postgres_store_says_it_has_no_vector_side(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from memwire._config import load_config
+    from memwire.memory import _open
+
+    opened: list[Any] = []
+
+    class FakePg:
+        def __init__(self, url: str, namespace: Any, **kw: Any) -> None:
+            opened.append(kw)
+
+    import memwire.memory.postgres._store as pg
+
+    monkeypatch.setattr(pg, "PgStore", FakePg)
+    caplog.set_level(logging.WARNING, "memwire")
+    cfg = load_config(env={"MEMWIRE_RETRIEVAL": "hybrid", "MEMWIRE_STORE": "postgresql://x@127.0.0.1/db"})
+    _open.open_store(cfg)
+    assert opened and "retrieval" not in opened[0]  # PgStore takes no such setting yet
+    assert any("PostgreSQL store has no vector side" in r.getMessage() for r in caplog.records)
