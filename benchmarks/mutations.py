@@ -7,10 +7,12 @@ and reports the first failing test, or SURVIVED when the whole suite still passe
     python benchmarks/mutations.py            # all mutations (about 90 s each on 2 cores)
     python benchmarks/mutations.py --only 3 7 # some of them
     python benchmarks/mutations.py --check    # only that every mutation applies (no tests run)
+    python benchmarks/mutations.py --only 5 -- -n 0 tests/policies  # pytest's arguments after --
 
 Every chosen mutation must apply (its line found exactly once in the committed file) before any
 test runs: one that does not (the code moved or changed) is named and the script exits 2, since
-a breakage that is never made would otherwise count as caught.
+a breakage that is never made would otherwise count as caught. Likewise a run in which pytest ran
+no test (a wrong path or option: exit 3, 4 or 5) is NOT RUN, not caught, and the script exits 1.
 """
 
 from __future__ import annotations
@@ -194,7 +196,13 @@ def run(mutation: Mutation, tree: Path, pytest_args: list[str]) -> tuple[str, fl
     failed = re.search(r"^(?:FAILED|ERROR) (\S+)", out.stdout, re.M)
     if failed:
         return failed.group(1), took
+    if out.returncode in _NOT_RUN:  # no test ran to catch anything: not a catch
+        return f"NOT RUN (pytest exit {out.returncode}: {_NOT_RUN[out.returncode]})", took
     return ("SURVIVED" if out.returncode == 0 else f"pytest exit {out.returncode}"), took
+
+
+# pytest's exit codes that mean the tests did not run (a wrong path or option, no test collected)
+_NOT_RUN = {3: "internal error", 4: "usage error", 5: "no tests collected"}
 
 
 def main() -> int:
@@ -220,13 +228,15 @@ def main() -> int:
             print(f"all {len(chosen)} mutations apply")
             return 0
         print(f"{'#':>2}  {'breakage':<48} {'caught by':<90} s")
-        survived = 0
+        survived = not_run = 0
         for n, m in chosen:
             result, took = run(m, tree, args.pytest_args)
             survived += result == "SURVIVED"
+            not_run += result.startswith("NOT RUN")
             print(f"{n:>2}  {m.what:<48} {result:<90} {took:.0f}", flush=True)
-    print(f"{len(chosen) - survived} of {len(chosen)} breakages caught")
-    return 1 if survived else 0
+    print(f"{len(chosen) - survived - not_run} of {len(chosen)} breakages caught"
+          + (f" ({not_run} not run: see above)" if not_run else ""))
+    return 1 if survived or not_run else 0
 
 
 if __name__ == "__main__":
