@@ -438,3 +438,22 @@ def test_a_captured_timezone_change_keeps_its_history(tmp_path: Path) -> None:
     assert [(s.memory.text, s.state) for s in steps] == [("User's timezone is Europe/Paris.", "superseded"),
                                                           ("User's timezone is America/New_York.", "current")]
     assert [e["event"] for e in read_log(store)].count("superseded") == 1
+
+
+def test_an_export_carries_the_history_to_another_store(tmp_path: Path, make_store: StoreSpec) -> None:
+    import io
+
+    from memwire import MemoryStore
+    from memwire.memory._transfer import export_store, import_export
+
+    src = MemoryStore(tmp_path / "src")
+    old = src.add("My timezone is Europe/Paris.")
+    new = src.add("My timezone is America/New_York.")
+    src.lifecycle.flush()
+    out = io.StringIO()
+    export_store(src, out)
+    dst = make_store()
+    import_export(dst, io.StringIO(out.getvalue()))
+    dst.lifecycle.flush()
+    steps = _supersede.history(make_store(), new.id)
+    assert [(s.memory.id, s.state) for s in steps] == [(old.id, "superseded"), (new.id, "current")]
