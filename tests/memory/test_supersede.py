@@ -457,3 +457,32 @@ def test_an_export_carries_the_history_to_another_store(tmp_path: Path, make_sto
     dst.lifecycle.flush()
     steps = _supersede.history(make_store(), new.id)
     assert [(s.memory.id, s.state) for s in steps] == [(old.id, "superseded"), (new.id, "current")]
+
+
+def test_an_older_dated_value_does_not_replace_a_newer_one(make_store: StoreSpec) -> None:
+    s = make_store()
+    now = s.add("The staging database listens on port 6543.", date="2026-11-20")
+    old = s.add("The staging database listens on port 5433.", date="2026-10-01")  # an import of older notes
+    assert {m.id for m in s} == {now.id, old.id}
+    assert _links(s, old.id) == {"conflicts": [now.id]} and _links(s, now.id) == {"conflicts": [old.id]}
+    assert [m.id for m in _supersede.injected(s, [old])] == [now.id]
+
+
+def test_another_scopes_memory_is_not_removed_but_marked(tmp_path: Path) -> None:
+    from memwire import MemoryStore
+
+    home = MemoryStore(tmp_path / "home")
+    mine = home.add("My timezone is Europe/Paris.")
+    proj = MemoryStore(tmp_path / "proj", global_dir=tmp_path / "home")
+    new = proj.add("My timezone is America/New_York.")
+    assert {m.id for m in proj} == {mine.id, new.id} and mine.id in MemoryStore(tmp_path / "home")
+    assert _links(proj, new.id) == {"conflicts": [mine.id]}
+
+
+def test_restoring_never_merges_into_a_look_alike(make_store: StoreSpec) -> None:
+    s = make_store()
+    twin = s.add("The ledger database is PostgreSQL 15.")
+    gone = s.forget(twin.id)
+    kept = s.add("The ledger runs on PostgreSQL 15.")
+    back = s.restore(gone.id)  # says the same as the active one: restored anyway, not merged and lost
+    assert back.id == twin.id and {m.id for m in s} == {twin.id, kept.id} and twin.id not in s.archive
