@@ -25,7 +25,8 @@ text (never its context) before any memory is scored, make such a query abstain:
    memories, where most words of any question are missing by chance and document frequencies
    say little, words are counted instead (a common word the store lacks for ``COMMON_WEIGHT``)
    and the query abstains when more than ``SMALL_UNKNOWN_SHARE`` of them are unknown: "Should I
-   use tabs in this file?" is about a store that holds only "User prefers tabs".
+   use tabs in this file?" is about a store that holds only "User prefers tabs". A query of
+   numbers and common words only ("What's 17 times 23?") names no topic at all: it abstains.
 
 Capitalization only says something in text that has lower-case words after its first one: in
 Title Case or ALL CAPS text only identifiers are names. A sentence's first word, weekday and month
@@ -69,40 +70,39 @@ _CALENDAR = frozenset([
 
 # a word (inner apostrophes, dots, hyphens and underscores kept: "Caroline's", "Next.js",
 # "snake_case"), a short option ("-p"), or what ends a sentence or opens a quote (the next word
-# starts one); anything else between words ends a run of names unless it is plain space
+# starts one); anything but space between two words ends a run of names
 _PIECE = re.compile(
     r"(?P<opt>(?<![\w-])-[A-Za-z](?![\w-]))"
     r"|(?P<word>[^\W_](?:[\w'’.-]*[^\W_])?)"
     r"|(?P<end>[.!?;:]+(?=\s|$)|[\n\"“”«»()\[\]{}<>`*#|]+)"
-    r"|(?P<space>[ \t]+)"
 )
-_MIXED_CASE = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")  # LaunchDarkly, iPhone, SQLAlchemy
-_LETTER_DIGIT = re.compile(r"^[^\W\d_]+.*\d")  # py3, v2, gpt4: letters first, then a digit
-_DOTTED = re.compile(r"^[^\W_]{2,}(?:\.[^\W_]{2,})+$")  # Next.js, os.path, staging.acme.dev
+# LaunchDarkly, iPhone, SQLAlchemy (mixed case); py3, gpt4 (letters, then a digit); Next.js,
+# os.path (dotted)
+_IDENTIFIER = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]|^[^\W\d_]+.*\d|^[^\W_]{2,}(?:\.[^\W_]{2,})+$")
+_LOWER_AFTER = re.compile(r"[\s\"'(“‘][^\W\d_A-Z]")  # a word after the first in lower case (or uncased)
 _CJK = re.compile(CJK_CHAR)
 _ABBREVIATION = 3  # a capitalized word this short followed by "." ("Dr.", "St.") continues a name
-
-
-def _identifier(word: str) -> bool:
-    return bool(_MIXED_CASE.search(word) or _LETTER_DIGIT.match(word) or _DOTTED.match(word))
 
 
 @lru_cache(maxsize=1024)
 def names(text: str) -> tuple[tuple[tuple[str, ...], ...], ...]:
     """The names and identifiers ``text`` mentions (see the module docstring), sentence by
     sentence: for each sentence that asks (ends with "?"; every sentence when none does), the
-    index terms of each name in it."""
-    words = [m.group("word") for m in _PIECE.finditer(text) if m.group("word")]
+    index terms of each name in it; () when it names nothing."""
     # capitalization is informative only when some word after the first is in lower case
-    cased = any(w[0].islower() for w in words[1:])
+    cased = _LOWER_AFTER.search(text) is not None
     sentences: list[tuple[list[list[str]], bool]] = []  # each sentence's names, and whether it asks
     runs: list[list[str]] = []
     run: list[str] = []
     start = True  # the next word starts a sentence
+    named = False
+    last = 0  # where the previous piece ended
     for m in _PIECE.finditer(text):
+        if run and m.start() > last and not text[last : m.start()].isspace():  # "Gina, Jon": two names
+            runs.append(run)
+            run = []
+        last = m.end()
         kind = m.lastgroup
-        if kind == "space":
-            continue
         if kind == "end":
             end = m.group()
             if end == "." and run and run[-1][0].isupper() and len(run[-1]) <= _ABBREVIATION:
@@ -118,18 +118,22 @@ def names(text: str) -> tuple[tuple[tuple[str, ...], ...], ...]:
         word = m.group()
         if kind == "opt":
             name = True
-        elif word.casefold() in _CALENDAR or word[0].isdigit():
+        elif word.isalpha() and word[1:].islower():  # most words: no identifier, at most capitalized
+            name = cased and not start and word[0].isupper() and word.casefold() not in _CALENDAR
+        elif word[0].isdigit():  # "10am", "8th", "1990s": quantities
             name = False
-        elif _identifier(word):
-            name = True
         else:
-            name = cased and not start and word[0].isupper() and not word.isupper()
+            name = _IDENTIFIER.search(word) is not None or (
+                cased and not start and word[0].isupper() and not word.isupper() and word.casefold() not in _CALENDAR)
         start = False
         if name:
             run.append(word)
+            named = True
         elif run:
             runs.append(run)
             run = []
+    if not named:
+        return ()
     if run:
         runs.append(run)
     if not start or runs:
@@ -173,9 +177,11 @@ def abstains(lex: Lexicon, n: int, text: Mapping[str, float],
     small = n < SMALL_STORE
     unseen = idf(0.5, n)  # an unseen word weighs as one held by half a memory
     lacking = total = 0.0
+    numbers = False
     for term in text:
         # numbers say little; CJK text is indexed as bigrams, most of them spanning two words
         if term.isdigit() or _CJK.match(term):
+            numbers |= term.isdigit()
             continue
         df = lex.df(term)
         if small:
@@ -191,4 +197,6 @@ def abstains(lex: Lexicon, n: int, text: Mapping[str, float],
             lacking += part
     if lacking > (SMALL_UNKNOWN_SHARE if small else UNKNOWN_SHARE) * total:
         return "unknown topic"
+    if numbers and not any(t not in common and not t.isdigit() for t in text):
+        return "unknown topic"  # nothing but numbers and common words: "What's 17 times 23?"
     return None
