@@ -548,6 +548,26 @@ class _Parser(argparse.ArgumentParser):
         return "; ".join([f"unrecognized arguments: {' '.join(extras)}", *hints])
 
 
+def cmd_embeddings(args: argparse.Namespace, cfg: Config) -> int:
+    """Distil (once) and check the static embeddings retrieval = "hybrid" uses (issue 32): stores
+    never distil themselves, a request never waits for it."""
+    from .memory._embed import load_static, prepare  # start-up time: numpy, tokenizers (this command only)
+
+    model = args.model or cfg.embedding_model
+    if not model:
+        raise ConfigError("no model: give MODEL or set embedding_model (MEMWIRE_EMBEDDING_MODEL)")
+
+    def progress(done: int, total: int) -> None:
+        print(f"\rmemwire: distilling {done}/{total} tokens", end="\n" if done == total else "",
+              file=sys.stderr, flush=True)
+
+    static = prepare(model, None, progress)  # the cache under $MEMWIRE_HOME, where the stores look
+    emb = load_static(static)
+    print(json.dumps({"model": str(model), "static": str(static), "dims": emb.dims}) if args.json
+          else f"{model}: static embeddings in {static} ({emb.dims} dimensions)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="memwire", description="Per-turn memory for LLM calls that keeps the prompt cache.")
     parser.add_argument("--config", help="path of your memwire.toml (default: $MEMWIRE_CONFIG, else ./memwire.toml "
@@ -683,6 +703,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--revoke", action="store_true", help="stop trusting PATH (default: the working directory)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(fn=cmd_trust)
+
+    p = sub.add_parser("embeddings", help="distil a model's static embeddings for retrieval = \"hybrid\" (once)",
+                       description="retrieval = \"hybrid\" needs static embeddings: a model2vec directory is used as "
+                                   "it is; a sentence-transformers model's are distilled once (minutes) and cached "
+                                   "under $MEMWIRE_HOME/embeddings. Stores never distil on a request.")
+    p.add_argument("model", nargs="?", help="the model directory (default: the embedding_model setting)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(fn=cmd_embeddings)
 
     proxy_cli.register(sub)
     keys_cli.register(sub)  # memwire keys: the proxy's client keys

@@ -683,3 +683,36 @@ def test_a_postgres_store_says_it_has_no_vector_side(tmp_path: Path, caplog: pyt
     _open.open_store(cfg)
     assert opened and "retrieval" not in opened[0]  # PgStore takes no such setting yet
     assert any("PostgreSQL store has no vector side" in r.getMessage() for r in caplog.records)
+
+
+def test_the_embeddings_command_distils_once_with_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from memwire.cli import main
+
+    monkeypatch.setenv("MEMWIRE_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    d = make_bert(tmp_path / "bert")
+    assert main(["embeddings", str(d), "--json"]) == 0
+    out, err = capsys.readouterr()
+    static = Path(json.loads(out)["static"])
+    assert static.parent == tmp_path / "home" / "embeddings" and (static / "model.safetensors").is_file()
+    assert "distilling" in err and err.endswith("\n")
+    # the stores now find it without distilling
+    monkeypatch.setattr(_embed_side, "_embedders", {})
+    assert shared_embedder(d) is not None
+    monkeypatch.setenv("MEMWIRE_EMBEDDING_MODEL", str(d))
+    assert main(["embeddings"]) == 0  # from the setting; cached: no progress
+    out, err = capsys.readouterr()
+    assert str(static) in out and "distilling" not in err
+    assert main(["embeddings", str(tmp_path / "nothing")]) == 2
+    assert "no such model directory" in capsys.readouterr().err
+    monkeypatch.delenv("MEMWIRE_EMBEDDING_MODEL")
+    assert main(["embeddings"]) == 2
+    assert "no model" in capsys.readouterr().err
+
+
+def test_middleware_settings_reach_the_store(topic_model: Path, tmp_path: Path) -> None:
+    from memwire.middleware._core import Middleware
+
+    mw = Middleware(dir=tmp_path / "mem", retrieval="hybrid", embedding_model=str(topic_model))
+    assert mw.store.retrieval == "hybrid" and mw.store._semantic is not None
