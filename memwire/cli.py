@@ -748,7 +748,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         overrides: dict[str, Any] = {}
-        for key in ("mode", "history", "capture"):
+        for key in ("mode", "history", "capture", "retrieval"):
             if getattr(args, key, None):
                 overrides[key] = getattr(args, key)
         if getattr(args, "dir", None):

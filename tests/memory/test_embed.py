@@ -716,3 +716,16 @@ def test_middleware_settings_reach_the_store(topic_model: Path, tmp_path: Path) 
 
     mw = Middleware(dir=tmp_path / "mem", retrieval="hybrid", embedding_model=str(topic_model))
     assert mw.store.retrieval == "hybrid" and mw.store._semantic is not None
+
+
+def test_proxy_retrieval_flag_reaches_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memwire.adapters.server import _proxy_cli
+    from memwire.cli import main
+
+    seen: list[Any] = []
+    monkeypatch.setattr(_proxy_cli, "cmd_proxy", lambda args, cfg: seen.append(cfg) or 0)
+    monkeypatch.setenv("MEMWIRE_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["proxy", "--dir", str(tmp_path / "mem"), "--retrieval", "hybrid"]) == 0
+    assert main(["proxy", "--dir", str(tmp_path / "mem")]) == 0
+    assert [c.retrieval for c in seen] == ["hybrid", "bm25"]

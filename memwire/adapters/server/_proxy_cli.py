@@ -46,6 +46,9 @@ def register(sub: Any) -> None:
     p.add_argument("--capture", choices=["auto", "review", "off"],
                    help="explicit statements ('remember that ...'): store them (auto, default), hold them for "
                         "`memwire inbox` (review), or off")
+    p.add_argument("--retrieval", choices=["bm25", "hybrid"],
+                   help="hybrid: BM25 and a local embedding model (embedding_model, memwire[semantic]; "
+                        "distil it first with `memwire embeddings`); default: the config's, else bm25")
     p.add_argument("--dir", help="memory directory; namespace NAME uses DIR/namespaces/NAME")
     p.add_argument("--store", metavar="URL", help="keep memory in PostgreSQL (postgresql://user@host/db) instead of "
                                                   "a directory: every replica on it shares memories, sessions and "
