@@ -411,7 +411,7 @@ async def test_the_page_shows_conflicts_and_resolves_one_in_one_action(tmp_path:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy.test",
                                  headers={"origin": "http://proxy.test"}, follow_redirects=True) as http:
         page = (await http.get("/memwire/ui")).text
-        row = re.search(r'<table id="conflicts">.*?</table>', page, re.S)
+        row = re.search(r'<table id="conflicts"[^>]*>.*?</table>', page, re.S)
         assert row is not None and api.text in row.group() and gateway.text in row.group()
         action = re.search(rf'action="([^"]+)"><input type="hidden" name="both" value="(\d)"><button>{button}<',
                            row.group())
