@@ -121,7 +121,8 @@ class StaticEmbedder:
         return np.asarray(vec / norm, np.float32) if norm > 0 else None
 
     def _calibrate(self) -> Null:
-        usable = {t: i for t, i in self._tok.get_vocab().items() if i < len(self.vectors) and np.any(self.vectors[i])}
+        nonzero = np.any(self.vectors != 0, axis=1)
+        usable = {t: i for t, i in self._tok.get_vocab().items() if i < len(nonzero) and nonzero[i]}
         texts = pseudo_texts(usable, _NULL_TEXTS)
         if texts is None:
             raise EmbeddingModelError(f"model {self.key[:12]}: too few word tokens to calibrate")
@@ -143,7 +144,9 @@ def pseudo_texts(vocab: dict[str, int], count: int, seed: int = 20260) -> list[l
     rng = np.random.default_rng(seed)
     p = 1.0 / np.arange(1, len(words) + 1)
     p /= p.sum()
-    return [rng.choice(words, size=rng.integers(*_NULL_LENGTHS), p=p).tolist() for _ in range(count)]
+    lengths = rng.integers(*_NULL_LENGTHS, size=count)
+    drawn = rng.choice(words, size=int(lengths.sum()), p=p)  # one draw: choice() rebuilds p's table per call
+    return [part.tolist() for part in np.split(drawn, np.cumsum(lengths)[:-1])]
 
 
 def null_of(rows: Array, pairs: int = _NULL_PAIRS, seed: int = 20261) -> Null:
