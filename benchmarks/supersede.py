@@ -58,7 +58,10 @@ def table() -> None:
 
 # Cases written after the rules, to see how they do on wording they were not tuned on: the first 26
 # were run once (updates 10/12, look-alikes 9/10, duplicates 4/4), two rules were then fixed on
-# them; the second batch was written after that and never tuned on.
+# them; the second batch was written after that and run once (updates 4/8, look-alikes 6/6,
+# duplicates 3/3), then three general rules were added (more linking verbs, "always/never VERB"
+# instructions, "#channel" values): 7/8. Neither batch is in the tests: the figures are honest only
+# for wording written after the rules.
 HELD_OUT = [
     ("update", "The office wifi password hint is on the fridge.",
      "The office wifi password hint is now on the whiteboard."),

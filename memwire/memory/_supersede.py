@@ -128,6 +128,8 @@ _PIVOTS = _words("""
     favours choose chooses chose pick picks go goes stick sticks has have had points point set
     starts start begins begin ends end falls lands moves moved changed switched happen happens take takes took
     called named default defaults
+    target targets require requires need needs support supports depend depends expect expects return returns
+    contain contains include includes cost costs last lasts hold holds serve serves send sends point points
 """)
 # words that carry no subject: changes of mind, framing, people, relative days (dates are written
 # out by the capture rules), and the pivots themselves
@@ -142,6 +144,7 @@ _NEGATIONS = _words("not no never don't doesn't isn't aren't won't can't cannot 
                        "dont doesnt isnt arent wont cant didnt stop stopped")
 _REJECTING = _words("over instead than not no from without vs versus never replacing replaced")
 _CHOOSING = _words("to with use uses using prefer prefers for but now")
+_IMPERATIVE = _words("always never please")  # an instruction: the next word is its verb
 _NUMBER_WORDS = _words("""
     zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
     sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred
@@ -201,7 +204,7 @@ def _is_value(tok: str, first: bool) -> bool:
     return tok[0].isupper() and not first  # a name (not the sentence's first word)
 
 
-_MARKED = re.compile(r"^[`\"]|[\d/\\._@]|://")
+_MARKED = re.compile(r"^[`\"#]|[\d/\\._@]|://")  # "#sev": a channel, an issue
 _MIXED = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
 
 
@@ -221,6 +224,8 @@ def read(text: str) -> Reading:
     toks = _TOKEN.findall(body)
     lows = [_value(t) for t in toks]
     pivot = next((i for i, w in enumerate(lows) if w in _PIVOTS), None)
+    if pivot is None and len(lows) > 2 and lows[0] in _IMPERATIVE:
+        pivot = 1  # "Always write commit messages in English": the instruction's verb links it
     subject: set[str] = set()
     values: set[str] = set()
     rejected: set[str] = set()
