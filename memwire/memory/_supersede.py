@@ -28,9 +28,16 @@ Then, in this order:
   production database port is 5432": the subjects differ on both sides).
 
 A false supersession loses a true fact from what is injected (it stays in the archive), so every
-doubtful case falls to ``conflict`` or ``separate``. ``settle`` (the store's add path, under the
-store's write lock or transaction) asks the index for the candidates: the active memories most
-similar to the new one.
+doubtful case falls to ``conflict`` or ``separate``.
+
+Where it acts: both stores' add path (``plan``, under the store's write lock or in the write
+transaction, on ``candidates``: the active memories the index finds most similar) archives what a
+new memory supersedes (``#superseded``) and records the links in the lifecycle (``links_of``:
+supersedes / superseded_by / conflicts). ``injected`` shows a conflict pair in a block as its newer
+memory saying what it may replace; ``conflicts`` and ``resolve`` list and settle the pairs;
+``history`` follows the links into a memory's chain of values; ``duplicate_clusters`` and ``merge``
+are ``memwire dedupe`` (the others archived as ``#merged``). Nothing is deleted: every memory that
+stops being current is in the archive, restorable.
 """
 
 from __future__ import annotations
