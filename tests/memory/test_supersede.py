@@ -486,3 +486,18 @@ def test_restoring_never_merges_into_a_look_alike(make_store: StoreSpec) -> None
     kept = s.add("The ledger runs on PostgreSQL 15.")
     back = s.restore(gone.id)  # says the same as the active one: restored anyway, not merged and lost
     assert back.id == twin.id and {m.id for m in s} == {twin.id, kept.id} and twin.id not in s.archive
+
+
+def test_the_startup_block_shows_a_conflict_pair_as_its_newer_memory(make_store: StoreSpec) -> None:
+    from memwire import Middleware
+
+    s = make_store()
+    api = s.add("The API runs on port 8080.")
+    gateway = s.add("The API gateway runs on port 9090.")
+    other = s.add("Deploys go out on Tuesdays.")
+    p = Middleware(store=s, mode="startup").prepare([{"role": "user", "content": "hello there, what's new?"}],
+                                                     session_id="s")
+    assert p.injection is not None
+    assert set(p.injection.memory_ids) == {gateway.id, other.id}
+    assert "newer than an earlier note it may replace" in p.injection.text and "8080" in p.injection.text
+    assert api.id not in p.injection.memory_ids

@@ -120,7 +120,7 @@ class Turn:
     def profile(self, fresh: bool, max_tokens: int) -> Block:
         """The session's profile block (see ``_profile``), with no query: computed once per session
         by the mode that shows it. ``fresh`` as for ``search``."""
-        memories = self.store.memories(refresh=fresh, wait=fresh)
+        memories = injected(self.store, self.store.memories(refresh=fresh, wait=fresh))  # a conflict: the newer
         return profile_block(self.store, memories, max_tokens, self.model)
 
 
