@@ -951,6 +951,7 @@ class MemoryStore:
                 self.refresh()
                 found = [(mem, d.find(mem.id)) for mem in items]
             plan = self._plan(d, items, [mem for mem, name in found if name is None], replaces, merge)
+            found = list(zip(_supersede.pinned_on(plan, [mem for mem, _ in found]), [n for _, n in found], strict=True))
             gone = plan.removed()
             if gone:  # into the archive first: a crash in between leaves a copy, never a loss
                 self.archive_copy(gone, "superseded")

@@ -46,7 +46,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -80,6 +80,7 @@ __all__ = [
     "injected",
     "links_of",
     "merge",
+    "pinned_on",
     "plan",
     "read",
     "resolve",
@@ -402,6 +403,12 @@ def plan(items: Sequence[Memory], search: Callable[[str], Sequence[Hit]],
             elif verdict in ("supersede", "conflict"):
                 out.conflicts.setdefault(mem.id, []).append(old)
     return out
+
+
+def pinned_on(plan: Plan, items: Sequence[Memory]) -> list[Memory]:
+    """``items`` with the pin of what each supersedes: a person pinned the subject, not one value."""
+    return [replace(m, pinned=True) if not m.pinned and any(o.pinned for o in plan.replaced.get(m.id, ())) else m
+            for m in items]
 
 
 def _older(new: Memory, old: Memory) -> bool:

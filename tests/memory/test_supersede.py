@@ -501,3 +501,12 @@ def test_the_startup_block_shows_a_conflict_pair_as_its_newer_memory(make_store:
     assert set(p.injection.memory_ids) == {gateway.id, other.id}
     assert "newer than an earlier note it may replace" in p.injection.text and "8080" in p.injection.text
     assert api.id not in p.injection.memory_ids
+
+
+def test_a_new_value_keeps_the_pin_of_the_one_it_replaces(make_store: StoreSpec) -> None:
+    s = make_store()
+    s.add("My timezone is Europe/Paris.", pinned=True)
+    new = s.add("My timezone is America/New_York.")
+    assert new.pinned and [m.id for m in make_store().pinned()] == [new.id]
+    other = s.add("The staging Redis port is 6380.")
+    assert not other.pinned

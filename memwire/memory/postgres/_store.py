@@ -586,6 +586,7 @@ class PgStore:
             self._catch_up(wait=True)  # loaded before the write's connection is taken (the pool is small)
         with self._writing() as w:
             plan = self._plan(w, items, replaces, merge)
+            items = _supersede.pinned_on(plan, items)
             gone = plan.removed()
             for old in gone:  # archived and removed in the same transaction
                 w.merge("archive", [_checked(archived(old, "superseded"), screen=False)])
