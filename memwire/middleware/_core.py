@@ -51,6 +51,12 @@ log = logging.getLogger("memwire")
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 
+# How long a retrieval waits at most for a background warm-up already under way (then its own time
+# budget starts): the warm-up loads what the retrieval needs (the store, a token encoding: 0.5-1 s
+# cold, several seconds on a busy machine), so the first calls get memory instead of running out of
+# budget behind it, and a warm-up that hangs still delays a call by no more than this.
+WARM_UP_WAIT_S = 10.0
+
 
 def _executor() -> concurrent.futures.ThreadPoolExecutor:
     global _pool
@@ -103,6 +109,9 @@ class Middleware:
         # the proxy also keeps each record in its namespace's store: every worker's and replica's page sees it
         self.kept_records = SharedRecords(self.store_for, self.traffic)
         self._views = Views()  # each conversation's previous request: a request reads only what is new
+        self.warm_up_wait = WARM_UP_WAIT_S  # seconds a retrieval waits for a warm-up under way
+        self._warming: list[concurrent.futures.Future[None]] = []  # background warm-ups not finished yet
+        self._warming_lock = threading.Lock()
 
     @classmethod
     def from_config(cls, path: str | os.PathLike[str] | None = None, **overrides: Any) -> Middleware:
@@ -127,7 +136,9 @@ class Middleware:
     def warm_up(self, models: Sequence[str | None] = ("gpt-4o", None), *, background: bool = False) -> threading.Thread | None:
         """Load and index the store and the token encodings of ``models`` now, so the first call is
         not the one that pays for it (a cold encoding takes 0.5-1 s). ``background=True`` does it
-        on a daemon thread and returns it; failures are only logged (a first call then fails open)."""
+        on a daemon thread and returns it; failures are only logged (a first call then fails open).
+        A retrieval that starts while a background warm-up runs waits for it (``warm_up_wait``
+        seconds at most) before its time budget starts: the first call gets memory."""
 
         def run() -> None:
             try:
@@ -140,9 +151,27 @@ class Middleware:
         if not background:
             run()
             return None
-        thread = threading.Thread(target=run, name="memwire-warm-up", daemon=True)
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        done.set_running_or_notify_cancel()  # nobody can cancel it: only its thread ends it
+
+        def run_then_done() -> None:
+            try:
+                run()
+            finally:
+                done.set_result(None)
+
+        with self._warming_lock:
+            self._warming = [f for f in self._warming if not f.done()] + [done]
+        thread = threading.Thread(target=run_then_done, name="memwire-warm-up", daemon=True)
         thread.start()
         return thread
+
+    def _warm_ups_under_way(self) -> list[concurrent.futures.Future[None]]:
+        if not self._warming:  # the common case, once warmed: no lock
+            return []
+        with self._warming_lock:
+            self._warming = [f for f in self._warming if not f.done()]
+            return list(self._warming)
 
     def store_for(self, namespace: str | None) -> Store:
         """The store of a namespace (``None``: this middleware's own store)."""
@@ -285,8 +314,17 @@ class Middleware:
     # A cold or changed store (files to parse and index), or one another thread holds, runs in a
     # worker with the budget enforced, so neither a slow load nor a writer holds the call up.
 
+    # A retrieval that starts while a background warm-up is loading the store or an encoding waits
+    # for it first (``warm_up_wait`` at most): it would otherwise spend its budget waiting for the
+    # same loads behind the warm-up's locks and go out without memory. The budget starts after.
+
     def _run_sync(self, store: Store, compute: Callable[[bool], Block]) -> Block:
-        if store.ready():
+        late: set[Any] = set()
+        warming = self._warm_ups_under_way()
+        if warming:
+            late = concurrent.futures.wait(warming, timeout=self.warm_up_wait).not_done
+            self._still_warming(late)
+        if store.ready() and not late:  # inline would wait, unbounded, for what the warm-up still loads
             with contextlib.suppress(StoreBusyError):
                 return self._inline(compute)
         future = _executor().submit(compute, True)
@@ -298,11 +336,16 @@ class Middleware:
             return failed(exc)
 
     async def _run_async(self, store: Store, compute: Callable[[bool], Block]) -> Block:
-        if store.ready():
-            with contextlib.suppress(StoreBusyError):
-                return self._inline(compute)
         import asyncio  # already loaded by whoever runs the loop: costs nothing here, ~20 ms at import
 
+        late: set[Any] = set()
+        warming = self._warm_ups_under_way()
+        if warming:  # awaited, not joined: the event loop goes on serving meanwhile
+            _, late = await asyncio.wait([asyncio.wrap_future(f) for f in warming], timeout=self.warm_up_wait)
+            self._still_warming(late)
+        if store.ready() and not late:
+            with contextlib.suppress(StoreBusyError):
+                return self._inline(compute)
         loop = asyncio.get_running_loop()
         try:
             return await asyncio.wait_for(loop.run_in_executor(_executor(), compute, True), self.config.timeout_ms / 1000)
@@ -310,6 +353,11 @@ class Middleware:
             return self._timed_out()
         except Exception as exc:
             return failed(exc)
+
+    def _still_warming(self, late: set[Any]) -> None:
+        if late:
+            log.warning("memwire: warm-up still running after %.0f s; retrieval goes on under its budget",
+                        self.warm_up_wait)
 
     def _inline(self, fn: Callable[[bool], Block]) -> Block:
         start = time.perf_counter()

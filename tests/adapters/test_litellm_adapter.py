@@ -3,7 +3,9 @@ and the LiteLLM proxy callback's pre-call hook."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import functools
 import inspect
 import json
 import subprocess
@@ -282,6 +284,71 @@ def test_callback_warms_up_at_construction(store: MemoryStore, monkeypatch: pyte
     monkeypatch.setenv("MEMWIRE_DIR", str(store.path))
     MemwireCallback()  # the proxy's own instance, from the configuration
     assert calls == [{"background": True}]
+
+
+class SlowEncoding:
+    """A token encoding that loads until the test says so, as a cold one does on a busy machine: the
+    warm-up and a call both wait for it (each load waits on ``loaded``, as tiktoken's on its lock)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from memwire.policies import _tokens
+
+        self.loaded = threading.Event()
+        real = _tokens._load.__wrapped__  # the loader itself, not its cache of loaded encodings
+
+        @functools.lru_cache(maxsize=8)
+        def load(name: str) -> Any:
+            self.loaded.wait(60)
+            return real(name)
+
+        monkeypatch.setattr(_tokens, "_load", load)
+
+
+def _first_call(fn: Any, mw: Middleware) -> tuple[threading.Thread, dict[str, Any]]:
+    """``wrap(fn, mw)`` (which starts the warm-up), then its first call, in a thread."""
+    completion = wrap(fn, mw)
+    out: dict[str, Any] = {}
+
+    def call() -> None:
+        kwargs = {"model": "gpt-4o-mini", "messages": conversation(), "api_key": "test"}
+        out["reply"] = asyncio.run(completion(**kwargs)) if fn is litellm.acompletion else completion(**kwargs)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    return thread, out
+
+
+@pytest.mark.parametrize("fn", [litellm.completion, litellm.acompletion])
+def test_the_first_call_waits_for_the_warm_up_under_way(store: MemoryStore, api: Any, fn: Any,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 34 item 6: a warm-up slower than the retrieval budget; the first call arrives meanwhile
+    encoding = SlowEncoding(monkeypatch)
+    mw = Middleware(store=MemoryStore(store.path), mode="contextPerTurn", timeout_ms=50)
+    thread, out = _first_call(fn, mw)
+    thread.join(timeout=1.0)  # 20 budgets: a call that did not wait has gone out by now, without memory
+    encoding.loaded.set()
+    thread.join(timeout=60)
+    assert "reply" in out
+    body = sent(api, "openai")
+    assert_user_memory_before_latest_user(body["messages"])  # the first call got its memory
+
+
+@pytest.mark.parametrize("fn", [litellm.completion, litellm.acompletion])
+def test_a_warm_up_that_hangs_delays_the_first_call_a_bounded_time(store: MemoryStore, api: Any, fn: Any,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    encoding = SlowEncoding(monkeypatch)
+    mw = Middleware(store=MemoryStore(store.path), mode="contextPerTurn", timeout_ms=50)
+    mw.warm_up_wait = 0.2
+    thread, out = _first_call(fn, mw)
+    try:
+        thread.join(timeout=60)  # the encoding never loads while the call runs: it goes out without memory
+        assert not thread.is_alive() and "reply" in out
+    finally:
+        encoding.loaded.set()  # the warm-up and the abandoned retrieval end
+        settle_warm_up()
+    assert not any(OPEN in json.dumps(m) for m in sent(api, "openai")["messages"])
+    assert any("warm-up still running" in r.getMessage() for r in memwire_warnings(caplog))
 
 
 def test_importing_the_adapter_does_not_import_litellm() -> None:
