@@ -21,7 +21,8 @@ and its own sessions.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from html import escape
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
@@ -31,19 +32,21 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
-from ..._charts import CHART_CSS, share_chart
+from ..._charts import share_chart
 from ..._errors import InvalidMemoryError, MemoryNotFoundError, MemwireError, NamespaceError
-from ...memory._inbox import approve, inbox_of, reject
+from ...memory._inbox import approve, inbox_of, log_event, read_log, reject
+from ...memory._lifecycle import CUES, Meta
 from ...memory._model import Memory
 from ...memory._protocol import Store
-from ...memory._store import validate_namespace
-from ...memory._supersede import conflicts, resolve
+from ...memory._store import cue_of, validate_namespace
+from ...memory._supersede import conflicts, history, resolve
 from ...middleware._core import Middleware
 from ...middleware._records import Record, session_records
 from ...policies._secrets import find_secret
 from .._common import Failures, error_id, public_message
 from ._keys import Access, Caller, Denied
 from ._limits import NamespaceQuota, Refusal, read_all
+from ._ui_page import CSP, CSS, SCRIPT, MemoryView, figures, figures_header, matched_words, memory_row, share, when
 
 __all__ = ["UI_PREFIX", "ui_routes"]
 
@@ -54,20 +57,7 @@ COOKIE = "memwire_key"
 SHOWN = 200  # memories listed at most (search to find the others)
 MAX_FORM_BYTES = 64 * 1024
 
-_CSS = """
-body { font: 15px/1.45 system-ui, sans-serif; margin: 1.5rem auto; max-width: 900px; color: #1d1d1f; padding: 0 1rem; }
-nav a { margin-right: 1rem; }
-table { border-collapse: collapse; width: 100%; margin: .8rem 0; }
-th, td { padding: .3rem .4rem; text-align: left; border-bottom: 1px solid #ddd; vertical-align: top; }
-td.n { text-align: right; white-space: nowrap; }
-form.inline { display: inline; }
-input[type=text], input[type=password] { padding: .25rem; }
-input.wide { width: 60%; }
-.tag { color: #555; font-size: 13px; }
-.note { color: #555; font-size: 13px; }
-.error { color: #b00020; font-weight: 600; }
-code { font-size: 13px; }
-""" + CHART_CSS
+_CAPTURED = ("captured", "captured-for-review")  # capture log events that wrote or proposed a memory
 
 
 class _Refused(Exception):
@@ -166,28 +156,50 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
     def store(ns: str | None) -> Store:
         return middleware.store_for(ns)
 
+    def header(s: Store, ns: str | None, records: list[Record]) -> str:
+        captures = sum(e.get("event") in _CAPTURED for e in read_log(s))
+        return figures_header(figures(records), len(s), len(inbox_of(s)), captures, len(conflicts(s)))
+
     def memories(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
-        s, q = store(ns), request.query_params.get("q", "").strip()
-        found = [h.memory for h in s.search(q, SHOWN, min_score=0.0)] if q else s.memories()[:SHOWN]
-        total = len(s)
-        rows = "".join(_memory_row(m, ns) for m in found)
-        inbox = inbox_of(s).memories()
-        body = (_nav(ns) +
-                f'<form method="get" action="{UI_PREFIX}"><input type="hidden" name="ns" value="{escape(ns or "")}">'
-                f'<input type="text" class="wide" name="q" value="{escape(q)}" placeholder="search the memories">'
-                f' <button>search</button></form>'
-                f'<form method="post" action="{_url("/memories", ns)}" id="add">'
-                f'<input type="text" class="wide" name="text" placeholder="a new memory, one statement" required>'
-                f' <input type="text" name="tags" placeholder="tags, comma-separated" size="18">'
-                f' <label><input type="checkbox" name="pinned" value="1"> pinned</label> <button>add</button></form>'
-                f'<p class="note">{len(found)} of {total} memories{" matching " + escape(repr(q)) if q else ""}'
-                f'{" (search to see the others)" if not q and total > SHOWN else ""}.</p>'
-                f'<table id="memories"><thead><tr><th>memory</th><th></th></tr></thead><tbody>{rows}</tbody></table>')
-        if inbox:
-            body += ("<h2>Captured, waiting for review</h2><table id=\"inbox\"><tbody>"
-                     + "".join(_inbox_row(m, ns) for m in inbox) + "</tbody></table>")
+        s, params = store(ns), request.query_params
+        q, tag, cue, fading = (params.get(k, "").strip() for k in ("q", "tag", "source", "fading"))
+        hits = s.search(q, SHOWN, min_score=0.0) if q else None
+        found = [h.memory for h in hits] if hits is not None else s.memories()
+        records = session_records(s, middleware.records, ns)
+        views = _views(s, found, records, q)
+        total, every = len(s), views
+        views = [v for v in views if (not tag or tag in v.memory.tags) and (not cue or v.cue == cue)
+                 and (not fading or (not v.memory.pinned and v.state not in (None, "active")))]
+        shown = views[:SHOWN]
+        tags = sorted({t for v in every for t in v.memory.tags})
+        clear = f' <a href="{_url("", ns)}">clear</a>' if q or tag or cue or fading else ""
+        what = " ".join(x for x in (f"matching {q!r}" if q else "", f"tagged #{tag}" if tag else "",
+                                    f"from {cue}" if cue else "", "fading" if fading else "") if x)
+        body = (_nav(ns, "memories") + header(s, ns, records) +
+                f'<form method="get" action="{UI_PREFIX}" class="bar" id="search" role="search">'
+                f'<input type="hidden" name="ns" value="{escape(ns or "")}">'
+                f'<input type="search" name="q" value="{escape(q)}" placeholder="search the memories" '
+                f'aria-label="search the memories">'
+                + _select("tag", "any tag", tags, tag) + _select("source", "any source", CUES, cue) +
+                f'<label><input type="checkbox" name="fading" value="1"{" checked" if fading else ""}> fading</label>'
+                f" <button>search</button>{clear}"
+                f"</form>"
+                f'<form method="post" action="{_url("/memories", ns)}" id="add" class="bar">'
+                f'<input type="text" class="grow" name="text" placeholder="a new memory, one statement" '
+                f'aria-label="a new memory" required>'
+                f' <input type="text" name="tags" placeholder="tags, comma-separated" size="18" aria-label="tags">'
+                f' <label><input type="checkbox" name="pinned" value="1"> pinned</label>'
+                f' <button class="primary">add</button></form>'
+                f'<p class="note" id="count">{len(shown)} of {total} memories{" " + escape(what) if what else ""}'
+                f'{" (search to see the others)" if len(views) > SHOWN else ""}. Click a text (or Enter on it) '
+                f"to edit it in place; Escape cancels.</p>"
+                f'<table id="memories" class="cards"><thead><tr><th>memory</th><th class="n">actions</th></tr></thead>'
+                f'<tbody>{"".join(memory_row(v, ns) for v in shown)}</tbody></table>')
+        if inbox := inbox_of(s).memories():
+            body += ('<h2 id="inbox-title">Captured, waiting for review</h2><table id="inbox" class="cards"><tbody>'
+                     + "".join(_inbox_row(m, _capture_events(s).get(m.id), ns) for m in inbox) + "</tbody></table>")
         if pairs := conflicts(s):  # issue 33: only the newer of each is injected until a person decides
-            body += ("<h2>May contradict each other</h2><table id=\"conflicts\"><tbody>"
+            body += ('<h2>May contradict each other</h2><table id="conflicts" class="cards"><tbody>'
                      + "".join(_conflict_row(new, old, ns) for new, old in pairs) + "</tbody></table>")
         return _html(f"memwire: {ns or 'default'}", body)
 
@@ -222,9 +234,24 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         return _back(ns)
 
     def review(request: Request, ns: str | None, form: dict[str, Any]) -> Response:
-        s, mid = store(ns), request.path_params["mid"]
+        s, mid, verdict = store(ns), request.path_params["mid"], request.path_params["verdict"]
+        if verdict not in ("approve", "reject", "edit"):
+            raise _Refused(404, f"no such review action: {verdict}")
         try:
-            (approve if request.path_params["verdict"] == "approve" else reject)(s, [mid])
+            if verdict == "edit":  # approve with the reviewer's words: one action
+                found = inbox_of(s).get(mid)
+                text = _text(form, "approved")
+                if text == found.text:
+                    approve(s, [found.id])
+                else:
+                    try:
+                        mem = s.add(text, found.tags, found.pinned, topic=found.topic, cue=cue_of(found))
+                    except InvalidMemoryError as exc:
+                        raise _Refused(400, public_message(exc)) from None
+                    inbox_of(s).forget(found.id, reason=None)
+                    log_event(s, "approved", mem, {"edited": True})
+            else:
+                (approve if verdict == "approve" else reject)(s, [mid])
         except MemoryNotFoundError as exc:
             raise _Refused(404, public_message(exc)) from None
         return _back(ns)
@@ -234,37 +261,101 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         resolve(s, _get(s, request.path_params["mid"]).id, both=form.get("both") == "1")
         return _back(ns)
 
+    def one(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
+        s, mid = store(ns), request.path_params["mid"]
+        try:
+            steps = history(s, mid)
+        except MemoryNotFoundError as exc:
+            raise _Refused(404, public_message(exc)) from None
+        rows = "".join(
+            f'<tr data-id="{st.memory.id}" data-state="{escape(st.state)}"><td>'
+            + (f"<s>{escape(st.memory.text)}</s>" if st.state != "current" else escape(st.memory.text))
+            + f'</td><td>{escape(st.state)}</td><td>{escape(st.since[:16].replace("T", " "))}</td>'
+            f'<td>{escape((st.until or "")[:16].replace("T", " ") or "now")}</td></tr>' for st in steps)
+        body = (_nav(ns, "") + "<h2>History of a memory</h2>"
+                '<p class="note">Each value it held, oldest first: when it was known, until when it held, and '
+                "what became of it.</p>"
+                '<table id="history" class="cards"><thead><tr><th>value</th><th>state</th><th>since</th>'
+                f"<th>until</th></tr></thead><tbody>{rows}</tbody></table>")
+        return _html("memwire: history", body)
+
+    def archive(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
+        s = store(ns)
+        q = request.query_params.get("q", "").strip()
+        arch = s.archive
+        found = [h.memory for h in arch.search(q, SHOWN, min_score=0.0)] if q else arch.memories()[-SHOWN:][::-1]
+        rows = "".join(
+            f'<tr data-id="{m.id}"><td>{escape(m.text)}<span class="meta">'
+            + "".join(f'<span class="tag">#{escape(t)}</span>' for t in m.tags)
+            + f'{" · " + escape(m.date) if m.date else ""}</span></td><td class="actions">'
+            f'<a href="{_url(f"/memories/{m.id}", ns)}">history</a> '
+            f'<form method="post" class="inline" action="{_url(f"/archive/{m.id}/restore", ns)}">'
+            f"<button>restore</button></form></td></tr>" for m in found)
+        body = (_nav(ns, "archive") +
+                f'<form method="get" action="{UI_PREFIX}/archive" class="bar" role="search">'
+                f'<input type="hidden" name="ns" value="{escape(ns or "")}">'
+                f'<input type="search" name="q" value="{escape(q)}" placeholder="search the archive" '
+                f'aria-label="search the archive"> <button>search</button></form>'
+                f'<p class="note">{len(found)} of {len(arch)} archived (forgotten, superseded, rejected, merged, '
+                "decayed: each tagged with why). Restoring brings one back as it was.</p>"
+                f'<table id="archive" class="cards"><tbody>{rows}</tbody></table>')
+        return _html("memwire: archive", body)
+
+    def restore(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
+        s = store(ns)
+        try:
+            s.restore(request.path_params["mid"])
+        except MemoryNotFoundError as exc:
+            raise _Refused(404, public_message(exc)) from None
+        return RedirectResponse(_url("/archive", ns), status_code=303)
+
     def sessions(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
-        records = session_records(store(ns), middleware.records, ns)
+        s = store(ns)
+        records = session_records(s, middleware.records, ns)
         by: dict[str, list[Record]] = {}
         for r in records:
             if r.session:
                 by.setdefault(r.session, []).append(r)
-        rows = "".join(
-            f'<tr><td><a href="{_url("/sessions/" + quote(sid, safe=""), ns)}">{escape(sid)}</a></td>'
-            f'<td>{escape(rs[-1].mode)}</td><td class="n">{len(rs)}</td>'
-            f'<td class="n">{sum(r.injected for r in rs)}</td><td class="n">{_share(rs)}</td></tr>'
-            for sid, rs in sorted(by.items(), key=lambda kv: -kv[1][-1].at))
-        body = (_nav(ns) + '<table id="sessions"><thead><tr><th>session</th><th>mode</th><th>requests</th>'
-                f'<th>memories injected</th><th>cached</th></tr></thead><tbody>{rows}</tbody></table>'
+        rows = "".join(_session_row(sid, rs, ns) for sid, rs in sorted(by.items(), key=lambda kv: -kv[1][-1].at))
+        body = (_nav(ns, "sessions") + header(s, ns, records) +
+                '<table id="sessions" class="cards"><thead><tr><th>session</th><th>started</th><th>client</th>'
+                '<th>mode</th><th class="n">requests</th><th class="n">turns</th><th class="n">memories / turn</th>'
+                f'<th class="n">cached</th></tr></thead><tbody>{rows}</tbody></table>'
                 '<p class="note">The requests served lately, by every worker and replica on this store '
-                "(the newest in its request log).</p>")
+                "(the newest in its request log). A turn is a request that chose its memories; a tool loop's "
+                "further requests reuse its block.</p>")
         return _html("memwire: sessions", body)
 
     def session(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
         sid = request.path_params["sid"]
         rs = session_records(store(ns), middleware.records, ns, sid)
         known = {m.id: m for m in store(ns).known({i for r in rs for i in r.memory_ids})}
-        rows = "".join(
-            f'<tr><td class="n">{i + 1}</td><td>{escape(r.mode)}</td>'
-            f'<td>{_injected(r, known)}</td><td class="n">{r.block_tokens}</td>'
-            f'<td class="n">{"-" if r.prompt_tokens is None else f"{r.prompt_tokens:,}"}</td>'
-            f'<td class="n">{_share([r])}</td><td class="n">{r.added_ms:.1f}</td></tr>' for i, r in enumerate(rs))
+        seen: set[str] = set()
+        rows = []
+        for i, r in enumerate(rs):
+            rows.append(
+                f'<tr><td class="n" data-label="#">{i + 1}</td><td data-label="at">{when(r.at)}</td>'
+                f'<td data-label="mode">{escape(r.mode or "none")}{" (reused)" if r.reused else ""}</td>'
+                f'<td data-label="injected">{_injected(r, known, seen, ns)}</td>'
+                f'<td class="n" data-label="replayed">{r.replayed}</td>'
+                f'<td class="n" data-label="block tokens">{r.block_tokens}</td>'
+                f'<td class="n" data-label="prompt tokens">{_tokens(r.prompt_tokens)}</td>'
+                f'<td class="n" data-label="cached">{_share([r])}</td>'
+                f'<td class="n" data-label="ms added">{r.added_ms:.1f}</td></tr>')
+            if not r.reused:
+                seen.update(r.memory_ids)
         series = [(r.prompt_tokens, r.cached_tokens or 0) for r in rs if r.prompt_tokens is not None]
-        body = (_nav(ns) + f"<h2>Session <code>{escape(sid)}</code></h2>"
+        f = figures(rs)
+        facts = (f'<p class="note" id="session-facts">started {when(rs[0].at) if rs else "-"} · '
+                 f'client {escape(_client(rs))} · {f.requests} requests · {f.turns} turns · '
+                 f"cached {share(f.cached_share)} · saved {f.saved:,.0f} cost units</p>")
+        body = (_nav(ns, "sessions") + f"<h2>Session <code>{escape(sid)}</code></h2>" + facts +
                 f"<figure>{share_chart(series, sid)}</figure>"
-                '<table id="requests"><thead><tr><th>#</th><th>mode</th><th>memories injected</th><th>block tokens</th>'
-                f'<th>prompt tokens</th><th>cached</th><th>ms added</th></tr></thead><tbody>{rows}</tbody></table>')
+                '<table id="requests" class="cards"><thead><tr><th class="n">#</th><th>at</th><th>mode</th>'
+                '<th>memories injected (new this turn; the others were in an earlier block)</th>'
+                '<th class="n">earlier blocks replayed</th><th class="n">block tokens</th>'
+                '<th class="n">prompt tokens</th><th class="n">cached</th><th class="n">ms added</th></tr></thead>'
+                f'<tbody>{"".join(rows)}</tbody></table>')
         return _html(f"memwire: session {sid}", body)
 
     routes = [
@@ -274,7 +365,10 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         Route("/memories/{mid}/forget", page(forget, write=True), methods=["POST"]),
         Route("/memories/{mid}/pin", page(pin, write=True), methods=["POST"]),
         Route("/memories/{mid}/keep", page(keep, write=True), methods=["POST"]),
+        Route("/memories/{mid}", page(one), methods=["GET"]),
         Route("/inbox/{mid}/{verdict:str}", page(review, write=True), methods=["POST"]),
+        Route("/archive", page(archive), methods=["GET"]),
+        Route("/archive/{mid}/restore", page(restore, write=True), methods=["POST"]),
         Route("/sessions", page(sessions), methods=["GET"]),
         Route("/sessions/{sid:path}", page(session), methods=["GET"]),
     ]
@@ -315,27 +409,76 @@ def _back(ns: str | None) -> Response:
 
 
 def _share(rs: list[Record]) -> str:
-    prompt = sum(r.prompt_tokens or 0 for r in rs)
-    return f"{sum(r.cached_tokens or 0 for r in rs) / prompt:.0%}" if prompt else "-"
+    return share(figures(rs).cached_share)
 
 
-def _injected(r: Record, known: dict[str, Memory]) -> str:
+def _tokens(n: int | None) -> str:
+    return "-" if n is None else f"{n:,}"
+
+
+def _client(rs: list[Record]) -> str:
+    names = list(dict.fromkeys(r.client for r in rs if r.client))
+    return ", ".join(names) or "-"
+
+
+def _select(name: str, anyone: str, options: Iterable[str], chosen: str) -> str:
+    return (f'<select name="{name}" aria-label="{escape(anyone)}"><option value="">{escape(anyone)}</option>'
+            + "".join(f'<option{" selected" if o == chosen else ""}>{escape(o)}</option>' for o in options)
+            + "</select>")
+
+
+def _capture_events(s: Store) -> dict[str, dict[str, Any]]:
+    """Per memory id, the capture event that wrote or proposed it (kind, session, turn, time)."""
+    out: dict[str, dict[str, Any]] = {}
+    for e in read_log(s):
+        if e.get("event") in _CAPTURED and isinstance(e.get("id"), str):
+            out[e["id"]] = {k: e.get(k) for k in ("kind", "session", "turn", "at")}
+    return out
+
+
+def _views(s: Store, mems: list[Memory], records: list[Record], q: str) -> list[MemoryView]:
+    """What the page tells of each memory: its lifecycle record (source, created, injected,
+    stability), its capture, when a request last injected it, and with a search what it matched."""
+    metas: list[Meta | None] = list(s.lifecycle.get_many(mems)) if s.track and mems else [None] * len(mems)
+    scoring = s.lifecycle.scoring if s.track else None
+    now = time.time()
+    captured = _capture_events(s)
+    last: dict[str, float] = {}
+    for r in records:
+        for mid in r.memory_ids:
+            last[mid] = max(last.get(mid, 0.0), r.at)
+    out = []
+    for m, meta in zip(mems, metas, strict=True):
+        stab = scoring.stability(m, meta, now) if scoring is not None and meta is not None else None
+        out.append(MemoryView(
+            m, meta, stab, scoring.state(stab) if scoring is not None and stab is not None else None,
+            meta.cue if meta is not None and meta.recorded else cue_of(m), captured.get(m.id),
+            matched_words(q, m) if q else None, last.get(m.id)))
+    return out
+
+
+def _session_row(sid: str, rs: list[Record], ns: str | None) -> str:
+    f = figures(rs)
+    return (f'<tr data-session="{escape(sid)}"><td><a href="{_url("/sessions/" + quote(sid, safe=""), ns)}">'
+            f'<code>{escape(sid)}</code></a></td><td data-label="started">{when(rs[0].at)}</td>'
+            f'<td data-label="client">{escape(_client(rs))}</td>'
+            f'<td data-label="mode">{escape(rs[-1].mode or "none")}</td>'
+            f'<td class="n" data-label="requests">{f.requests}</td><td class="n" data-label="turns">{f.turns}</td>'
+            f'<td class="n" data-label="memories / turn">{"-" if f.per_turn is None else f"{f.per_turn:.1f}"}</td>'
+            f'<td class="n" data-label="cached">{share(f.cached_share)}</td></tr>')
+
+
+def _injected(r: Record, known: dict[str, Memory], seen: set[str], ns: str | None) -> str:
+    """A request's block as its memories now read (a gone one by its id); those an earlier turn of
+    the session already injected are marked, a reused block says so."""
     if not r.memory_ids:
         return f'<span class="note">{escape(r.skipped or "none")}</span>'
-    return "<br>".join(escape(known[i].text) if i in known else f'<span class="note">{escape(i[:10])} (gone)</span>'
-                       for i in r.memory_ids)
-
-
-def _memory_row(m: Memory, ns: str | None) -> str:
-    base = f"/memories/{m.id}"
-    tags = " ".join(f"#{escape(t)}" for t in m.tags)
-    return (f'<tr data-id="{m.id}"><td>{"📌 " if m.pinned else ""}{escape(m.text)} <span class="tag">{tags}</span>'
-            f'<form method="post" class="edit" action="{_url(base + "/edit", ns)}">'
-            f'<input type="text" class="wide" name="text" value="{escape(m.text)}"> <button>save</button></form></td>'
-            f'<td><form method="post" class="inline" action="{_url(base + "/pin", ns)}">'
-            f'<input type="hidden" name="pinned" value="{"0" if m.pinned else "1"}">'
-            f'<button>{"unpin" if m.pinned else "pin"}</button></form> '
-            f'<form method="post" class="inline" action="{_url(base + "/forget", ns)}"><button>forget</button></form></td></tr>')
+    out = []
+    for i in r.memory_ids:
+        text = escape(known[i].text) if i in known else f'<span class="note">{escape(i[:10])} (gone)</span>'
+        link = f'<a href="{_url(f"/memories/{i}", ns)}" data-memory="{i}">{text}</a>'
+        out.append(link + (' <span class="note">(earlier)</span>' if i in seen and not r.reused else ""))
+    return "<br>".join(out)
 
 
 def _conflict_row(new: Memory, old: Memory, ns: str | None) -> str:
@@ -344,28 +487,44 @@ def _conflict_row(new: Memory, old: Memory, ns: str | None) -> str:
                 f'<input type="hidden" name="both" value="{"1" if both else "0"}"><button>{label}</button></form> ')
     return (f'<tr data-id="{new.id}" data-older="{old.id}"><td>{escape(new.text)}<br>'
             f'<s>{escape(old.text)}</s></td>'
-            f'<td>{keep(new, "keep newer")}{keep(old, "keep older")}{keep(new, "keep both", True)}</td></tr>')
+            f'<td class="actions">{keep(new, "keep newer")}{keep(old, "keep older")}'
+            f'{keep(new, "keep both", True)}</td></tr>')
 
 
-def _inbox_row(m: Memory, ns: str | None) -> str:
-    return (f'<tr data-id="{m.id}"><td>{escape(m.text)}</td><td>'
+def _inbox_row(m: Memory, captured: dict[str, Any] | None, ns: str | None) -> str:
+    why = ""
+    if captured and captured.get("session"):
+        sid = str(captured["session"])
+        why = (f'<span class="meta">said as “{escape(str(captured.get("kind") or "?"))}” in session '
+               f'<a href="{_url("/sessions/" + quote(sid, safe=""), ns)}">{escape(sid)}</a></span>')
+    return (f'<tr data-id="{m.id}"><td><span class="mtext" tabindex="0" role="button" '
+            'title="click or Enter: edit, then approve" '
+            f'data-edit="{escape(_url(f"/inbox/{m.id}/edit", ns))}">{escape(m.text)}</span>{why}</td>'
+            '<td class="actions">'
             + "".join(f'<form method="post" class="inline" action="{_url(f"/inbox/{m.id}/{v}", ns)}">'
                       f"<button>{v}</button></form> " for v in ("approve", "reject")) + "</td></tr>")
 
 
-def _nav(ns: str | None) -> str:
-    return (f'<h1>memwire <span class="note">namespace {escape(ns or "default")}</span></h1>'
-            f'<nav><a href="{_url("", ns)}">memories</a><a href="{_url("/sessions", ns)}">sessions</a></nav>')
+def _nav(ns: str | None, here: str) -> str:
+    links = "".join(f'<a href="{_url(path, ns)}"{" aria-current=page" if name == here else ""}>{name}</a>'
+                    for name, path in (("memories", ""), ("sessions", "/sessions"), ("archive", "/archive")))
+    return (f'<header><h1>memwire <span class="note">namespace {escape(ns or "default")}</span></h1>'
+            f"<nav>{links}</nav></header>")
 
 
 def _html(title: str, body: str, status: int = 200) -> HTMLResponse:
-    return HTMLResponse(f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-                        f"<style>{_CSS}</style></head><body>{body}</body></html>", status_code=status)
+    return HTMLResponse(f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+                        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+                        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>{body}"
+                        f"<script>{SCRIPT}</script></body></html>", status_code=status,
+                        # same-origin: with no-referrer Chromium posts forms with "Origin: null" (refused)
+                        headers={"content-security-policy": CSP, "referrer-policy": "same-origin",
+                                 "x-content-type-options": "nosniff"})
 
 
 def _login(request: Request, failed: bool, tenants: bool = False) -> HTMLResponse:
     which = "the proxy key or your client key" if tenants else "the proxy key"
     wrong = f'<p class="error">That is not {which}.</p>' if failed else ""
     return _html("memwire: key", f"<h1>memwire</h1>{wrong}<form method=\"post\" action=\"{UI_PREFIX}/login\">"
-                 f'<input type="password" name="key" placeholder="{which}" required> <button>open</button></form>',
-                 401)
+                 f'<input type="password" name="key" placeholder="{which}" aria-label="{which}" required autofocus>'
+                 f" <button>open</button></form>", 401)
