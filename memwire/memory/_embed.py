@@ -94,7 +94,11 @@ class StaticEmbedder:
 
     def ids(self, text: str) -> list[int]:
         n = len(self.vectors)
-        return [i for i in self._tok.encode(text, add_special_tokens=False).ids if i != self._unk and i < n]
+        try:
+            found = self._tok.encode(text, add_special_tokens=False).ids
+        except (TypeError, ValueError):  # a lone surrogate (valid in JSON, not in Rust): replaced
+            found = self._tok.encode(_clean(text), add_special_tokens=False).ids
+        return [i for i in found if i != self._unk and i < n]
 
     def embed(self, text: str) -> Array | None:
         """The unit vector of ``text``; None when none of its tokens has a vector (empty text,
@@ -106,9 +110,13 @@ class StaticEmbedder:
         rows are real."""
         out = np.zeros((len(texts), self.dims), np.float32)
         ok = np.zeros(len(texts), np.bool_)
+        try:
+            encoded = [enc.ids for enc in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+        except (TypeError, ValueError):  # one text with a lone surrogate: each on its own
+            encoded = [self.ids(t) for t in texts]
         n = len(self.vectors)
-        for row, enc in enumerate(self._tok.encode_batch(list(texts), add_special_tokens=False)):
-            vec = self._mean([i for i in enc.ids if i != self._unk and i < n])
+        for row, ids in enumerate(encoded):
+            vec = self._mean([i for i in ids if i != self._unk and i < n])
             if vec is not None:
                 out[row], ok[row] = vec, True
         return out, ok
@@ -244,6 +252,9 @@ def open_embedder(model: str | os.PathLike[str] | None, home: str | os.PathLike[
     except (EmbeddingModelError, OSError) as exc:
         what = str(exc) if isinstance(exc, EmbeddingModelError) else f"{type(exc).__name__} reading {model}"
         _warn_once(str(model), what, f"semantic retrieval is off: {what}; searching with BM25 only")
+    except Exception as exc:  # anything else a malformed model raises (numpy, the tokenizer): still off, not down
+        what = f"{type(exc).__name__} loading {model}"
+        _warn_once(str(model), what, f"semantic retrieval is off: {what}; searching with BM25 only")
     return None
 
 
@@ -253,6 +264,10 @@ def _warn_once(model: str, reason: str, message: str) -> None:
             return
         _warned.add((model, reason))
     log.warning("%s", message)
+
+
+def _clean(text: str) -> str:
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _need(path: Path) -> Path:

@@ -71,8 +71,14 @@ class SemanticSide:
 
     def add(self, mid: str, text: str) -> None:
         """Embed ``text`` as ``mid``'s (replacing what it had); a text with no known token has no
-        vector and is left out (BM25 still finds it)."""
-        vec = self.embedder.embed(text)
+        vector and is left out (BM25 still finds it), and so is one whose embedding fails (said
+        once): the store's reading never fails for the vector side."""
+        try:
+            vec = self.embedder.embed(text)
+        except Exception as exc:
+            _warn_once(self.embedder.key, "embed", f"semantic retrieval: a memory could not be embedded "
+                       f"({type(exc).__name__}); it is found by BM25 only")
+            vec = None
         if vec is None:
             self.index.remove(mid)
         else:

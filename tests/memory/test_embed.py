@@ -729,3 +729,28 @@ def test_proxy_retrieval_flag_reaches_the_config(tmp_path: Path, monkeypatch: py
     assert main(["proxy", "--dir", str(tmp_path / "mem"), "--retrieval", "hybrid"]) == 0
     assert main(["proxy", "--dir", str(tmp_path / "mem")]) == 0
     assert [c.retrieval for c in seen] == ["hybrid", "bm25"]
+
+
+def test_odd_text_and_failures_never_break_the_store(embedder: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    lone = "deploy production \ud800"  # a lone surrogate: valid in JSON, refused by the Rust tokenizer
+    assert np.allclose(embedder.embed(lone), embedder.embed("deploy production ?"))
+    rows, ok = embedder.embed_many(["pnpm yarn", lone])
+    assert ok.tolist() == [True, True] and np.allclose(rows[1], embedder.embed(lone))
+    side = SemanticSide(embedder)
+    side.add("m1", MEMORIES["m1"])
+    caplog.set_level(logging.WARNING, "memwire")
+
+    def broken(text: str) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(embedder, "embed", broken)
+    side.add("m1", "anything")
+    side.add("m2", "anything else")
+    assert len(side) == 0  # left to BM25, not raised
+    assert sum("could not be embedded" in r.getMessage() for r in caplog.records) == 1
+    # a model whose files make numpy or the tokenizer raise something unexpected is off, not down
+    m = make_model2vec(tmp_path / "odd")
+    monkeypatch.setattr(_embed, "load_static", lambda d: (_ for _ in ()).throw(IndexError("x")))
+    assert open_embedder(m, tmp_path / "home") is None
+    assert any("IndexError loading" in r.getMessage() for r in caplog.records)
