@@ -16,15 +16,23 @@ command (``_embed.prepare``).
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import threading
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 
+from .. import _paths
+from .._errors import MemoryFileError
 from ._embed import StaticEmbedder, _warn_once, open_embedder
 from ._embed_vectors import VectorHit, VectorIndex
 
-__all__ = ["ALPHA", "SemanticSide", "fuse", "open_side", "shared_embedder"]
+__all__ = ["ALPHA", "VECTORS_NAME", "SemanticSide", "fuse", "load_vectors", "open_side", "save_vectors",
+           "shared_embedder"]
+
+VECTORS_NAME = ".index.vectors"  # beside the index snapshot (``.index``) of a markdown directory
+_DIGEST = 32  # bytes of SHA-256 before the vectors: what they were made from
 
 ALPHA = 0.05  # the chance an unrelated prompt gets a semantic match past the cut
 _FILL = 0.5  # a semantic-only hit scores this share of the lowest BM25 score found (or of the cut)
@@ -109,6 +117,41 @@ class SemanticSide:
         except ValueError:
             return False
         return True
+
+
+def _digest(items: Iterable[tuple[str, str]]) -> bytes:
+    """What the vectors were made from: every (id, search text), in id order."""
+    h = hashlib.sha256()
+    for mid, text in sorted(items):
+        h.update(f"{mid}\0{text}\0".encode("utf-8", "replace"))
+    return h.digest()
+
+
+def save_vectors(side: SemanticSide, root: Path, directory: Path, items: Iterable[tuple[str, str]]) -> None:
+    """Write ``side``'s vectors beside the index snapshot, with the digest of what they were made
+    from (``items``: the store's (id, search text)), atomically and never through a symlink."""
+    data = _digest(items) + side.to_bytes()
+    fd, tmp = _paths.mkstemp(root, directory, prefix=VECTORS_NAME + ".")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        _paths.replace(root, tmp, directory / VECTORS_NAME)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def load_vectors(side: SemanticSide, root: Path, directory: Path, items: Iterable[tuple[str, str]]) -> bool:
+    """Take the vectors ``save_vectors`` wrote when they were made, by this model, from exactly
+    ``items``; False (nothing taken) otherwise: the caller embeds the memories."""
+    try:
+        data = _paths.read_bytes(root, directory / VECTORS_NAME)
+    except (OSError, MemoryFileError):
+        return False
+    if data[:_DIGEST] != _digest(items):
+        return False
+    return side.load(data[_DIGEST:])
 
 
 def fuse(bm25: Sequence[tuple[str, float]], semantic: Sequence[VectorHit], k: int,

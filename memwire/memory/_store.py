@@ -708,8 +708,8 @@ class MemoryStore:
             whole = first and _snapshot.restore(self)
             if whole:  # every file as recorded: the index as recorded
                 self._merged = Merged.of(d.tables() for d in self._dirs)
-                if self._semantic is not None:  # not in the snapshot yet: embedded now (~50 us each)
-                    self._semantic.add_many((m.id, m.search_text()) for m in self._merged.values())
+                if self._semantic is not None:  # the vectors saved with the snapshot, else embedded now
+                    self._restore_vectors()
                 self.version += 1
                 self._snapshot_version = self.version
             changed = False
@@ -732,6 +732,10 @@ class MemoryStore:
         try:
             if _snapshot.save(self):
                 self._snapshot_version = self.version
+                if self._semantic is not None:
+                    from ._embed_side import save_vectors
+
+                    save_vectors(self._semantic, self.root, self.path, self._vector_items())
         except Exception as exc:
             log.warning("memwire: could not write the index snapshot in %s (%s: %s)", self.path, type(exc).__name__, exc)
 
@@ -756,6 +760,23 @@ class MemoryStore:
             yield
         finally:
             self._lock.release()
+
+    def _vector_items(self) -> list[tuple[str, str]]:
+        return [(m.id, m.search_text()) for m in self._merged.values()]
+
+    def _restore_vectors(self) -> None:
+        """The vector side at a snapshot's first load: the vectors saved beside it when they were
+        made from these very memories by this model, else every memory embedded now (~50 us each)."""
+        from ._embed_side import load_vectors
+
+        assert self._semantic is not None
+        items = self._vector_items()
+        try:
+            if load_vectors(self._semantic, self.root, self.path, items):
+                return
+        except Exception as exc:  # fail open: embed them instead
+            log.warning("memwire: could not read the saved vectors in %s (%s)", self.path, type(exc).__name__)
+        self._semantic.add_many(items)
 
     def _rebuild_merged(self) -> None:
         merged = Merged.of(d.tables() for d in self._dirs)

@@ -754,3 +754,41 @@ def test_odd_text_and_failures_never_break_the_store(embedder: Any, tmp_path: Pa
     monkeypatch.setattr(_embed, "load_static", lambda d: (_ for _ in ()).throw(IndexError("x")))
     assert open_embedder(m, tmp_path / "home") is None
     assert any("IndexError loading" in r.getMessage() for r in caplog.records)
+
+
+def test_vectors_are_saved_with_the_snapshot_and_taken_when_they_match(topic_model: Path, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from memwire.memory import _snapshot
+    from memwire.memory._store import MemoryStore
+
+    d = tmp_path / "mem"
+    first = MemoryStore(d, retrieval="hybrid", embedding_model=topic_model)
+    first.add_many([f"note {i} about the week" for i in range(_snapshot.MIN_MEMORIES)] + [MEMORIES["m3"]])
+    assert len(first) == _snapshot.MIN_MEMORIES + 1
+    with first._lock:
+        first._snapshot_version = -1
+        first._save_snapshot()
+    assert (d / _embed_side.VECTORS_NAME).is_file()
+    embedded: list[str] = []
+    real = SemanticSide.add
+
+    def counting(self: SemanticSide, mid: str, text: str) -> None:
+        embedded.append(mid)
+        real(self, mid, text)
+
+    monkeypatch.setattr(SemanticSide, "add", counting)
+    again = MemoryStore(d, retrieval="hybrid", embedding_model=topic_model)
+    assert len(again) == _snapshot.MIN_MEMORIES + 1 and embedded == []  # taken, not embedded
+    assert again._semantic is not None and len(again._semantic) == _snapshot.MIN_MEMORIES + 1
+    vec = again._semantic.embedder.embed(MEMORIES["m3"])
+    m3 = next(m for m in again if m.text == MEMORIES["m3"])
+    assert [h.id for h in again._semantic.index.search(vec, k=1, min_z=-100)] == [m3.id]
+    # vectors of other memories (a BM25 process wrote the snapshot later): embedded anew
+    (d / _embed_side.VECTORS_NAME).write_bytes(b"\0" * 32 + (d / _embed_side.VECTORS_NAME).read_bytes()[32:])
+    third = MemoryStore(d, retrieval="hybrid", embedding_model=topic_model)
+    assert len(third) == _snapshot.MIN_MEMORIES + 1 and len(embedded) == _snapshot.MIN_MEMORIES + 1
+    # a symlink in its place is never read
+    (d / _embed_side.VECTORS_NAME).unlink()
+    (d / _embed_side.VECTORS_NAME).symlink_to(tmp_path / "elsewhere")
+    side = SemanticSide(again._semantic.embedder)
+    assert not _embed_side.load_vectors(side, d, d, again._vector_items())
