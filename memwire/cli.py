@@ -561,7 +561,7 @@ def cmd_embeddings(args: argparse.Namespace, cfg: Config) -> int:
         print(f"\rmemwire: distilling {done}/{total} tokens", end="\n" if done == total else "",
               file=sys.stderr, flush=True)
 
-    static = prepare(model, None, progress)  # the cache under $MEMWIRE_HOME, where the stores look
+    static = prepare(model, None, progress, download=True)  # under $MEMWIRE_HOME, where the stores look
     emb = load_static(static)
     print(json.dumps({"model": str(model), "static": str(static), "dims": emb.dims}) if args.json
           else f"{model}: static embeddings in {static} ({emb.dims} dimensions)")
@@ -708,7 +708,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="retrieval = \"hybrid\" needs static embeddings: a model2vec directory is used as "
                                    "it is; a sentence-transformers model's are distilled once (minutes) and cached "
                                    "under $MEMWIRE_HOME/embeddings. Stores never distil on a request.")
-    p.add_argument("model", nargs="?", help="the model directory (default: the embedding_model setting)")
+    p.add_argument("model", nargs="?", help="the model directory, or a hub name (owner/name) to download "
+                                            "(default: the embedding_model setting)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(fn=cmd_embeddings)
 

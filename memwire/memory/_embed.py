@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 __all__ = ["EmbeddingModelError", "Null", "StaticEmbedder", "cache_dir", "load_static", "null_of", "open_embedder",
-           "prepare", "pseudo_texts"]
+           "prepare", "pseudo_texts", "resolve"]
 
 log = logging.getLogger("memwire")
 Array = npt.NDArray[np.float32]
@@ -45,6 +45,10 @@ _NULL_TEXTS = 2000  # pseudo-texts drawn to estimate the null
 _NULL_PAIRS = 20000
 _NULL_LENGTHS = (3, 24)  # tokens per pseudo-text: a short question to a long memory
 _WORD = re.compile(r"[a-z]{2,}")
+_HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")  # owner/name
+# what a sentence-transformers or model2vec model needs of its hub repository (no other weights)
+_HUB_FILES = ["config.json", "tokenizer.json", "model.safetensors", "modules.json", "1_Pooling/config.json",
+              "sentence_bert_config.json", "config_sentence_transformers.json"]
 
 
 def cache_dir(home: str | os.PathLike[str] | None = None) -> Path:
@@ -191,15 +195,45 @@ def load_static(model_dir: Path) -> StaticEmbedder:
                           mapping=None if mapping is None else np.asarray(mapping, np.int64).reshape(-1))
 
 
+def resolve(model: str | os.PathLike[str], home: str | os.PathLike[str] | None = None, *,
+            download: bool = False) -> Path:
+    """The local directory of ``model``: a directory as given, or a hub name (``owner/name``)
+    downloaded before under ``HOME/embeddings/hub`` (or now, with ``download``: a command's or a
+    start-up's choice, with the hub library's progress bar; never a store's)."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path
+    name = str(model)
+    if not _HUB_NAME.fullmatch(name):
+        raise EmbeddingModelError(f"{path}: no such model directory")
+    local = cache_dir(home) / "hub" / name.replace("/", "--")
+    if (local / "config.json").is_file():
+        return local
+    if not download:
+        raise EmbeddingModelError(f"{name}: no such model directory, and no model of that name downloaded yet "
+                                  f"(memwire embeddings {name} downloads it)")
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise MissingDependencyError("downloading a model by name needs huggingface_hub: "
+                                     "pip install 'memwire[semantic]'") from None
+    try:
+        snapshot_download(name, local_dir=str(local), allow_patterns=_HUB_FILES)
+    except Exception as exc:  # the hub library's own errors (network, not found, gated)
+        raise EmbeddingModelError(f"{name}: download failed ({type(exc).__name__})") from None
+    if not (local / "config.json").is_file():
+        raise EmbeddingModelError(f"{name}: downloaded, but it has no config.json (not a model memwire runs)")
+    return local
+
+
 def prepare(model: str | os.PathLike[str], home: str | os.PathLike[str] | None = None,
-            progress: Progress | None = None, *, distil_now: bool = True) -> Path:
+            progress: Progress | None = None, *, distil_now: bool = True, download: bool = False) -> Path:
     """The model2vec directory to load for ``model``: itself when it is one, else its static
     embeddings under the cache, distilled now when they are not there yet (minutes, with
     ``progress``; with ``distil_now=False`` that is an error instead, for a caller that must not
-    wait). Raises ``EmbeddingModelError`` naming the problem."""
-    model_dir = Path(model).expanduser()
-    if not model_dir.is_dir():
-        raise EmbeddingModelError(f"{model_dir}: no such model directory")
+    wait). ``model`` may be a hub name (``resolve``; ``download`` fetches it). Raises
+    ``EmbeddingModelError`` naming the problem."""
+    model_dir = resolve(model, home, download=download and distil_now)
     kind = _kind(model_dir)
     if kind == "model2vec":
         return model_dir

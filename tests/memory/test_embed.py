@@ -792,3 +792,38 @@ def test_vectors_are_saved_with_the_snapshot_and_taken_when_they_match(topic_mod
     (d / _embed_side.VECTORS_NAME).symlink_to(tmp_path / "elsewhere")
     side = SemanticSide(again._semantic.embedder)
     assert not _embed_side.load_vectors(side, d, d, again._vector_items())
+
+
+def test_a_hub_name_is_downloaded_only_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    hub = pytest.importorskip("huggingface_hub")
+    calls: list[tuple[str, str, list[str]]] = []
+
+    def fake_download(repo_id: str, *, local_dir: str, allow_patterns: list[str], **kw: Any) -> str:
+        calls.append((repo_id, local_dir, allow_patterns))
+        make_bert(Path(local_dir))  # what the hub would hold (the test never touches the network)
+        return local_dir
+
+    monkeypatch.setattr(hub, "snapshot_download", fake_download)
+    monkeypatch.setattr(_embed_side, "_embedders", {})
+    home = tmp_path / "home"
+    with pytest.raises(EmbeddingModelError, match="no model of that name downloaded yet"):
+        prepare("acme/tiny-bert", home)
+    caplog.set_level(logging.WARNING, "memwire")
+    assert shared_embedder("acme/tiny-bert", home) is None and calls == []  # a store never downloads
+    static = prepare("acme/tiny-bert", home, download=True)
+    assert len(calls) == 1 and calls[0][0] == "acme/tiny-bert" and "model.safetensors" in calls[0][2]
+    assert Path(calls[0][1]) == home / "embeddings" / "hub" / "acme--tiny-bert"
+    assert prepare("acme/tiny-bert", home, download=True) == static and len(calls) == 1  # once
+    monkeypatch.setattr(_embed_side, "_embedders", {})
+    assert shared_embedder("acme/tiny-bert", home) is not None  # now found locally
+    assert _embed.resolve(tmp_path, home) == tmp_path  # a directory is a directory
+
+    def failing(*args: Any, **kw: Any) -> str:
+        raise OSError("network down")
+
+    monkeypatch.setattr(hub, "snapshot_download", failing)
+    with pytest.raises(EmbeddingModelError, match=r"acme/other: download failed \(OSError\)"):
+        prepare("acme/other", home, download=True)
+    with pytest.raises(EmbeddingModelError, match="no such model directory"):
+        prepare("not a name", home, download=True)
