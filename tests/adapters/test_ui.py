@@ -420,8 +420,9 @@ def test_the_page_works_from_the_keyboard(mw: Middleware, store: MemoryStore, pr
             order.append(page.evaluate("document.activeElement.getAttribute('name') || "
                                        "document.activeElement.className || document.activeElement.tagName"))
         assert order.index("q") < order.index("text") < order.index("mtext")
-        outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
-        assert outline not in ("none", "")  # the focus is visible
+        style, width = page.evaluate("[getComputedStyle(document.activeElement).outlineStyle, "
+                                     "parseFloat(getComputedStyle(document.activeElement).outlineWidth)]")
+        assert style not in ("none", "") and width >= 2  # the focus is plain to see (not the thin default)
         focused = page.locator(".mtext:focus")
         before = focused.inner_text()
         page.keyboard.press("Enter")
