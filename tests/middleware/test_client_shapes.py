@@ -57,6 +57,13 @@ def blocks_in(messages: list[Any]) -> list[tuple[int, str]]:
     return out
 
 
+@pytest.fixture(autouse=True)
+def warm(store: MemoryStore) -> None:
+    """The store and the encodings these requests' models use, loaded first: a cold encoding
+    (seconds on a busy machine) must not be what decides a test (the retrieval budget)."""
+    Middleware(store=store).warm_up(("claude-sonnet-4-5", "gpt-5-codex", "gpt-4o", None))
+
+
 def claude_turn1(prompt: str) -> list[dict[str, Any]]:
     return [{"role": "user", "content": [*REMINDERS, {"type": "text", "text": prompt, "cache_control": CC}]}]
 
@@ -231,3 +238,61 @@ def test_aider_turn_one_block_survives_its_rules_dropping_out_of_the_history(sto
     t2 = mw.prepare([system, {"role": "user", "content": f"{question}  \n"}, {"role": "assistant", "content": "5433."},
                      {"role": "user", "content": f"How do I run the test suite?\n\n{rules}"}], session_id="aider-A")
     assert t2.injection.replayed == 1 and t2.messages[1] == block
+
+
+def aider_like(prompt: str, language: str | None, lazy: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The system message and the sent user message of an aider-like client whose rules are appended
+    to the prompt (its whole-file edit format, a model it has no settings for): its final reminders
+    (an optional lazy-model paragraph, then "Reply in <language>." under a locale or a chosen chat
+    language, nothing under C/POSIX) go into the system prompt, inside a paragraph and at the end of
+    the rules, and at the end of the rules it appends to the sent prompt."""
+    reminders = "\n\n".join([
+        *(["You are diligent and thorough!\nYou always implement the code you describe in full!\n"] if lazy else []),
+        *([f"Reply in {language}.\n"] if language else []),
+    ])
+    rules = ("To change a file, send back its whole content, with its path on the line before the fence.\n"
+             "Never leave out a part of a file with a comment such as 'rest unchanged'.\n\n" + reminders + "\n")
+    system = ("Act as an expert software developer.\nIf the request is unclear, ask.\n" + reminders
+              + "\nOnce the request is clear, explain the change, then send each changed file.\n" + "\n" + rules)
+    return {"role": "system", "content": system}, {"role": "user", "content": prompt + "\n\n" + rules}
+
+
+@pytest.mark.parametrize(("language", "lazy"), [("English", False), ("English", True), ("German", False),
+                                                 (None, False)])
+def test_aider_turn_one_block_survives_its_short_reminder_lines(store: MemoryStore, language: str | None,
+                                                                lazy: bool) -> None:
+    """issue 34 item 10: "Reply in English." (under the 40-character floor of the paragraph rule)
+    is appended to the sent prompt and absent from the history of the next turn: the same turn."""
+    question = "Which port is the staging database on?"
+    system, sent = aider_like(question, language, lazy)
+    assert sent["content"].startswith(question + "\n\n")
+    mw = Middleware(store=store, history="replay")
+    t1 = mw.prepare([system, sent], session_id=f"aider-{language}-{lazy}")
+    assert t1.injection.injected and STAGING in t1.injection.text
+    block = t1.messages[1]
+    _, sent2 = aider_like("How do I run the test suite?", language, lazy)
+    t2 = mw.prepare([system, {"role": "user", "content": question}, {"role": "assistant", "content": "5433."}, sent2],
+                    session_id=f"aider-{language}-{lazy}")
+    assert t2.injection.replayed == 1 and t2.messages[1] == block
+    fmt = get_format("openai.chat")
+    assert fmt.identity(sent, system["content"]) == fmt.identity({"role": "user", "content": question},
+                                                                 system["content"])
+
+
+def test_short_paragraphs_change_identity_unless_they_are_lines_of_the_system_prompt() -> None:
+    fmt = get_format("openai.chat")
+    system = "Act as an expert.\nReply in English.\nNever guess a file path; ask which file is meant."
+
+    def same(a: str, b: str) -> bool:
+        return fmt.identity({"role": "user", "content": a}, system) == fmt.identity({"role": "user", "content": b},
+                                                                                      system)
+
+    assert same("Fix the bug.\n\nReply in English.", "Fix the bug.")
+    assert same("Reply in English.\n\nFix the bug.", "Fix the bug.")
+    assert not same("Fix the bug.\n\nThanks.", "Fix the bug.")  # not a line of the system prompt
+    assert not same("Fix the bug.\n\nReply in", "Fix the bug.")  # a piece of a line is not the line
+    assert not same("Fix the bug.\n\nReply in English. Please", "Fix the bug.")
+    assert not same("Reply in English.", "")  # all there is: kept
+    # without a system prompt, and for a message with nothing to drop, the identity is as it was
+    assert fmt.identity({"role": "user", "content": "Fix it.\n\nReply in English."}) == "Fix it.\n\nReply in English."
+    assert fmt.identity({"role": "user", "content": "a\n\n\n\nb"}, system) == "a\n\n\n\nb"

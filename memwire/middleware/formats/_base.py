@@ -11,14 +11,16 @@ that API's own module (``openai_chat``, ``anthropic_messages``, ``openai_respons
 from __future__ import annotations
 
 import json
+import re
 from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import islice
 from typing import Any
 
 from ..._errors import RequestFormatError
-from ...policies._human_text import drop_repeated, human_text, strip_wrappers
+from ...policies._human_text import MIN_REPEATED_CHARS, drop_repeated, human_text, strip_wrappers
 from ...policies._query import CONTEXT_MESSAGES
 
 __all__ = ["Format", "ReplyText", "Scan", "Usage", "View", "text_of"]
@@ -261,9 +263,10 @@ class Format:
 
         Text parts joined, other parts as canonical JSON; ``cache_control`` and other block
         metadata ignored; a string equal to a single text block. Harness text is left out as for
-        the human text (wrapper blocks, and paragraphs repeated from ``system_text``): clients
-        re-serialize, move cache breakpoints, and send a message with their rules appended once and
-        without them in the history (aider), or restored from a file with a trailing "  \\n"."""
+        the human text (wrapper blocks, and paragraphs repeated from ``system_text``), and so are
+        short paragraphs made of whole lines of ``system_text`` (aider's "Reply in English."):
+        clients re-serialize, move cache breakpoints, and send a message with their rules appended
+        once and without them in the history (aider), or restored from a file with a trailing "  \\n"."""
         content = item.get("content") if isinstance(item, Mapping) else item
         if isinstance(content, str):
             return self._text_identity([content], system_text)
@@ -284,7 +287,9 @@ class Format:
     def _text_identity(texts: list[str], system_text: str) -> str:
         kept = [t for t in (strip_wrappers(t) for t in texts) if t]
         joined = "\n\n".join(kept)
-        return drop_repeated(joined, [system_text]).strip() if system_text else joined
+        if not system_text:
+            return joined
+        return _drop_short_system_lines(drop_repeated(joined, [system_text]).strip(), system_text)
 
     def system_text(self, body: Mapping[str, Any], items: list[Any]) -> str:
         return "\n".join(self.text(m) for m in items if isinstance(m, Mapping) and m.get("role") in self.system_roles)
@@ -461,6 +466,35 @@ class Format:
             msg = items[v_lead - 1]
             items[v_lead - 1] = {**msg, "content": _append_content(msg.get("content"), text, self.text_types[0])}
         return {**body, self.items_key: items}
+
+
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+
+
+@lru_cache(maxsize=16)
+def _lines_of(system_text: str) -> frozenset[str]:
+    """The stripped lines of a system text (a conversation's requests share one: read once)."""
+    return frozenset(line.strip() for line in system_text.splitlines())
+
+
+def _drop_short_system_lines(text: str, system_text: str) -> str:
+    """``text`` without its short paragraphs (under the human-text floor, which the paragraph rule
+    keeps) whose every line is a whole line of the system text: harness lines such as aider's
+    "Reply in English." that a client appends to the message it sends and leaves out of the
+    history it sends next. For identity only: the same turn stays the same turn. ``text`` itself
+    when nothing would be left."""
+    if len(text) < MIN_REPEATED_CHARS and "\n" not in text:
+        return text  # one short paragraph: all there is, kept whole
+    lines = _lines_of(system_text)
+    kept: list[str] = []
+    dropped = False
+    for p in _PARAGRAPH_BREAK.split(text):
+        p = p.strip()
+        if p and len(p) < MIN_REPEATED_CHARS and all(line.strip() in lines for line in p.splitlines()):
+            dropped = True
+        elif p:
+            kept.append(p)
+    return "\n\n".join(kept) if dropped and kept else text
 
 
 def _append_content(content: Any, text: str, part_type: str) -> Any:
