@@ -46,7 +46,19 @@ from ...policies._secrets import find_secret
 from .._common import Failures, error_id, public_message
 from ._keys import Access, Caller, Denied
 from ._limits import NamespaceQuota, Refusal, read_all
-from ._ui_page import CSP, CSS, SCRIPT, MemoryView, figures, figures_header, matched_words, memory_row, share, when
+from ._ui_page import (
+    CSP,
+    CSS,
+    SCRIPT,
+    MemoryView,
+    figures,
+    figures_header,
+    matched_words,
+    memory_row,
+    said,
+    share,
+    when,
+)
 
 __all__ = ["UI_PREFIX", "ui_routes"]
 
@@ -444,16 +456,18 @@ def _views(s: Store, mems: list[Memory], records: list[Record], q: str) -> list[
     now = time.time()
     captured = _capture_events(s)
     last: dict[str, float] = {}
+    turns: dict[str, int] = {}
     for r in records:
         for mid in r.memory_ids:
             last[mid] = max(last.get(mid, 0.0), r.at)
+            turns[mid] = turns.get(mid, 0) + (not r.reused)
     out = []
     for m, meta in zip(mems, metas, strict=True):
         stab = scoring.stability(m, meta, now) if scoring is not None and meta is not None else None
         out.append(MemoryView(
             m, meta, stab, scoring.state(stab) if scoring is not None and stab is not None else None,
             meta.cue if meta is not None and meta.recorded else cue_of(m), captured.get(m.id),
-            matched_words(q, m) if q else None, last.get(m.id)))
+            matched_words(q, m) if q else None, last.get(m.id), turns.get(m.id, 0)))
     return out
 
 
@@ -492,11 +506,7 @@ def _conflict_row(new: Memory, old: Memory, ns: str | None) -> str:
 
 
 def _inbox_row(m: Memory, captured: dict[str, Any] | None, ns: str | None) -> str:
-    why = ""
-    if captured and captured.get("session"):
-        sid = str(captured["session"])
-        why = (f'<span class="meta">said as “{escape(str(captured.get("kind") or "?"))}” in session '
-               f'<a href="{_url("/sessions/" + quote(sid, safe=""), ns)}">{escape(sid)}</a></span>')
+    why = f'<span class="meta">said {said(captured, ns)}</span>' if captured else ""
     return (f'<tr data-id="{m.id}"><td><span class="mtext" tabindex="0" role="button" '
             'title="click or Enter: edit, then approve" '
             f'data-edit="{escape(_url(f"/inbox/{m.id}/edit", ns))}">{escape(m.text)}</span>{why}</td>'

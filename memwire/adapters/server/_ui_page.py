@@ -65,6 +65,7 @@ button.primary { background: var(--accent); border-color: var(--accent); color: 
 .meta { display: block; font-size: 12.5px; color: var(--muted); margin-top: .15rem; }
 .tag { display: inline-block; font-size: 12px; background: #e8eefc; color: #23408e; border-radius: 4px;
   padding: 0 .3rem; margin-right: .2rem; }
+.tag.pin { background: #fde7c8; color: #7a4100; }
 .why { font-size: 12.5px; } mark { background: #fff1a8; }
 .state-active { color: #1b7f3b; } .state-provisional { color: #8a6100; }
 .state-candidate, .state-dropped { color: #b00020; }
@@ -221,6 +222,7 @@ class MemoryView:
     captured: Mapping[str, Any] | None = None  # its capture event (kind, session, turn, at)
     matched: Sequence[str] | None = None       # with a search: the words it matched on
     last_injected: float | None = None         # the newest request record that injected it
+    recent_turns: int = 0                      # turns of the recent request records that injected it
 
 
 def memory_row(v: MemoryView, ns: str | None) -> str:
@@ -232,39 +234,46 @@ def memory_row(v: MemoryView, ns: str | None) -> str:
         facts.append(f"created {when(meta.created)}")
         if meta.reinforced > meta.created + 1:
             facts.append(f"reinforced {when(meta.reinforced)}")
-        facts.append(f'<span data-k="injected">injected {meta.injected:,}×</span>')
+        # the lifecycle's count is saved every few seconds; the request records are at once
+        facts.append(f'<span data-k="injected">injected {max(meta.injected, v.recent_turns):,}×</span>')
     if v.last_injected is not None:
         facts.append(f'<span data-k="last-used">last injected {when(v.last_injected)}</span>')
     if v.stability is not None:
         facts.append(f'<span data-k="stability" class="state-{escape(v.state or "")}">stability {v.stability:.2f} '
                      f'({escape(v.state or "")})</span>')
     if v.captured:
-        c = v.captured
-        where = []
-        if c.get("kind"):
-            where.append(f"said as “{escape(str(c['kind']))}”")
-        if c.get("session"):
-            sid = str(c["session"])
-            where.append(f'in session <a href="{url("/sessions/" + _q(sid), ns)}">{escape(sid)}</a>')
-        if c.get("turn") is not None:
-            where.append(f"turn {escape(str(c['turn']))}")
-        if c.get("at"):
-            where.append(f"at {escape(str(c['at']))}")
-        facts.append('<span data-k="why">captured ' + ", ".join(where) + "</span>")
+        facts.append(f'<span data-k="why">captured {said(v.captured, ns)}</span>')
     why = ""
     if v.matched is not None:
         why = ('<span class="why" data-k="matched">matched: '
                + (", ".join(f"<mark>{escape(w)}</mark>" for w in v.matched) or "related words") + "</span>")
     pin_label = "unpin" if m.pinned else "pin"
+    pinned = '<span class="tag pin">pinned</span>' if m.pinned else ""
     return (f'<tr data-id="{m.id}"><td><span class="mtext" tabindex="0" role="button" '
             f'title="click or Enter: edit" data-edit="{escape(url(base + "/edit", ns))}">{escape(m.text)}</span>'
-            f'<span class="meta">{"📌 pinned · " if m.pinned else ""}{tags} {" · ".join(facts)}</span>{why}</td>'
+            f'<span class="meta">{pinned}{tags} {" · ".join(facts)}</span>{why}</td>'
             f'<td class="actions"><a href="{escape(url(base, ns))}">history</a> '
             f'<form method="post" class="inline" action="{escape(url(base + "/pin", ns))}">'
             f'<input type="hidden" name="pinned" value="{"0" if m.pinned else "1"}">'
             f'<button>{pin_label}</button></form> '
             f'<form method="post" class="inline" action="{escape(url(base + "/forget", ns))}">'
             f'<button>forget</button></form></td></tr>')
+
+
+def said(c: Mapping[str, Any], ns: str | None) -> str:
+    """Where a captured memory was said, from its capture event: session (linked), turn, time, and
+    the kind of statement capture took it for. Never the message itself (not recorded)."""
+    parts = []
+    if c.get("session"):
+        sid = str(c["session"])
+        parts.append(f'in session <a href="{escape(url("/sessions/" + _q(sid), ns))}">{escape(sid)}</a>')
+    if c.get("turn") is not None:
+        parts.append(f"turn {escape(str(c['turn']).split(':')[0])}")  # its number (then the message's hash)
+    if c.get("at"):
+        parts.append(f"at {escape(str(c['at']))[:16].replace('T', ' ')}")
+    if c.get("kind"):
+        parts.append(f"as a {escape(str(c['kind']))}")
+    return ", ".join(parts) or "(no record of where)"
 
 
 def _q(s: str) -> str:
