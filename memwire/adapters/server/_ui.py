@@ -1,13 +1,19 @@
-"""``/memwire/ui``: a page to look at and tend the memories of a namespace, and at what memwire did
-in recent sessions, served by the proxy. Plain server-rendered HTML (no script, no CDN: it works
-offline); forms post and the page is drawn again.
+"""``/memwire/ui``: the page an operator keeps open, served by the proxy (docs/page.md). Server-
+rendered HTML with inline style and a few lines of inline script (editing a text in place); every
+form also works without the script; nothing comes from another origin (a Content-Security-Policy
+says so). Forms post and the page is drawn again. What it draws is in ``_ui_page``.
 
-- ``/memwire/ui?ns=NAME&q=TEXT``: the namespace's memories (searched with ``q``), a form to add one,
-  and per memory edit, pin and forget; the capture inbox (approve, reject) when it holds anything.
-  Forgetting and editing keep the old text in the archive, as everywhere.
+- ``/memwire/ui?ns=NAME``: a header of live figures (request records), the namespace's memories
+  with their source, dates, injections, stability and where a captured one was said; search
+  (``q``, each hit with the words it matched) and filters (``tag``, ``source``, ``fading``); add,
+  edit in place (``add(new, replaces=old)``), pin, forget; the capture inbox (approve, reject, edit
+  then approve) and the pairs that may contradict each other (keep newer / older / both).
+- ``/memwire/ui/memories/ID``: a memory's history; ``/memwire/ui/archive``: the archive, searched,
+  with restore.
 - ``/memwire/ui/sessions?ns=NAME``: the recent sessions of that namespace from the proxy's request
-  records; ``/memwire/ui/sessions/ID?ns=NAME``: per request, the memories injected (their text as
-  it is now), the tokens, the provider's cached share, and that share as a chart over the session.
+  records (start, client, mode, requests, turns, cached share); ``/memwire/ui/sessions/ID``: per
+  request, the memories injected (their text as it is now), the earlier blocks replayed, the
+  tokens, the provider's cached share, and that share as a chart over the session.
 
 Access: with a proxy key or a keys file the page asks for a key once and keeps it in an HttpOnly,
 SameSite=Strict cookie; ``memwire proxy`` serves the page on a non-loopback bind only with a key.
