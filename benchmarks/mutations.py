@@ -189,7 +189,8 @@ def _pytest(tree: Path, args: list[str], timeout: float) -> subprocess.Completed
                           cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-_FAILED = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", re.M)  # a test id may hold spaces (parameters)
+# pytest's summary lines; a test id may hold spaces (parameters); "ERROR    name:" is a log line
+_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S.*?)(?: - .*)?$", re.M)
 
 
 def baseline(tree: Path, pytest_args: list[str]) -> list[str]:
