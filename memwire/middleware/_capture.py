@@ -22,8 +22,8 @@ Per statement, the worker:
    client re-sending the turn);
 2. reinforces a stored memory it nearly duplicates instead of adding it (an event in the capture
    log, no new line): BM25 finds it (``search`` score ≥ ``DUPLICATE_SCORE``, the share of the
-   statement's weight it matches) and it holds ``DUPLICATE_WORDS`` of the statement's words and
-   the same numbers;
+   statement's weight it matches) and it holds ``DUPLICATE_WORDS`` of the statement's words, the
+   same numbers and the same names;
 3. supersedes an earlier captured "User's KEY is ..." of the same profile key (the old one goes to
    the archive);
 4. adds it, tagged with its kind and ``#captured`` and dated (the day it was said), under a topic
@@ -62,6 +62,7 @@ import atexit
 import collections
 import hashlib
 import logging
+import re
 import threading
 import time
 import weakref
@@ -729,16 +730,27 @@ def _captured_match(store: Store, text: str) -> list[Memory]:
 
 def _near_duplicate(store: Store, text: str) -> Memory | None:
     """A stored memory that says the same: BM25 finds it (share ≥ ``DUPLICATE_SCORE``), and it
-    holds ``DUPLICATE_WORDS`` of the statement's words and the same numbers ("Java 21" is not
-    "Java 17", though BM25 scores them alike)."""
+    holds ``DUPLICATE_WORDS`` of the statement's words, the same numbers and the same names ("Java
+    21" is not "Java 17", "owned by Alice" not "owned by Bob", though BM25 scores them alike)."""
     words = set(analyze(text))
     numbers = {w for w in words if any(c.isdigit() for c in w)}
+    names = _names(text)
     for hit in store.search(text, 3, min_score=DUPLICATE_SCORE):
         theirs = set(analyze(hit.memory.text))
         same_numbers = numbers == {w for w in theirs if any(c.isdigit() for c in w)}
-        if words and same_numbers and len(words & theirs) >= DUPLICATE_WORDS * len(words):
+        same_names = names | _names(hit.memory.text) <= words & theirs
+        if words and same_numbers and same_names and len(words & theirs) >= DUPLICATE_WORDS * len(words):
             return hit.memory
     return None
+
+
+_NAME = re.compile(r"\b[A-Z][\w-]*")
+_OPENS = re.compile(r"(?:^|[.!?:;]\s+)$")
+
+
+def _names(text: str) -> set[str]:
+    """The (analyzed) words of ``text`` that are names: capitalized, not opening a sentence."""
+    return set(analyze(" ".join(m.group() for m in _NAME.finditer(text) if not _OPENS.search(text[:m.start()]))))
 
 
 def _without_blocks(text: str) -> str:
