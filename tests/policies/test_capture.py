@@ -48,12 +48,13 @@ def test_an_explicit_statement_is_captured_as_its_kind(said: str, kind: str, tex
 
 
 NOT_CAPTURED = [
-    "Do you remember that I use vim?",          # a question
+    "Remember that we use Postgres?",           # a question (the pattern takes it: the '?' keeps it out)
+    "Do you remember that I use vim?",          # questions no pattern takes
     "Can you always run the tests?",
     "Always the same error with this test.",     # not an order
     "Never again.",
     "always.",
-    "> always use tabs\nok fix it",              # a quote: someone else's words
+    "> Thanks for the review. Always use tabs.\nok fix it",  # a quote: someone else's words (an order in it)
     "```\nalways do x\n# never use y\n```",      # code
     "We should always write tests",              # a remark, not an order to the assistant
     "I like pizza",
@@ -67,6 +68,48 @@ NOT_CAPTURED = [
 @pytest.mark.parametrize("said", NOT_CAPTURED)
 def test_ordinary_text_questions_quotes_and_code_are_not_captured(said: str) -> None:
     assert statements(said) == []
+
+
+# issue 34 item 11: each guard, on a text the patterns take: (what is said, the same without what
+# the guard looks at, captured as). The guard alone keeps the first out: a test of it cannot pass
+# because a pattern already refused the text (benchmarks/capture_guards.py breaks each one).
+LONG_LOG = "Here is the log I remember seeing:\n" + "x " * (MAX_SCAN_CHARS // 2)
+GUARDED = [
+    ("Remember that we use Postgres?", "Remember that we use Postgres.", ("fact", "We use Postgres.")),
+    ("Always run the tests?", "Always run the tests.", ("instruction", "Always run the tests.")),
+    ("My timezone is Europe/Berlin?", "My timezone is Europe/Berlin.", ("fact", "User's timezone is Europe/Berlin.")),
+    ("> Thanks for the review. Always use tabs.\nok fix it", "Thanks for the review. Always use tabs.\nok fix it",
+     ("instruction", "Always use tabs.")),
+    ("```\nalways do x\n```", "always do x", ("instruction", "Always do x.")),
+    (LONG_LOG + "\nRemember that the log level is debug.",                  # past MAX_SCAN_CHARS, though a
+     "Here is the log I remember seeing:\nRemember that the log level is debug.",  # word before it says 'read me'
+     ("fact", "The log level is debug.")),
+    ("Remember: tabs.", "Remember: use tabs.", ("fact", "Use tabs.")),                    # MIN_WORDS
+    ("From now on, tabs.", "From now on, use tabs.", ("instruction", "Use tabs.")),
+    ("Always fails.", "Always fail loudly.", ("instruction", "Always fail loudly.")),     # an order has 3 words
+    ("My name is ...", "My name is Ana.", ("fact", "User's name is Ana.")),               # a value of 1-8 words
+    ("My editor is whatever the team lead picks for the whole team this quarter.", "My editor is Helix.",
+     ("fact", "User's editor is Helix.")),
+    ("I remember the port. It's 6543.", "I remember the port. Actually, it's 6543.",     # 'it's X' alone is a
+     ("correct", "6543")),                                                                # remark, not a correction
+    ("Sorry, I meant to reply.", "Sorry, I meant pnpm.", ("correct", "pnpm")),           # 'I meant to ...'
+    ("Correction: --", "Correction: ship.sh", ("correct", "ship.sh")),                   # a value has a word
+    ("I meant what I wrote in the ticket yesterday.", "I meant the ticket.", ("correct", "the ticket")),  # <= 4 words
+]
+
+
+@pytest.mark.parametrize(("said", "control", "taken"), GUARDED)
+def test_a_guard_alone_keeps_out_what_a_pattern_takes(said: str, control: str, taken: tuple[str, str]) -> None:
+    assert [(s.kind, s.text) for s in statements(control)] == [taken]  # the pattern takes this shape ...
+    assert statements(said) == []                                      # ... and the guard keeps this one out
+
+
+def test_remember_before_a_forget_word_is_a_fact_not_a_forget() -> None:
+    """'Remember: disregard X' asks to keep an instruction, it does not take a memory back."""
+    assert [(s.kind, s.text) for s in statements("Remember: disregard the warnings from the linter.")] == [
+        ("fact", "Disregard the warnings from the linter.")]
+    assert [(s.kind, s.text) for s in statements("Don't forget: never mind the flaky test in CI.")] == [
+        ("fact", "Never mind the flaky test in CI.")]
 
 
 def test_several_statements_in_one_message_in_order_and_once() -> None:
