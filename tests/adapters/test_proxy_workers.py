@@ -156,7 +156,7 @@ def page_counts(proxy: "Proxy", n: int) -> list[str]:
     deadline, counts = time.monotonic() + 30, []
     while time.monotonic() < deadline:
         page = httpx.get(proxy.url + "/memwire/ui/sessions", timeout=30).text
-        counts = re.findall(r'<td class="n">(\d+)</td><td class="n">\d+</td><td class="n">', page)
+        counts = re.findall(r'<td class="n" data-label="requests">(\d+)</td>', page)
         if sum(map(int, counts)) >= n:
             break
         time.sleep(0.1)
