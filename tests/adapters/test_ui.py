@@ -145,6 +145,19 @@ def test_filters_by_tag_source_and_fading(mw: Middleware, store: MemoryStore, pr
     assert rows(httpx.get(proxy + "/memwire/ui", params={"fading": "1"}).text, "memories") == []
 
 
+def test_filters_look_past_the_memories_shown(mw: Middleware, store: MemoryStore, proxy: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from memwire.adapters.server import _ui
+
+    monkeypatch.setattr(_ui, "SHOWN", 1)  # only the facts of the memories shown are read, unless a filter needs all
+    store.add("The on-call rotation changes on Mondays", tags=["ops"], cue="distilled")  # the last of four
+    page = httpx.get(proxy + "/memwire/ui").text
+    assert len(rows(page, "memories")) == 1 and "(search to see the others)" in page
+    for params in ({"fading": "1"}, {"source": "distilled"}, {"tag": "ops"}):
+        found = rows(httpx.get(proxy + "/memwire/ui", params=params).text, "memories")
+        assert [("on-call" in r) for r in found] == [True], params
+
+
 def test_an_edit_replaces_the_old_text_and_history_shows_the_chain(mw: Middleware, store: MemoryStore,
                                                                  proxy: str) -> None:
     old = next(m for m in store.memories() if "Postgres 15" in m.text)

@@ -174,9 +174,11 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
     def store(ns: str | None) -> Store:
         return middleware.store_for(ns)
 
-    def header(s: Store, ns: str | None, records: list[Record]) -> str:
+    def header(s: Store, ns: str | None, records: list[Record], pairs: list[tuple[Memory, Memory]] | None = None
+               ) -> str:
         captures = sum(e.get("event") in _CAPTURED for e in read_log(s))
-        return figures_header(figures(records), len(s), len(inbox_of(s)), captures, len(conflicts(s)))
+        pairs = conflicts(s) if pairs is None else pairs
+        return figures_header(figures(records), len(s), len(inbox_of(s)), captures, len(pairs))
 
     def memories(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
         s, params = store(ns), request.query_params
@@ -184,16 +186,18 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         hits = s.search(q, SHOWN, min_score=0.0) if q else None
         found = [h.memory for h in hits] if hits is not None else s.memories()
         records = session_records(s, middleware.records, ns)
-        views = _views(s, found, records, q)
-        total, every = len(s), views
-        views = [v for v in views if (not tag or tag in v.memory.tags) and (not cue or v.cue == cue)
+        total, tags = len(s), sorted({t for m in found for t in m.tags})
+        found = [m for m in found if not tag or tag in m.tags]
+        # the facts (lifecycle, capture log) of the memories shown only, unless a filter needs them all
+        views = _views(s, found if cue or fading else found[:SHOWN + 1], records, q)
+        views = [v for v in views if (not cue or v.cue == cue)
                  and (not fading or (not v.memory.pinned and v.state not in (None, "active")))]
         shown = views[:SHOWN]
-        tags = sorted({t for v in every for t in v.memory.tags})
         clear = f' <a href="{_url("", ns)}">clear</a>' if q or tag or cue or fading else ""
         what = " ".join(x for x in (f"matching {q!r}" if q else "", f"tagged #{tag}" if tag else "",
                                     f"from {cue}" if cue else "", "fading" if fading else "") if x)
-        body = (_nav(ns, "memories") + header(s, ns, records) +
+        pairs = conflicts(s)  # the header counts them, the list below shows them: one look (it costs)
+        body = (_nav(ns, "memories") + header(s, ns, records, pairs) +
                 f'<form method="get" action="{UI_PREFIX}" class="bar" id="search" role="search">'
                 f'<input type="hidden" name="ns" value="{escape(ns or "")}">'
                 f'<input type="search" name="q" value="{escape(q)}" placeholder="search the memories" '
@@ -216,7 +220,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         if inbox := inbox_of(s).memories():
             body += ('<h2 id="inbox-title">Captured, waiting for review</h2><table id="inbox" class="cards"><tbody>'
                      + "".join(_inbox_row(m, _capture_events(s).get(m.id), ns) for m in inbox) + "</tbody></table>")
-        if pairs := conflicts(s):  # issue 33: only the newer of each is injected until a person decides
+        if pairs:  # issue 33: only the newer of each is injected until a person decides
             body += ('<h2>May contradict each other</h2><table id="conflicts" class="cards"><tbody>'
                      + "".join(_conflict_row(new, old, ns) for new, old in pairs) + "</tbody></table>")
         return _html(f"memwire: {ns or 'default'}", body)
