@@ -353,6 +353,8 @@ def test_one_tenants_page_shows_only_that_tenants_data(tmp_path: Path, store: Me
             for theirs in ("Argo CD", "flake8", "bob-secret-session", "Postgres 15"):
                 assert theirs not in html, (path, theirs)
         assert 'data-figure="requests"><dt>requests</dt><dd>1</dd>' in pages["/memwire/ui/sessions"]
+        assert 'data-figure="requests"><dt>requests</dt><dd>1</dd>' in alice.get("/memwire/ui/figures").text
+        assert alice.get("/memwire/ui/figures", params={"ns": "bob"}).status_code == 403
         assert alice.get("/memwire/ui/sessions/bob-secret-session").text.count("<tr><td") == 0
         assert alice.get(f"/memwire/ui/memories/{bob_mem.id}").status_code == 404  # not in her store
         for path in ("/memwire/ui", "/memwire/ui/sessions", "/memwire/ui/archive",
@@ -430,6 +432,39 @@ def test_the_page_in_a_browser_edits_in_place_and_shows_sessions(mw: Middleware,
         page.screenshot(path=str(shot), full_page=True)
     assert shot.read_bytes()[:4] == b"\x89PNG"
     assert outside == []
+
+
+def test_the_headers_figures_stay_live_while_the_page_is_open(mw: Middleware, store: MemoryStore, proxy: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from memwire.adapters.server import _ui
+
+    monkeypatch.setattr(_ui, "REFRESH_S", 0.2)
+    store.inbox.add("The release branch is cut on Thursdays", cue="captured")
+    with browser_page(1280, 800) as page:
+        from playwright.sync_api import expect
+
+        page.goto(proxy + "/memwire/ui")
+        requests = page.locator('[data-figure="requests"] dd')
+        expect(requests).to_have_text("0")
+        converse(proxy, "pay-1", QUESTIONS[:2])  # traffic while the page is open: no reload
+        expect(requests).to_have_text("2")
+        expect(page.locator('[data-figure="cached share"] dd')).not_to_have_text("-")
+        inbox = page.locator("#inbox .mtext")  # the inbox: edit in place, Enter approves the new words
+        inbox.click()
+        inbox.locator("input").fill("The release branch is cut on Thursdays at noon")
+        inbox.locator("input").press("Enter")
+        expect(page.locator("#memories")).to_contain_text("cut on Thursdays at noon")
+        expect(page.locator("#inbox")).to_have_count(0)
+    assert len(store.inbox) == 0 and any("at noon" in m.text for m in store.memories())
+
+
+def test_the_figures_fragment_is_the_headers(mw: Middleware, proxy: str) -> None:
+    converse(proxy, "pay-1", QUESTIONS[:1])
+    wait_records(mw, 1)
+    r = httpx.get(proxy + "/memwire/ui/figures")
+    assert r.status_code == 200 and r.text.startswith('<dl class="figures" id="figures" data-src="/memwire/ui/figures"')
+    assert 'data-figure="requests"><dt>requests</dt><dd>1</dd>' in r.text
+    assert "default-src 'none'" in r.headers["content-security-policy"]
 
 
 def test_the_page_works_from_the_keyboard(mw: Middleware, store: MemoryStore, proxy: str) -> None:

@@ -74,6 +74,9 @@ UI_PREFIX = "/memwire/ui"
 COOKIE = "memwire_key"
 SHOWN = 200  # memories listed at most (search to find the others)
 MAX_FORM_BYTES = 64 * 1024
+REFRESH_S = 15.0  # the header's figures are fetched again this often while the page is shown
+# same-origin referrer: with no-referrer Chromium posts forms with "Origin: null" (refused)
+_HEADERS = {"content-security-policy": CSP, "referrer-policy": "same-origin", "x-content-type-options": "nosniff"}
 
 _CAPTURED = ("captured", "captured-for-review")  # capture log events that wrote or proposed a memory
 
@@ -178,7 +181,12 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
                ) -> str:
         captures = sum(e.get("event") in _CAPTURED for e in read_log(s))
         pairs = conflicts(s) if pairs is None else pairs
-        return figures_header(figures(records), len(s), len(inbox_of(s)), captures, len(pairs))
+        return figures_header(figures(records), len(s), len(inbox_of(s)), captures, len(pairs),
+                              _url("/figures", ns), REFRESH_S)
+
+    def live(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
+        s = store(ns)
+        return HTMLResponse(header(s, ns, session_records(s, middleware.records, ns)), headers=_HEADERS)
 
     def memories(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
         s, params = store(ns), request.query_params
@@ -391,6 +399,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         Route("/inbox/{mid}/{verdict:str}", page(review, write=True), methods=["POST"]),
         Route("/archive", page(archive), methods=["GET"]),
         Route("/archive/{mid}/restore", page(restore, write=True), methods=["POST"]),
+        Route("/figures", page(live), methods=["GET"]),
         Route("/sessions", page(sessions), methods=["GET"]),
         Route("/sessions/{sid:path}", page(session), methods=["GET"]),
     ]
@@ -537,9 +546,7 @@ def _html(title: str, body: str, status: int = 200) -> HTMLResponse:
                         f'<meta name="viewport" content="width=device-width, initial-scale=1">'
                         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>{body}"
                         f"<script>{SCRIPT}</script></body></html>", status_code=status,
-                        # same-origin: with no-referrer Chromium posts forms with "Origin: null" (refused)
-                        headers={"content-security-policy": CSP, "referrer-policy": "same-origin",
-                                 "x-content-type-options": "nosniff"})
+                        headers=_HEADERS)
 
 
 def _login(request: Request, failed: bool, tenants: bool = False) -> HTMLResponse:

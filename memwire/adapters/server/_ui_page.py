@@ -111,6 +111,18 @@ SCRIPT = """
       e.preventDefault(); open(t);
     }
   });
+  // the header's figures: redrawn from the page's own origin while the page is open and shown
+  var figs = document.getElementById('figures');
+  if (figs && figs.dataset.src && window.fetch) {
+    setInterval(function () {
+      if (document.hidden) return;
+      fetch(figs.dataset.src, {credentials: 'same-origin'}).then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (html) {
+          var fresh = html && new DOMParser().parseFromString(html, 'text/html').getElementById('figures');
+          if (fresh) figs.innerHTML = fresh.innerHTML;
+        }).catch(function () {});
+    }, 1000 * Number(figs.dataset.refresh));
+  }
 })();
 """
 
@@ -180,7 +192,9 @@ def share(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
-def figures_header(f: Figures, memories: int, inbox: int, captures: int, conflicts: int) -> str:
+def figures_header(f: Figures, memories: int, inbox: int, captures: int, conflicts: int, src: str = "",
+                   refresh: float = 0) -> str:
+    """The header's figures; ``src``: where the page's script fetches them again every ``refresh`` s."""
     saved = f"{f.saved:,.0f}" + (f" ({f.saved / f.uncached:.0%})" if f.uncached else "")
     items = [("requests", f"{f.requests:,}", "requests served (the newest in the request log)"),
              ("cached share", share(f.cached_share), "of prompt tokens, as the providers reported"),
@@ -191,7 +205,8 @@ def figures_header(f: Figures, memories: int, inbox: int, captures: int, conflic
              ("captured", f"{captures:,}", "memories capture wrote or proposed"),
              ("inbox", f"{inbox:,}", "captured, waiting for review"),
              ("conflicts", f"{conflicts:,}", "pairs that may contradict each other")]
-    return '<dl class="figures" id="figures">' + "".join(
+    live = f' data-src="{escape(src)}" data-refresh="{refresh:g}"' if src and refresh > 0 else ""
+    return f'<dl class="figures" id="figures"{live} aria-live="polite">' + "".join(
         f'<div title="{escape(tip)}" data-figure="{escape(name)}"><dt>{escape(name)}</dt><dd>{value}</dd></div>'
         for name, value, tip in items) + "</dl>"
 
