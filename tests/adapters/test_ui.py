@@ -303,6 +303,18 @@ def test_sessions_show_start_client_turns_and_cached_share(mw: Middleware, proxy
     assert re.fullmatch(r"\d+%", cells[7]) and cells[7] != "0%"  # the fake provider's cache served turns 2, 3
     assert 'data-figure="requests"><dt>requests</dt><dd>3</dd>' in page
     assert all(r.client == "openai-python" for r in mw.records.recent())
+    detail = httpx.get(proxy + "/memwire/ui/sessions/pay-1").text
+    third = re.search(r'<tr id="req-3">.*?</tr>', detail, flags=re.S).group(0)  # type: ignore[union-attr]
+    replayed = re.search(r'data-label="replayed">(.*?)</td>', third, flags=re.S).group(1)  # type: ignore[union-attr]
+    assert text_of(replayed) == "2: turn 1, turn 2" and 'href="#req-1"' in replayed  # the blocks replay put back
+
+
+def test_replayed_blocks_are_named_only_when_the_count_says_which() -> None:
+    from memwire.adapters.server._ui import _replayed
+
+    assert _replayed(record(replayed=0), [(1, 1)]) == "0"
+    assert text_of(_replayed(record(replayed=2), [(1, 1), (3, 4)])) == "2: turn 1, turn 3"
+    assert _replayed(record(replayed=1), [(1, 1), (3, 4)]) == "1"  # a compaction or a dropped turn: which is unknown
 
 
 def test_a_tool_loop_is_one_turn_on_the_session_page(mw: Middleware, store: MemoryStore, proxy: str) -> None:
@@ -322,8 +334,9 @@ def test_a_tool_loop_is_one_turn_on_the_session_page(mw: Middleware, store: Memo
     cells = [text_of(c) for c in re.findall(r"<td.*?</td>", rows(page, "sessions")[0], flags=re.S)]
     assert cells[4:6] == ["2", "1"]  # two requests, one turn
     detail = httpx.get(proxy + "/memwire/ui/sessions/loop-1").text
-    reqs = re.findall(r"<tr><td class=\"n\" data-label=\"#\">.*?</tr>", detail, flags=re.S)
-    assert len(reqs) == 2 and "(reused)" in reqs[1] and "(reused)" not in reqs[0]
+    reqs = re.findall(r'<tr id="req-\d+">.*?</tr>', detail, flags=re.S)
+    assert len(reqs) == 2 and "turn 1 (reused)" in reqs[1] and "(reused)" not in reqs[0]
+    assert re.search(r'data-label="replayed">0<', reqs[1])  # its own turn's block is not an earlier one
     assert "Postgres 15" in reqs[0] and 'data-memory="' in reqs[0]
 
 
@@ -355,7 +368,8 @@ def test_one_tenants_page_shows_only_that_tenants_data(tmp_path: Path, store: Me
         assert 'data-figure="requests"><dt>requests</dt><dd>1</dd>' in pages["/memwire/ui/sessions"]
         assert 'data-figure="requests"><dt>requests</dt><dd>1</dd>' in alice.get("/memwire/ui/figures").text
         assert alice.get("/memwire/ui/figures", params={"ns": "bob"}).status_code == 403
-        assert alice.get("/memwire/ui/sessions/bob-secret-session").text.count("<tr><td") == 0
+        assert alice.get("/memwire/ui/sessions/alice-1").text.count('<tr id="req-') == 1
+        assert alice.get("/memwire/ui/sessions/bob-secret-session").text.count('<tr id="req-') == 0
         assert alice.get(f"/memwire/ui/memories/{bob_mem.id}").status_code == 404  # not in her store
         for path in ("/memwire/ui", "/memwire/ui/sessions", "/memwire/ui/archive",
                      f"/memwire/ui/memories/{bob_mem.id}"):

@@ -361,19 +361,22 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         rs = session_records(store(ns), middleware.records, ns, sid)
         known = {m.id: m for m in store(ns).known({i for r in rs for i in r.memory_ids})}
         seen: set[str] = set()
-        rows = []
+        rows, blocks, turn = [], [], 0  # blocks: (turn, request #) of the earlier turns that had a block
         for i, r in enumerate(rs):
+            turn += not r.reused
             rows.append(
-                f'<tr><td class="n" data-label="#">{i + 1}</td><td data-label="at">{when(r.at)}</td>'
-                f'<td data-label="mode">{escape(r.mode or "none")}{" (reused)" if r.reused else ""}</td>'
+                f'<tr id="req-{i + 1}"><td class="n" data-label="#">{i + 1}</td><td data-label="at">{when(r.at)}</td>'
+                f'<td data-label="mode">{escape(r.mode or "none")} · turn {turn}{" (reused)" if r.reused else ""}</td>'
                 f'<td data-label="injected">{_injected(r, known, seen, ns)}</td>'
-                f'<td class="n" data-label="replayed">{r.replayed}</td>'
+                f'<td data-label="replayed">{_replayed(r, [b for b in blocks if b[0] != turn])}</td>'
                 f'<td class="n" data-label="block tokens">{r.block_tokens}</td>'
                 f'<td class="n" data-label="prompt tokens">{_tokens(r.prompt_tokens)}</td>'
                 f'<td class="n" data-label="cached">{_share([r])}</td>'
                 f'<td class="n" data-label="ms added">{r.added_ms:.1f}</td></tr>')
             if not r.reused:
                 seen.update(r.memory_ids)
+                if r.memory_ids:
+                    blocks.append((turn, i + 1))
         series = [(r.prompt_tokens, r.cached_tokens or 0) for r in rs if r.prompt_tokens is not None]
         f = figures(rs)
         facts = (f'<p class="note" id="session-facts">started {when(rs[0].at) if rs else "-"} · '
@@ -441,6 +444,17 @@ def _back(ns: str | None) -> Response:
 
 def _share(rs: list[Record]) -> str:
     return share(figures(rs).cached_share)
+
+
+def _replayed(r: Record, blocks: list[tuple[int, int]]) -> str:
+    """The earlier blocks a request put back (``blocks``: the session's earlier turns that had one,
+    as (turn, request #)). The record counts them; when the count is all of them (replay without a
+    compaction or a dropped message) they are those turns, linked to their requests; else the count."""
+    if not r.replayed:
+        return "0"
+    if r.replayed != len(blocks):
+        return f"{r.replayed}"
+    return f"{r.replayed}: " + ", ".join(f'<a href="#req-{req}">turn {t}</a>' for t, req in blocks)
 
 
 def _tokens(n: int | None) -> str:
