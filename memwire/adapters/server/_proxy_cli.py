@@ -28,6 +28,7 @@ __all__ = ["check_bind", "cmd_proxy", "register"]
 DEFAULT_OPENAI_UPSTREAM = "https://api.openai.com"
 DEFAULT_ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+WORKER_HEALTHCHECK_S = 60  # how long uvicorn waits for a worker's answer (a starting one's too) before replacing it
 
 
 def register(sub: Any) -> None:
@@ -220,6 +221,13 @@ def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
             os.environ[MULTIPROC_ENV] = figures
         say(f"{where}  memory={memory_at}\n{upstreams}")
         protocol = http_protocol()
+        # uvicorn restarts a worker that has not answered its health check within 5 s, a starting
+        # one included: on a busy machine a worker's start (imports, the app, warm-up) takes longer,
+        # and every replacement was killed in turn, the proxy never served (uvicorn >= 0.37 lets it wait)
+        import inspect  # start-up time (as uvicorn above)
+
+        if "timeout_worker_healthcheck" in inspect.signature(uvicorn.run).parameters:
+            server["timeout_worker_healthcheck"] = WORKER_HEALTHCHECK_S
         uvicorn.run("memwire.adapters.server._server:worker_app", factory=True, workers=workers,
                     http=f"{protocol.__module__}:{protocol.__name__}", **server)
     finally:
