@@ -56,10 +56,10 @@ memories that passed the cut, and so does the neighbors' share, so an unrelated 
 ``DEFAULT_MIN_SCORE`` is the default.
 
 Abstaining: the cut judges each memory; with a cut, the query itself is judged first
-(``_index_relevance``): a query naming something of which the store holds no word ("What did
-Caroline research?" in a store that never mentions Caroline) or whose specific words are mostly
-unknown to the store ("How do I undo the last commit in git?" in a store knowing only "commit")
-gets nothing, however well a memory matches its other words. ``abstains`` says which rule.
+(``_index_relevance``): a query whose specific words are mostly unknown to the store, a name of
+which it holds no word counting as several ("What did Caroline research?" in a store that never
+mentions Caroline; "How do I undo the last commit in git?" in a store knowing only "commit"),
+gets nothing, however well a memory matches its other words. ``abstains`` says why.
 
 Small stores: idf counts a store as having at least ``SMALL_STORE`` memories (the extra ones
 lacking every word). In a store of a few memories, document frequencies say little about how
@@ -89,7 +89,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._index_data import IndexData
 from ._index_postings import load_numpy, member
-from ._index_relevance import abstains, names
+from ._index_relevance import abstains, names, parts
 from ._index_scoring import Scorer, passes, top
 from ._index_topn import best, pool
 from ._text import analyze, recent_terms
@@ -314,7 +314,10 @@ class BM25Index:
 
     def _abstains(self, query: Query | str, text: Mapping[str, float]) -> str | None:
         raw = query if isinstance(query, str) else query.text
-        return abstains(self._data.lex, len(self._data.slot), text, names(raw))
+        asked = parts(raw)
+        # one part, the whole text (the usual case): its terms are known already
+        judged = [(text, names(raw))] if asked == (raw,) else [(Counter(recent_terms(p)), names(p)) for p in asked]
+        return abstains(self._data.lex, len(self._data.slot), judged)
 
     def _run(
         self, query: Query | str, cut: float, k: int, feedback: bool, exclude: Collection[str] = ()

@@ -5,35 +5,37 @@ The score cut (``_index``) asks how much of what a query is about a memory cover
 idf of its most specific words. Alone it cannot tell "What did Caroline research?" asked of a
 store that never heard of Caroline from a real question: "research" is a rare word there, and a
 memory holding it covers 45% of the question. Nor "How do I reverse a list in Python?" asked of a
-chat about family life, where "list" is in three memories. Two rules, judged on the query's own
-text (never its context) before any memory is scored, make such a query abstain:
+chat about family life, where "list" is in three memories. The query's own text (never its
+context) is judged before any memory is scored, in parts: its sentences that ask (those ending
+with "?", every sentence when none does), a clause opening with an interrogative word a part of
+its own ("Where are the notes kept, which laptop OS, how do deploys go out?"). The query abstains
+when every part is about something the store does not know:
 
-1. **Names.** A question that names something (a capitalized word inside a sentence, "Caroline",
-   "Mona Lisa"; an identifier: "LaunchDarkly", "Next.js", "py3", a short option "-p") of which the
-   store holds no word is about that thing, and the store knows nothing of it: no memory. It is
-   judged by the sentences that ask (those ending with "?", every sentence when none does), each
-   of which must name only unknown things: "Remember that the build needs Java 21. When do deploys
-   go out?" asks about deploys. When the question also names something the store knows ("When did
-   John meet Caroline?" in John's store), it is not refused outright; the unknown name then weighs
-   in rule 2 as any unknown word does.
-2. **Unknown topic.** Unless the question names something the store knows in every word, it
-   abstains when most (``UNKNOWN_SHARE``) of its specific weight (the idf of its words that are
-   neither common English words, ``text.COMMON_WORDS``, nor numbers) is in words no memory holds:
-   what it asks about is mostly not in the store. "How do I undo the last commit in git?" shares
-   only "commit" with a store that knows nothing of git or undoing; a question the store can
-   answer shares most of its rare words with it. In a store of fewer than ``SMALL_STORE``
-   memories, where most words of any question are missing by chance and document frequencies
-   say little, words are counted instead (a common word the store lacks for ``COMMON_WEIGHT``)
-   and the query abstains when more than ``SMALL_UNKNOWN_SHARE`` of them are unknown: "Should I
-   use tabs in this file?" is about a store that holds only "User prefers tabs". A query of
-   numbers and common words only ("What's 17 times 23?") names no topic at all: it abstains.
+1. **Names.** A part that names something (a capitalized word inside a sentence, "Caroline",
+   "Mona Lisa"; an identifier: "LaunchDarkly", "Next.js", "py3", a short option "-p") of which
+   the store holds no word is mostly about that thing: the name counts as ``NAME_WEIGHT``
+   unknown words in rule 2. "What did Caroline research?" asked of a store that never mentions
+   Caroline abstains; "Should I indent this Python file with tabs or spaces?" asked of a store
+   about indenting, not Python, does not. A part naming only things the store knows in every
+   word ("What did Gina research?") is about it: the score cut judges.
+2. **Unknown topic.** A part abstains when most (``UNKNOWN_SHARE``) of its specific weight (the
+   idf of its words that are neither common English words, ``text.COMMON_WORDS``, nor numbers)
+   is in words no memory holds: what it asks about is mostly not in the store. "How do I undo
+   the last commit in git?" shares only "commit" with a store that knows nothing of git or
+   undoing; a question the store can answer shares most of its rare words with it. In a store of
+   fewer than ``SMALL_STORE`` memories, where most words of any question are missing by chance
+   and document frequencies say little, words are counted instead (a common word the store lacks
+   for ``COMMON_WEIGHT``) and a part abstains when more than ``SMALL_UNKNOWN_SHARE`` of them are
+   unknown: "Should I use tabs in this file?" is about a store that holds only "User prefers
+   tabs". A part of numbers and common words only ("What's 17 times 23?") names no topic at all:
+   it abstains.
 
 Capitalization only says something in text that has lower-case words after its first one: in
 Title Case or ALL CAPS text only identifiers are names. A sentence's first word, weekday and month
 names ("on a Friday", capitalized by rule, not by being names), a number-first token ("10am",
 "8th", "1990s") and an acronym in capitals ("URL", "API": as often a plain word as a name) are not.
-Consecutive names are one ("Mona Lisa", "Dr. Seuss"); the store knows it when it holds each of its
-words, and knows it in part when it holds some.
+Consecutive names are one ("Mona Lisa", "Dr. Seuss"): unknown when the store holds none of its
+words, known when it holds them all.
 
 Both rules apply only with a score cut (``min_score`` > 0): a search with ``min_score=0`` ranks
 every memory sharing a word with the query, as before. Figures: ``benchmarks/relevance.py``.
@@ -49,7 +51,7 @@ from ._index_postings import Lexicon
 from ._index_scoring import COMMON_WEIGHT, SMALL_STORE, idf
 from ._text import CJK_CHAR, analyze, common_terms
 
-__all__ = ["SMALL_UNKNOWN_SHARE", "UNKNOWN_SHARE", "abstains", "names"]
+__all__ = ["NAME_WEIGHT", "SMALL_UNKNOWN_SHARE", "UNKNOWN_SHARE", "abstains", "names", "parts"]
 
 # Rule 2: a query abstains when this share of its specific weight is in words the store lacks.
 # Chosen on LoCoMo conversations 1-3 and the tune half of benchmarks/relevance_data.py: 0.4-0.5
@@ -59,6 +61,13 @@ UNKNOWN_SHARE = 0.5
 # a question sharing one word of three with it ("which package manager, pnpm?") is about it, so a
 # query abstains there when more than two thirds of its words are unknown
 SMALL_UNKNOWN_SHARE = 2 / 3
+# A name of which the store holds no word counts as this many unknown words: the store knows
+# nothing of what the question is about ("What did Caroline research?"), unless the rest of it
+# is well known ("Should I indent this Python file with tabs?" in a store about indenting). On
+# LoCoMo conversations 1-3, false injection on another conversation's questions: 4.2% at 2,
+# 0.6% at 3, 0.4% when an unknown name always abstains; 2 keeps "Should I indent this Python
+# file with tabs or spaces?" for "The CI bot indents with tabs, width 8", 3 does not.
+NAME_WEIGHT = 2.0
 
 # English capitalizes these by rule, not because they are names
 _CALENDAR = frozenset([
@@ -152,38 +161,70 @@ def _option(word: str) -> list[str]:
     return analyze(word) or [word.casefold()]
 
 
-def abstains(lex: Lexicon, n: int, text: Mapping[str, float],
-             named: Iterable[Iterable[tuple[str, ...]]]) -> str | None:
-    """Why a query of terms ``text`` naming ``named`` (``names``: the terms of each name, sentence
-    by sentence) gets no memory from a store of ``n`` memories whose terms are ``lex``: "unknown
-    name", "unknown topic", or None (it is judged by the score cut)."""
-    foreign = asked = 0  # sentences naming only what the store never saw, sentences
-    absent = known = False
+# What a text asks, part by part: its sentences (an abbreviation's dot ends none), and within a
+# sentence a clause that opens with an interrogative word ("..., which laptop OS, how do deploys
+# go out?")
+_SENTENCE = re.compile(r"(?<=[.!?;:。！？])\s+|\n+")
+_ABBREVIATED = re.compile(r"(?:^|\s)[A-Z][a-z]{0,2}\.$")  # "... Dr." goes on in the next piece
+_CLAUSE = re.compile(r"[,;]\s*(?:(?:and|or|also|but)\s+)?(?=(?:what|which|who|whom|whose|when|where|why|how)\b)",
+                     re.IGNORECASE)
+
+
+@lru_cache(maxsize=1024)
+def parts(text: str) -> tuple[str, ...]:
+    """What ``text`` asks, in the parts ``abstains`` judges one by one: its sentences that ask
+    (end with "?"; every sentence when none does), each cut where a clause of its own begins
+    with an interrogative word."""
+    sentences: list[str] = []
+    for piece in _SENTENCE.split(text):
+        if sentences and _ABBREVIATED.search(sentences[-1]):
+            sentences[-1] += " " + piece
+        elif piece.strip():
+            sentences.append(piece)
+    asking = [s for s in sentences if s.rstrip().endswith(("?", "？"))] or sentences
+    return tuple(c for s in asking for c in _CLAUSE.split(s) if c.strip())
+
+
+def abstains(lex: Lexicon, n: int, asked: Iterable[tuple[Mapping[str, float], Iterable[Iterable[tuple[str, ...]]]]]
+             ) -> str | None:
+    """Why a query gets no memory from a store of ``n`` memories whose terms are ``lex``:
+    "unknown name", "unknown topic", or None (it is judged by the score cut). ``asked``: each of
+    its ``parts``, as its terms and its ``names``; the query abstains when every part does."""
+    why = None
+    for terms, named in asked:
+        part = _unknown(lex, n, terms, named)
+        if part is None:
+            return None
+        why = "unknown name" if part or why == "unknown name" else "unknown topic"
+    return why
+
+
+def _unknown(lex: Lexicon, n: int, text: Mapping[str, float], named: Iterable[Iterable[tuple[str, ...]]]
+             ) -> bool | None:
+    """Whether a part of a query (its terms ``text``, its ``names``) is about what the store does
+    not know: None when it is not, else whether it names something the store never saw."""
+    absent: set[str] = set()  # the terms of the names of which the store holds no word
+    known = False
     for sentence in named:
-        asked += 1
-        lacks = knows = False
         for terms in sentence:
             held = sum(1 for t in terms if lex.df(t))
-            lacks |= not held
-            knows |= bool(held)
+            if not held:
+                absent.update(terms)
             known |= held == len(terms)
-        absent |= lacks
-        foreign += lacks and not knows
-    if asked and foreign == asked:
-        return "unknown name"
     if known and not absent:
         return None
     common = common_terms()
     small = n < SMALL_STORE
     unseen = idf(0.5, n)  # an unseen word weighs as one held by half a memory
     lacking = total = 0.0
-    numbers = False
+    topic = False  # a word that is neither common nor a number
     for term in text:
         # numbers say little; CJK text is indexed as bigrams, most of them spanning two words
         if term.isdigit() or _CJK.match(term):
-            numbers |= term.isdigit()
+            topic |= not term.isdigit()
             continue
         df = lex.df(term)
+        topic |= term not in common
         if small:
             # in a small store document frequencies say little (see ``_index``): words are
             # counted, a common word the store lacks for COMMON_WEIGHT
@@ -192,11 +233,11 @@ def abstains(lex: Lexicon, n: int, text: Mapping[str, float],
             continue
         else:
             part = idf(df, n) if df else unseen
+        if term in absent:
+            part *= NAME_WEIGHT
         total += part
         if not df:
             lacking += part
-    if lacking > (SMALL_UNKNOWN_SHARE if small else UNKNOWN_SHARE) * total:
-        return "unknown topic"
-    if numbers and not any(t not in common and not t.isdigit() for t in text):
-        return "unknown topic"  # nothing but numbers and common words: "What's 17 times 23?"
+    if lacking > (SMALL_UNKNOWN_SHARE if small else UNKNOWN_SHARE) * total or not topic:
+        return bool(absent)  # mostly unknown, or nothing but numbers and common words ("17 times 23?")
     return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from memwire.memory._index import BM25Index
-from memwire.memory._index_relevance import abstains, names
+from memwire.memory._index_relevance import abstains, names, parts
 from memwire.memory._store import MemoryStore
 from memwire.memory._text import analyze
 from memwire.policies._query import Query
@@ -110,19 +110,55 @@ def test_a_name_the_store_never_saw_abstains(chat: BM25Index) -> None:
     assert chat.search(q, k=6, min_score=0)  # no cut asked for: ranked as before
 
 
-def test_an_identifier_the_store_never_saw_abstains(coding: BM25Index) -> None:
-    # the store's flags are in LaunchDarkly; a question about Unleash is about something else
-    assert coding.abstains("How do I configure Unleash for feature flags?") == "unknown name"
-    assert found(coding, "Unleash: how do I configure feature flags?") != []  # a sentence's first word
+def test_an_identifier_the_store_never_saw_weighs_as_several_unknown_words(coding: BM25Index) -> None:
+    assert coding.abstains("What does ConfigCat cost per seat?") == "unknown name"
+    assert found(coding, "What does ConfigCat cost per seat?") == []
+    # the rest of the question well known: about the store's feature flags after all
+    assert found(coding, "How do I configure Unleash for feature flags?")[0] == CODING[2]
     assert coding.abstains("Are feature flags in ConfigCat or in Vault?") is None  # one of two names known
-    assert found(coding, "Should feature flags live in ConfigCat?") == []
-    assert found(coding, "Where do we keep feature flags, LaunchDarkly?") != []
+
+
+def test_a_question_about_someone_the_store_knows_goes_to_the_cut(chat: BM25Index) -> None:
+    # its other words are mostly unknown (a typo, a rare word), but it asks about Gina
+    q = "Did Gina ever try paragliding or skydivng?"
+    assert chat.abstains(q) is None
+    assert chat.abstains(q.replace("Gina", "someone")) == "unknown topic"
 
 
 def test_a_known_name_beside_an_unknown_one_is_judged_by_the_unknown_share(chat: BM25Index) -> None:
-    # Jon is known, Caroline is not: not refused outright, but most of the question is unknown
-    assert chat.abstains("When did Jon meet Caroline at the opera?") == "unknown topic"
+    # Jon is known, Caroline is not: not exempt, and most of the question is unknown
+    assert chat.abstains("When did Jon meet Caroline at the opera?") == "unknown name"
     assert chat.abstains("Did Jon meet Caroline at the networking event?") is None
+    assert chat.abstains("Did Jon meet Gina at the networking event?") is None
+
+
+def test_an_unknown_name_among_well_known_words_does_not_abstain() -> None:
+    idx = index(["Alice indents with two spaces in YAML files only", "Alice deploys from her laptop on Fridays"])
+    assert found(idx, "Should I indent this Python file with tabs or spaces?")[0].startswith("Alice indents")
+    assert found(index(["The CI bot indents with tabs, width 8"]), "Should I indent this Python file with tabs?")
+    assert idx.abstains("Should I learn Python or Rust first?") == "unknown name"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Where are the notes kept, which laptop OS, how do deploys go out?",
+         ("Where are the notes kept", "which laptop OS", "how do deploys go out?")),
+        ("What did Caroline, Melanie's friend, research?", ("What did Caroline, Melanie's friend, research?",)),
+        ("Thanks. Would she like Dr. Seuss books? And Roald Dahl?",
+         ("Would she like Dr. Seuss books?", "And Roald Dahl?")),
+        ("Write a haiku. Make it sad", ("Write a haiku.", "Make it sad")),  # no question: every sentence
+        ("", ()),
+    ],
+)
+def test_parts_of_what_a_text_asks(text: str, expected: tuple[str, ...]) -> None:
+    assert parts(text) == expected
+
+
+def test_a_question_in_several_parts_is_about_the_store_when_one_part_is(coding: BM25Index) -> None:
+    q = "Where are the notes kept, which laptop OS, how do production deploys go out?"
+    assert coding.abstains(q) is None and found(coding, q)[0] == CODING[1]
+    assert found(coding, "Where are the notes kept, which laptop OS does Ann use?") == []
 
 
 def test_weekday_names_are_words_not_names(coding: BM25Index) -> None:
@@ -194,12 +230,14 @@ def test_only_the_text_is_judged_never_the_context(coding: BM25Index) -> None:
 
 def test_abstains_reads_the_store_it_is_given() -> None:
     idx = index(["Rex loves carrots"])
-    assert abstains(idx._data.lex, len(idx), {"rex": 1.0}, [[("rex",)]]) is None
-    assert abstains(idx._data.lex, len(idx), {"max": 1.0}, [[("max",)]]) == "unknown name"
-    assert abstains(idx._data.lex, len(idx), {"max": 1.0}, [[("max",)], []]) == "unknown topic"  # one asks of no name
     lex, n = idx._data.lex, len(idx)
-    assert abstains(lex, n, {"carrot": 1.0, "cake": 1.0, "oven": 1.0}, []) is None  # two thirds: not more
-    assert abstains(lex, n, {"carrot": 1.0, "cake": 1.0, "oven": 1.0, "flour": 1.0}, []) == "unknown topic"
+    assert abstains(lex, n, [({"rex": 1.0}, [[("rex",)]])]) is None
+    assert abstains(lex, n, [({"max": 1.0}, [[("max",)]])]) == "unknown name"
+    assert abstains(lex, n, [({"max": 1.0}, [[("max",)]]), ({"rex": 1.0}, [])]) is None  # one part is known
+    assert abstains(lex, n, [({"carrot": 1.0, "cake": 1.0, "oven": 1.0}, [])]) is None  # two thirds: not more
+    assert abstains(lex, n, [({"carrot": 1.0, "cake": 1.0, "oven": 1.0, "flour": 1.0}, [])]) == "unknown topic"
+    # an unknown name weighs NAME_WEIGHT words: 3 of 4 unknown, not 2 of 3
+    assert abstains(lex, n, [({"carrot": 1.0, "cake": 1.0, "max": 1.0}, [[("max",)]])]) == "unknown name"
 
 
 def test_the_store_search_abstains_at_its_defaults(tmp_path: object) -> None:
