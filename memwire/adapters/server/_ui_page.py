@@ -71,6 +71,7 @@ button.primary { background: var(--accent); border-color: var(--accent); color: 
 .state-candidate, .state-dropped { color: #b00020; }
 .note { color: var(--muted); font-size: 13px; }
 figure { margin: .5rem 0; max-width: 760px; }
+time { white-space: nowrap; }
 .error { color: #b00020; font-weight: 600; }
 code { font-size: 13px; word-break: break-all; }
 @media (max-width: 640px) {
