@@ -13,11 +13,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memwire import Middleware, MemoryStore, RequestFormatError
+from memwire.policies._tokens import get_encoder
 from memwire.policies.modes._render import CLOSE, OPEN
 
 from .conftest import MEMORIES
 
 SYSTEM = {"role": "system", "content": "You are a careful coding agent."}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def encodings() -> None:
+    """The token encodings loaded before the first test: a cold one (seconds on a busy machine) must
+    not be what decides a test (the retrieval budget). The store is left as each test has it."""
+    for model in ("gpt-4o", None):
+        get_encoder(model).encode("warm up")
 
 
 def chat(*turns: str) -> list[dict[str, Any]]:
