@@ -107,7 +107,7 @@ def test_a_captured_memory_says_where_it_was_said(tmp_path: Path) -> None:
     [row] = rows(page, "memories")
     assert "listens on port 5433" in row
     why = text_of(row)
-    assert re.search(r"captured in session ops-7, turn \d+, at 20\d\d-\d\d-\d\d \d\d:\d\d, as a \w+", why), why
+    assert re.search(r"captured in session ops-7, message 2, at 20\d\d-\d\d-\d\d \d\d:\d\d, as a \w+", why), why
     assert ">captured<" in row
     assert 'href="/memwire/ui/sessions/ops-7"' in row
     assert len(rows(sk, "memories")) == 1 and rows(explicit, "memories") == []  # the source filter
@@ -338,6 +338,42 @@ def test_a_tool_loop_is_one_turn_on_the_session_page(mw: Middleware, store: Memo
     assert len(reqs) == 2 and "turn 1 (reused)" in reqs[1] and "(reused)" not in reqs[0]
     assert re.search(r'data-label="replayed">0<', reqs[1])  # its own turn's block is not an earlier one
     assert "Postgres 15" in reqs[0] and 'data-memory="' in reqs[0]
+
+
+def test_the_page_on_a_postgresql_store(postgres_url: str) -> None:
+    from memwire.memory.postgres._store import PgStore
+
+    store = PgStore(postgres_url)
+    mw = Middleware(store=store, mode="contextPerTurn", capture="review")
+    for text in ("The staging database is Postgres 15 on port 5433", "Deploys go out on Tuesdays"):
+        store.add(text, tags=["ops"])
+    fake = FakeProvider(reply=lambda body, api: "Noted.")
+    with serve_in_thread(fake) as up, serve_in_thread(create_app(mw, openai_upstream=up.base_url)) as p:
+        base = p.base_url
+        converse(base, "pg-1", ["Which port does the staging database use?",
+                                "Remember that the release branch is cut on Thursdays."])
+        wait_records(mw, 2)
+        mw.flush()
+        page = httpx.get(base + "/memwire/ui").text
+        row = next(r for r in rows(page, "memories") if "Postgres 15" in r)
+        assert "explicit" in text_of(row) and "injected 1×" in text_of(row) and "(active)" in text_of(row)
+        [waiting] = rows(page, "inbox")
+        assert "said in session pg-1, message 4, at" in text_of(waiting)  # system, user, assistant, user
+        mid = re.search(r'data-id="(\w+)"', waiting).group(1)  # type: ignore[union-attr]
+        post = lambda path, **data: httpx.post(base + path, data=data, headers={"origin": base})  # noqa: E731
+        assert post(f"/memwire/ui/inbox/{mid}/edit", text="The release branch is cut on Thursdays at noon"
+                    ).status_code == 303
+        gone = next(m for m in store.memories() if "Tuesdays" in m.text)
+        assert post(f"/memwire/ui/memories/{gone.id}/forget").status_code == 303
+        assert "Tuesdays" in httpx.get(base + "/memwire/ui/archive").text
+        assert post(f"/memwire/ui/archive/{gone.id}/restore").status_code == 303
+        sessions = httpx.get(base + "/memwire/ui/sessions").text
+        assert len(rows(sessions, "sessions")) == 1 and "pg-1" in sessions
+        assert httpx.get(base + "/memwire/ui/sessions/pg-1").text.count('<tr id="req-') == 2
+        assert httpx.get(base + f"/memwire/ui/memories/{gone.id}").status_code == 200
+    assert sorted(m.text for m in store.memories()) == [
+        "Deploys go out on Tuesdays", "The release branch is cut on Thursdays at noon",
+        "The staging database is Postgres 15 on port 5433"]
 
 
 # ---------------------------------------------------------------- tenants

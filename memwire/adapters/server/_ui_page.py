@@ -277,19 +277,21 @@ def memory_row(v: MemoryView, ns: str | None) -> str:
 
 
 def said(c: Mapping[str, Any], ns: str | None) -> str:
-    """Where a captured memory was said, from its capture event: session (linked), turn, time, and
-    the kind of statement capture took it for. Never the message itself (not recorded)."""
+    """Where a captured memory was said, from its capture event: session (linked), which message of
+    the request's conversation (1 = its first item), time, and the kind of statement capture took it
+    for. Never the message itself (capture does not record it)."""
     parts = []
     if c.get("session"):
         sid = str(c["session"])
         parts.append(f'in session <a href="{escape(url("/sessions/" + _q(sid), ns))}">{escape(sid)}</a>')
     if c.get("turn") is not None:
-        parts.append(f"turn {escape(str(c['turn']).split(':')[0])}")  # its number (then the message's hash)
+        index = str(c["turn"]).split(":")[0]  # the turn key: the user message's index, then its hash
+        parts.append(f"message {int(index) + 1}" if index.isdigit() else "")
     if c.get("at"):
         parts.append(f"at {escape(str(c['at']))[:16].replace('T', ' ')}")
     if c.get("kind"):
         parts.append(f"as a {escape(str(c['kind']))}")
-    return ", ".join(parts) or "(no record of where)"
+    return ", ".join(p for p in parts if p) or "(no record of where)"
 
 
 def _q(s: str) -> str:
