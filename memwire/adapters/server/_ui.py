@@ -122,7 +122,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         except NamespaceError as exc:
             raise _Refused(400, public_message(exc)) from None
 
-    def page(handler: Callable[..., Any], write: bool = False, creates: bool = False) -> Callable[[Request], Any]:
+    def page(handler: Callable[..., Response], write: bool = False, creates: bool = False) -> Callable[[Request], Any]:
         """``creates``: the handler may start a namespace (the quota's to admit)."""
         async def endpoint(request: Request) -> Response:
             try:
@@ -361,7 +361,9 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         rs = session_records(store(ns), middleware.records, ns, sid)
         known = {m.id: m for m in store(ns).known({i for r in rs for i in r.memory_ids})}
         seen: set[str] = set()
-        rows, blocks, turn = [], [], 0  # blocks: (turn, request #) of the earlier turns that had a block
+        rows: list[str] = []
+        blocks: list[tuple[int, int]] = []  # (turn, request #) of the earlier turns that had a block
+        turn = 0
         for i, r in enumerate(rs):
             turn += not r.reused
             rows.append(

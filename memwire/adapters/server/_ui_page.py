@@ -23,7 +23,8 @@ from ...memory._model import Memory
 from ...memory._text import analyze
 from ...middleware._records import Record
 
-__all__ = ["CSP", "CSS", "SCRIPT", "Figures", "MemoryView", "figures", "matched_words", "memory_row", "when"]
+__all__ = ["CSP", "CSS", "PRICES", "SCRIPT", "Figures", "MemoryView", "figures", "figures_header", "matched_words",
+           "memory_row", "said", "share", "turn_of", "url", "when"]
 
 UI_PREFIX = "/memwire/ui"
 
