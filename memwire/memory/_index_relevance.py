@@ -217,11 +217,12 @@ def _unknown(lex: Lexicon, n: int, text: Mapping[str, float], named: Iterable[It
     small = n < SMALL_STORE
     unseen = idf(0.5, n)  # an unseen word weighs as one held by half a memory
     lacking = total = 0.0
-    topic = False  # a word that is neither common nor a number
+    topic = numbers = False  # a word that is neither common nor a number; a number
     for term in text:
         # numbers say little; CJK text is indexed as bigrams, most of them spanning two words
         if term.isdigit() or _CJK.match(term):
             topic |= not term.isdigit()
+            numbers |= term.isdigit()
             continue
         df = lex.df(term)
         topic |= term not in common
@@ -238,6 +239,11 @@ def _unknown(lex: Lexicon, n: int, text: Mapping[str, float], named: Iterable[It
         total += part
         if not df:
             lacking += part
-    if lacking > (SMALL_UNKNOWN_SHARE if small else UNKNOWN_SHARE) * total or not topic:
-        return bool(absent)  # mostly unknown, or nothing but numbers and common words ("17 times 23?")
+    if not topic:
+        # nothing but numbers and common words names no topic ("What's 17 times 23?"); common words
+        # alone are a follow-up ("and which one?") or about the user ("What's my name?"): the cut
+        # and the context judge
+        return bool(absent) if numbers else None
+    if lacking > (SMALL_UNKNOWN_SHARE if small else UNKNOWN_SHARE) * total:
+        return bool(absent)
     return None

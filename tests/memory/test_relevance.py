@@ -215,11 +215,14 @@ def test_common_words_and_cjk_bigrams_do_not_count_as_unknown() -> None:
     assert found(idx, "你喜欢用什么语言回答？") == ["用户喜欢用中文回答问题"]  # most bigrams span two words
 
 
-def test_numbers_and_common_words_alone_name_no_topic(chat: BM25Index, coding: BM25Index) -> None:
+def test_numbers_name_no_topic_and_common_words_go_to_the_cut(chat: BM25Index, coding: BM25Index) -> None:
     assert chat.search("What's 17 times 23?", k=6, min_score=0)  # "number 17" is in a memory
     assert chat.abstains("What's 17 times 23?") == "unknown topic" and found(chat, "What's 17 times 23?") == []
     assert found(coding, "Is Postgres on port 5433?")[0] == CODING[4]  # a number beside a word is fine
     assert chat.abstains("Did Gina get 17 of them?") is None  # a name the store knows
+    assert found(coding, "What's my name?") == [CODING[7]]  # common words alone: the cut judges
+    # a follow-up of common words is found by its context
+    assert found(coding, Query("and which one?", ("the staging server resets at night?",)))[0] == CODING[6]
 
 
 def test_only_the_text_is_judged_never_the_context(coding: BM25Index) -> None:
