@@ -211,7 +211,7 @@ NOT_RETRACTIONS_OR_CORRECTIONS = [
     "Correction fluid is on the shelf.",
     "The correction was applied to the invoice.",
     "Ignore that warning in the build log.",
-    "It's 6543.",                        # no "actually" / "no": a plain remark
+    "It's 6543.",                        # a plain remark (no word of a statement: never read; GUARDED has one read)
     "It's definitely not 5433",
     "That's a mistake I make often",
     "I meant it.",
