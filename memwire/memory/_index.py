@@ -317,6 +317,11 @@ class BM25Index:
         asked = parts(raw)
         # one part, the whole text (the usual case): its terms are known already
         judged = [(text, names(raw))] if asked == (raw,) else [(Counter(recent_terms(p)), names(p)) for p in asked]
+        if asked != (raw,):
+            # the sentences that only tell are context the question leans on ("The refund tests are
+            # failing. Can you find out why?"): the whole text is one more part, about the store
+            # when it is, whatever the asking sentence alone names
+            judged.append((text, names(raw)))
         return abstains(self._data.lex, len(self._data.slot), judged)
 
     def _run(

@@ -124,7 +124,11 @@ COMMON_WORDS: frozenset[str] = frozenset(
      "story", "sure", "take", "talk", "tell", "thing", "things", "think", "though", "thought", "three", "time", "today",
      "together", "told", "tomorrow", "tonight", "took", "try", "turn", "two", "understand", "until", "use", "used",
      "usually", "want", "watch", "way", "week", "well", "went", "whole", "without", "woman", "word", "work", "world",
-     "write", "year", "years", "yesterday", "yet", "young"]
+     "write", "year", "years", "yesterday", "yet", "young",
+     # prepositions the stopword list leaves in: function words, never what a message is about
+     "across", "amid", "among", "behind", "beneath", "beside", "besides", "beyond", "despite", "except", "inside",
+     "near", "onto", "outside", "past", "per", "throughout", "till", "toward", "towards", "underneath", "unlike",
+     "upon", "via", "within"]
 )
 
 _stem_lock = threading.Lock()
