@@ -120,6 +120,21 @@ _PAST = _Lazy(r"\b(?:was|were|wasn't|weren't|did|didn't|had|went|happened|yester
                    r"last)\b", re.IGNORECASE)
 
 
+# a verb in the past tense that no auxiliary makes future or passive: "order 17 shipped on Friday",
+# "we deployed on Monday" (not "it will be deployed on Monday", "is scheduled on Friday"); words
+# in -eed and a few adjectives in -ed ("red", "hundred", "wicked") are no verbs
+_PAST_VERB = _Lazy(r"(?<!\bbe )(?<!\bis )(?<!\bare )(?<!\bbeen )(?<!\bbeing )(?<!\bwill )(?<!\bto )(?<!\bget )"
+                   r"(?<!\bgets )(?<!\bgot )(?<!\bwas )(?<!\bwere )(?<!\bll )"
+                   r"\b(?!(?:hundred|sacred|naked|wicked|kindred|rugged|beloved|crooked|ragged|wretched)\b)"
+                   r"[a-z]{2,}(?<!e)ed\b", re.IGNORECASE)
+
+
+def _about_the_past(sentence: str) -> bool:
+    """Whether a sentence speaks of the past: a past-tense word ("was", "went", "yesterday") or a
+    past-tense verb in -ed that no auxiliary makes future or passive."""
+    return _PAST.rx.search(sentence) is not None or _PAST_VERB.rx.search(sentence) is not None
+
+
 def zone(name: str | tzinfo | None) -> tzinfo:
     """The time zone ``name`` (an IANA name: "Europe/Paris", "UTC"); None is UTC. An unknown name
     raises ``ValueError`` naming it."""
@@ -271,7 +286,7 @@ def _weekday(day: date, mod: str, wd: int, sentence: str) -> date | None:
         if mod == "since" and ahead == 0:
             return None  # "since Monday" said on a Monday: today, or a week ago
         return day - timedelta(days=(day.weekday() - wd) % 7 or 7)
-    if mod not in ("coming", "this coming") and (_PAST.rx.search(sentence) or _HABIT.rx.search(sentence)):
+    if mod not in ("coming", "this coming") and (_about_the_past(sentence) or _HABIT.rx.search(sentence)):
         return None  # "it was on Friday": the last one, not the coming one; "always on Friday": none; left as said
     return day + timedelta(days=ahead or 7)
 

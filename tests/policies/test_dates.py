@@ -44,6 +44,8 @@ REWRITTEN = [
     (THU, "The demo is this Friday.", "The demo is this Friday (2026-11-27)."),
     (THU, "The demo is next Friday.", "The demo is next Friday (2026-12-04)."),
     (THU, "The review is on Monday.", "The review is on Monday (2026-11-30)."),
+    (THU, "It will be deployed on Monday.", "It will be deployed on Monday (2026-11-30)."),  # -ed, not past
+    (THU, "The release is scheduled on Friday.", "The release is scheduled on Friday (2026-11-27)."),
     (THU, "Send the report by Thursday.", "Send the report by Thursday (2026-12-03)."),
     (THU, "Send the report this Thursday.", "Send the report this Thursday (2026-11-26)."),
     (THU, "We upgraded the cluster last Tuesday.", "We upgraded the cluster last Tuesday (2026-11-24)."),
@@ -94,6 +96,8 @@ LEFT = [
     "Every Monday we rotate on-call.",
     "Friday is the deploy day.",                         # a bare weekday
     "It was on Friday that we saw it.",                 # the past: not the coming Friday
+    "Order 1700000000000 shipped on Friday.",           # a past-tense verb in -ed
+    "We deployed on Monday and nothing broke.",
     "We always deploy on Friday.",                      # a habit
     "The office is open from Monday to Friday.",        # a range of weekdays
     "Support answers between Monday and Friday.",
