@@ -286,6 +286,15 @@ def _shape(values: frozenset[str]) -> tuple[int, bool]:
     return len(values), all(v.replace(".", "").isdigit() for v in values)
 
 
+_DATE_VALUE = re.compile(r"\d{4}-\d{2}(?:-\d{2})?$")
+
+
+def _kinds(values: frozenset[str]) -> frozenset[str]:
+    """The kinds of ``values``: dates, numbers (and versions), other (names, paths, words)."""
+    return frozenset("date" if _DATE_VALUE.match(v) else "number" if v.replace(".", "").isdigit() else "other"
+                     for v in values)
+
+
 def _choice(new: Reading, old: Reading) -> Verdict | None:
     """Another choice of the same alternatives (npm -> pnpm): its verdict, else None."""
     groups = {_GROUP[v] for v in new.values if v in _GROUP} & {_GROUP[v] for v in old.values if v in _GROUP}
@@ -335,6 +344,8 @@ def compare(new: str, old: str) -> Verdict:
     if not (a.statement and b.statement):
         return "separate"  # "memory number 1", "memory number 2": labels, not a thing and its value
     if a.values and b.values:
+        if not _kinds(a.values) & _kinds(b.values):
+            return "separate"  # "the password is in 1Password" / "... was changed yesterday (a date)": other facts
         if same or (a.subject == b.subject and a.values & b.values):
             return "supersede"  # "Python 3.11 in CI" -> "Python 3.12 in CI": the shared values say which
         if b.values <= a.rejected and share >= _CONTEXT_SHARE:

@@ -53,6 +53,9 @@ PREFERENCES = [
     ("Format Python with black.", "Format Python with ruff instead of black."),
 ]
 LOOKALIKES = [
+    # one subject word, values of other kinds: two facts about it, not a new value (a date note
+    # from policies/_dates.py is a value too)
+    ('The password is in 1Password under "Staging DB".', "The password was changed yesterday (2026-11-27)."),
     ("The staging Redis port is 6380.", "The production database port is 5432."),
     ("The production database port is 5432.", "The staging Redis port is 6380."),
     ("The staging Redis port is 6380.", "The staging Postgres port is 5432."),
