@@ -291,3 +291,18 @@ def test_the_p_flag_is_not_any_flag(coding: BM25Index) -> None:
     assert found(coding, "What does the -p flag do in mkdir?") == []
     assert coding.abstains("What does the -p flag do in mkdir?") == "unknown name"
     assert found(coding, "What does -n do for pytest?")[0] == CODING[3]  # an option the store holds
+
+
+@pytest.mark.parametrize(("query", "needs"), [
+    # the question is generic, the sentence before it says what about
+    ("The refund tests in tests/test_refunds.py are failing. Can you find out why and fix them?", "make test FILE="),
+    ("The staging deploy logs say it could not connect to the database. Where should it be pointing?", "port 5433"),
+    # a preposition is no topic the store lacks
+    ("How do I get this onto staging to try it?", "make deploy ENV=staging"),
+])
+def test_a_question_leaning_on_what_was_said_before_it_finds_its_memory(query: str, needs: str) -> None:
+    from memwire._sim.demo_data import MEMORIES  # the demo's coding store: 55 memories, past the small-store rules
+
+    idx = index([text for text, _, _ in MEMORIES])
+    assert idx.abstains(query) is None
+    assert any(needs in t for t in found(idx, query))
