@@ -34,14 +34,17 @@ class Config(BaseModel):
     )
     max_tokens: int = Field(600, ge=16, le=100_000, description="token budget of one memory block")
     startup_max_tokens: int = Field(
-        1200, ge=16, le=100_000, description="token budget of the profile block (startup, and contextPerTurn with profile)"
+        1200, ge=16, le=100_000,
+        description="token budget of the profile block (startup, and contextPerTurn with profile)",
     )
     profile: bool = Field(
-        False, description="contextPerTurn: also the session's profile block after the system prompt, byte-stable for the session"
+        False, description="contextPerTurn: also the session's profile block after the system prompt, "
+                           "byte-stable for the session"
     )
     top_k: int = Field(6, ge=1, le=100, description="memories retrieved per turn at most")
     min_score: float | None = Field(
-        None, ge=0, le=1, description="minimum retrieval score, 0..1 (a share of the query's weight); None = the index default"
+        None, ge=0, le=1,
+        description="minimum retrieval score, 0..1 (a share of the query's weight); None = the index default",
     )
     retrieval: Literal["bm25", "hybrid"] = Field(
         "bm25", description="'hybrid': BM25 and, beside it, a local embedding model's static embeddings "
@@ -61,12 +64,15 @@ class Config(BaseModel):
         "skip", description="'skip': no memory for an agent's own requests (titles, summaries: no tools)"
     )
     capture: Literal["auto", "review", "off"] = Field(
-        "auto", description="explicit statements ('remember that ...'): 'auto' stores them, 'review' puts them in the inbox"
+        "auto",
+        description="explicit statements ('remember that ...'): 'auto' stores them, 'review' puts them in the inbox",
     )
     distill_model: str | None = Field(
         None, description="opt-in: a model (any litellm can call) that reads finished exchanges for durable facts"
     )
-    distill_api_base: str | None = Field(None, description="distillation: the model server's base URL (litellm api_base)")
+    distill_api_base: str | None = Field(
+        None, description="distillation: the model server's base URL (litellm api_base)"
+    )
     distill_via_upstream: bool = Field(
         False, description="proxy: distill through the request's own upstream with the caller's credentials (opt-in)"
     )
@@ -124,7 +130,8 @@ class Config(BaseModel):
         default_factory=dict, description="lifecycle: days for a category's memories to lose half their stability "
                                           "(e.g. {decision = 30}; env: decision=30,fact=60)")
     cue_weights: dict[str, float] = Field(
-        default_factory=dict, description="lifecycle: weight of how a memory got in (explicit, captured, distilled, imported)")
+        default_factory=dict,
+        description="lifecycle: weight of how a memory got in (explicit, captured, distilled, imported)")
     category_caps: dict[str, int] = Field(
         default_factory=dict, description="lifecycle: memories per category before a sweep archives the weakest")
     rank_prior: float = Field(0.1, ge=0, le=1, description="lifecycle: how much stability reorders retrieval (0: not)")

@@ -178,7 +178,7 @@ class RawHeaders(Mapping[str, str]):
         return default
 
     def __getitem__(self, name: str) -> str:
-        value = self.get(name)
+        value: str | None = self.get(name)
         if value is None:
             raise KeyError(name)
         return value

@@ -207,8 +207,9 @@ def add_key(path: str | os.PathLike[str], namespace: str, label: str = "") -> tu
                                   f"{e.namespace!r} for another key of that namespace, or another name")
             # a namespace inside another key's would let that key read it (a header may narrow to it)
             if theirs != folded and (folded.startswith(theirs + ".") or theirs.startswith(folded + ".")):
-                raise ConfigError(f"namespace {namespace!r} overlaps {e.namespace!r} of key {e.fingerprint}: a key "
-                                  "reaches its namespace's sub-namespaces, so one tenant's may not lie inside another's")
+                raise ConfigError(f"namespace {namespace!r} overlaps {e.namespace!r} of key {e.fingerprint}: "
+                                  "a key reaches its namespace's sub-namespaces, so one tenant's may not lie inside "
+                                  "another's")
         key = KEY_PREFIX + secrets.token_urlsafe(32)
         entry = KeyEntry(hash_key(key), namespace, label,
                          datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"))
@@ -395,7 +396,8 @@ class Access:
             if owner is None:
                 return asked
         raise Denied(403, f"x-memwire-namespace {asked[:130]!r}: this key is bound to namespace {bound!r}; "
-                          f"it may use {bound!r} or a sub-namespace '{bound}.NAME', nothing else", "namespace_forbidden")
+                          f"it may use {bound!r} or a sub-namespace '{bound}.NAME', nothing else",
+                     "namespace_forbidden")
 
     def request(self, headers: Mapping[str, str]) -> tuple[Caller, str | None]:
         """The caller of a request and its namespace, from its headers."""
@@ -457,7 +459,8 @@ def cmd_keys(args: argparse.Namespace, cfg: Config) -> int:
                 (e.fingerprint, e.namespace, e.label or "-", e.created) for e in entries]
             widths = [max(len(r[i]) for r in rows) for i in range(3)]
             for r in rows:
-                print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[3])
+                # strict=False: the first three columns padded, the last (CREATED) as it is
+                print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[3])
     else:
         entry = revoke_keys(path, args.which)
         if args.json:

@@ -55,7 +55,8 @@ class MemoryOut(BaseModel):
     pinned: bool
     topic: str | None
     date: str | None
-    score: float | None = Field(None, description="with ?q=: the share of the query's weight the memory matches (related words can take it past 1)")
+    score: float | None = Field(None, description="with ?q=: the share of the query's weight the memory matches "
+                                                  "(related words can take it past 1)")
 
 
 class MemoryIn(BaseModel, extra="forbid"):
@@ -266,7 +267,8 @@ def _openapi() -> dict[str, Any]:
         "merged": {"type": "array", "items": {"type": "string"}}, "merged_into": {"type": "string"}}}
     history_page = {"type": "object", "properties": {"data": {"type": "array", "items": step},
                                                      "count": {"type": "integer"}}}
-    lim = {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 100}}
+    lim = {"name": "limit", "in": "query",
+           "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 100}}
     idp = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"},
            "description": "a memory id or a unique prefix of 4 or more characters"}
 
@@ -302,9 +304,11 @@ def _openapi() -> dict[str, Any]:
             f"{PREFIX}/inbox": {"get": {"summary": "Captured memories waiting for review",
                                         "parameters": [*headers, lim], "responses": ok(page)}},
             f"{PREFIX}/inbox/{{id}}/approve": {"post": {"summary": "Approve: the memory is injected from now on",
-                                                       "parameters": [*headers, idp], "responses": ok(ref["MemoryOut"])}},
+                                                       "parameters": [*headers, idp],
+                                                       "responses": ok(ref["MemoryOut"])}},
             f"{PREFIX}/inbox/{{id}}/reject": {"post": {"summary": "Reject: archived, not proposed again",
-                                                      "parameters": [*headers, idp], "responses": ok(ref["MemoryOut"])}},
+                                                      "parameters": [*headers, idp],
+                                                      "responses": ok(ref["MemoryOut"])}},
         },
         "components": {"schemas": schemas},
     }

@@ -4,8 +4,8 @@ Counted from each request's :class:`~memwire.middleware._records.Record` as its 
 requests, injections by mode and outcome (``injected`` or the skip reason), memwire's added latency,
 the provider's prompt, cached, cache-write and output tokens by mode and provider, memory-block
 tokens, errors (memory failures, upstream failures), capture events and the background work shed
-under load (``memwire_capture_dropped_total{kind}``: distillation, telemetry, records, replies). Derived when scraped: the
-cache hit ratio (cached / prompt tokens) by mode and provider, and the default store's size.
+under load (``memwire_capture_dropped_total{kind}``: distillation, telemetry, records, replies).
+Derived when scraped: the cache hit ratio (cached / prompt tokens) by mode and provider, and the default store's size.
 
 Several worker processes (``memwire proxy --workers N``) share their figures through
 ``prometheus_client``'s multiprocess mode: the parent sets ``PROMETHEUS_MULTIPROC_DIR`` before the
@@ -63,7 +63,8 @@ class Metrics:
         self.captures = Counter("memwire_captures", "Capture events: captured, reinforced, forgotten, ...",
                                 ["event"], registry=reg)
         self.dropped = Counter("memwire_capture_dropped", "Background work shed under load, by kind: distillation, "
-                               "telemetry, records, replies (an explicit capture is never shed)", ["kind"], registry=reg)
+                               "telemetry, records, replies (an explicit capture is never shed)", ["kind"],
+                               registry=reg)
         for kind in _SHED_KINDS:  # shown at 0 until something is shed
             self._of(self.dropped, kind)
         on_dropped(self.shed)

@@ -350,7 +350,8 @@ class _Proxy:
         data = await _run(big, _parse, raw, api)
         model = data.get("model")
         model = model if isinstance(model, str) else ""
-        kw: dict[str, Any] = {"namespace": namespace, "headers": request.headers, "distill_with": self._distill_with(request, api)}
+        kw: dict[str, Any] = {"namespace": namespace, "headers": request.headers,
+                              "distill_with": self._distill_with(request, api)}
         try:
             if big:
                 prepared = await run_in_threadpool(partial(self.middleware.prepare_request, data, api, **kw))

@@ -86,7 +86,7 @@ class _HeaderTimeout:
                              self.header_timeout)
             self.transport.close()
 
-    def connection_made(self, transport: asyncio.Transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # BaseProtocol's signature
         super().connection_made(transport)  # type: ignore[misc]
         _no_delay(transport)
         self._arm()
@@ -103,7 +103,7 @@ class _HeaderTimeout:
         super().connection_lost(exc)  # type: ignore[misc]
 
 
-def _no_delay(transport: asyncio.Transport) -> None:
+def _no_delay(transport: asyncio.BaseTransport) -> None:
     """TCP_NODELAY on the connection. asyncio sets it only on sockets whose ``proto`` is TCP, and
     the listening socket uvicorn hands its workers (``--workers``) comes back with ``proto`` 0:
     without it a response's second segment waits for the client's delayed ACK (~40 ms)."""
@@ -120,7 +120,7 @@ class GuardedH11Protocol(_HeaderTimeout, H11Protocol):
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 except ImportError:  # httptools not installed (the `fast` extra): h11 serves
-    GuardedHttpToolsProtocol: type | None = None
+    GuardedHttpToolsProtocol: type[_HeaderTimeout] | None = None
 else:
     class GuardedHttpToolsProtocol(_HeaderTimeout, HttpToolsProtocol):  # type: ignore[no-redef]
         """uvicorn's httptools protocol with the header timeout."""
