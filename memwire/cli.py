@@ -215,7 +215,8 @@ def cmd_stats(args: argparse.Namespace, cfg: Config) -> int:
     rows = stats(store)
     data = [{"category": r.category, "count": r.count, **r.states, "injected": r.injected, "used": r.used,
              "usage_rate": r.usage_rate, "cap": r.cap, "capacity": r.capacity} for r in rows]
-    head = f"{'category':<12}" + "".join(f"{s:>12}" for s in STATES) + f"{'injected':>10}{'used':>7}{'usage':>7}  capacity"
+    head = (f"{'category':<12}" + "".join(f"{s:>12}" for s in STATES)
+            + f"{'injected':>10}{'used':>7}{'usage':>7}  capacity")
     lines = [head] + [
         f"{r.category:<12}" + "".join(f"{r.states[s]:>12}" for s in STATES) + f"{r.injected:>10}{r.used:>7}"
         + f"{'-' if r.usage_rate is None else format(r.usage_rate, '.0%'):>7}  {r.count}/{r.cap}"
@@ -266,7 +267,8 @@ def _requests_table(args: argparse.Namespace, rows: list[Any], source: str) -> i
     lines = [f"requests seen by {source}", head] + [
         f"{f.mode:<22}{f.provider:<11}{f.requests:>9}{f.injected:>10}{f.prompt_tokens:>15,}{f.cached_ratio:>8.1%}"
         f"{f.cost:>12,.0f}{f.vs_uncached:>12.2f}x" for f in rows]
-    lines.append("cost units: uncached input 1.0; OpenAI cached 0.5; Anthropic cache read 0.1, write 1.25 (as memwire demo)")
+    lines.append("cost units: uncached input 1.0; OpenAI cached 0.5; Anthropic cache read 0.1, write 1.25 "
+                 "(as memwire demo)")
     _out(args, [f.as_json() for f in rows], lines if rows else [f"no requests in {source}"])
     return 0
 
@@ -421,7 +423,8 @@ def cmd_trust(args: argparse.Namespace, cfg: Config) -> int:
     if args.list:
         entries = trust.entries()
         if trust.problem:
-            print(f"memwire: warning: {trust.path} is unreadable ({trust.problem}); nothing is trusted", file=sys.stderr)
+            print(f"memwire: warning: {trust.path} is unreadable ({trust.problem}); nothing is trusted",
+                  file=sys.stderr)
         _out(args, entries, [f"{e['status']:<9}  {e['path']}" for e in entries]
              or [f"nothing trusted yet ({trust.path})"])
         return 0
@@ -574,7 +577,9 @@ def build_parser() -> argparse.ArgumentParser:
                                          "once the directory is trusted: see `memwire trust`)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    def common(p: argparse.ArgumentParser, json_flag: bool = True, keep_parent: bool = False) -> argparse.ArgumentParser:
+    def common(
+        p: argparse.ArgumentParser, json_flag: bool = True, keep_parent: bool = False,
+    ) -> argparse.ArgumentParser:
         # keep_parent: a sub-subcommand's unset options must not overwrite its parent's (argparse would)
         unset: dict[str, Any] = {"default": argparse.SUPPRESS} if keep_parent else {}
         p.add_argument("--dir", help="memory directory (default: $MEMWIRE_DIR or ./.memwire)", **unset)
@@ -664,7 +669,8 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("ids", nargs="*", metavar="ID", help="memory ids (or unique prefixes)")
         q.add_argument("--all", action="store_true", help="every memory in the inbox")
 
-    p = common(sub.add_parser("import", help="import other tools' memory files (Claude Code, pi) into a scope, read-only",
+    p = common(sub.add_parser("import",
+                              help="import other tools' memory files (Claude Code, pi) into a scope, read-only",
                               description="Read memory files of Claude Code (CLAUDE.md, ~/.claude/projects/<project>/"
                                           "memory/), pi-memory (MEMORY.md), pi-memory-md and pi's topic files, or "
                                           "another memwire directory, and add what they hold to this scope, tagged "
@@ -720,7 +726,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_CREATES_DIR = ("add", "import", "proxy", "mcp")  # commands that write to the project directory, creating it when missing
+# commands that write to the project directory, creating it when missing
+_CREATES_DIR = ("add", "import", "proxy", "mcp")
 
 
 def _trusted_config(args: argparse.Namespace, overrides: dict[str, Any]) -> Config:

@@ -37,7 +37,7 @@ import hashlib
 import importlib.util
 import inspect
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._errors import MissingDependencyError, NamespaceError, UsageError
@@ -120,7 +120,8 @@ def wrap(fn: F, middleware: Middleware) -> F:
     arguments choose the session and namespace and are removed before the real call. The store and
     token encodings start loading now, on a background thread (``Middleware.warm_up``)."""
     if not callable(fn):
-        raise UsageError(f"memwire.adapters.litellm.wrap expects litellm.completion or acompletion, got {type(fn).__name__}")
+        raise UsageError("memwire.adapters.litellm.wrap expects litellm.completion or acompletion, "
+                         f"got {type(fn).__name__}")
     if not isinstance(middleware, Middleware):
         raise UsageError(f"memwire: wrap() expects a memwire.Middleware, got {type(middleware).__name__}")
     names = _positional_names(fn)
@@ -130,7 +131,8 @@ def wrap(fn: F, middleware: Middleware) -> F:
         if len(args) > len(names):
             raise UsageError(f"{getattr(fn, '__name__', 'fn')}() got {len(args)} positional arguments")
         # positional arguments become keywords so the body sees ``model`` and ``messages``
-        call, session, namespace = split_kwargs({**dict(zip(names, args)), **kwargs})
+        # strict=False: a call may pass fewer positional arguments than the function names
+        call, session, namespace = split_kwargs({**dict(zip(names, args, strict=False)), **kwargs})
         as_list(call, "messages")
         return call, session, namespace
 
@@ -175,7 +177,8 @@ def _watched(result: Any, middleware: Middleware, injection: Injection | None) -
         return result
     if hasattr(result, "__next__") or hasattr(result, "__anext__"):
         return _teed(result, tap)
-    observe(middleware, tap.injection, reply_text("openai.chat", result))
+    if tap.injection is not None:  # always, with no on_reply: the tap is there to observe it
+        observe(middleware, tap.injection, reply_text("openai.chat", result))
     return result
 
 
@@ -328,7 +331,7 @@ async def _stream_through(middleware: Middleware, found: tuple[str, Injection] |
     async for item in response:
         if tap is not None:
             if isinstance(item, (bytes, bytearray, str)):
-                tap.feed(item.encode() if isinstance(item, str) else item)
+                tap.feed(item.encode() if isinstance(item, str) else bytes(item))
             else:
                 tap.feed_event(item)
         yield item
@@ -339,7 +342,7 @@ async def _stream_through(middleware: Middleware, found: tuple[str, Injection] |
 def _build_callback_class() -> type:
     from litellm.integrations.custom_logger import CustomLogger
 
-    class MemwireCallback(CustomLogger):  # type: ignore[no-redef]
+    class MemwireCallback(CustomLogger):
         """A LiteLLM ``CustomLogger`` whose ``async_pre_call_hook`` adds memory to proxy requests.
 
         ``namespace(user_api_key_dict, data)`` overrides :func:`proxy_namespace`. The store and
@@ -362,14 +365,16 @@ def _build_callback_class() -> type:
         ) -> dict[str, Any]:
             return await _pre_call(self.middleware, self.namespace, user_api_key_dict, data, call_type, self._injected)
 
-        async def async_post_call_success_hook(self, data: dict[str, Any], user_api_key_dict: Any, response: Any) -> None:
+        async def async_post_call_success_hook(
+            self, data: dict[str, Any], user_api_key_dict: Any, response: Any,
+        ) -> None:
             found = _taken(self._injected, data)
             if found is not None:  # None back: the response goes on unchanged
                 observe(self.middleware, found[1], reply_text(found[0], response))
 
         async def async_post_call_streaming_iterator_hook(
             self, user_api_key_dict: Any, response: Any, request_data: dict[str, Any],
-        ) -> AsyncIterator[Any]:
+        ) -> AsyncGenerator[Any, None]:
             async for item in _stream_through(self.middleware, _taken(self._injected, request_data), response):
                 yield item
 

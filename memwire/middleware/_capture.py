@@ -69,7 +69,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .. import _paths
 from .._errors import MemoryFileError, StoreBusyError, StoreUnavailableError
@@ -359,7 +359,8 @@ class Capture:
             offered, store, session, turn, exchange, complete = arg
             self.traffic.wait_quiet(self.settle_s, offered + MAX_DEFER_S)
             try:
-                self._distill(store, session, turn, *exchange, complete=complete)
+                fmt, items, system_text = exchange
+                self._distill(store, session, turn, fmt, items, system_text, complete=complete)
                 if store.track:
                     sweep_if_due(store)
             except Exception as exc:
@@ -767,7 +768,8 @@ def _previous_exchange(turn: Turn) -> tuple[Format, list[Any], str] | None:
     users = turn.view.user_indices
     if len(users) < 2:
         return None
-    return turn.fmt, list(turn.view.items[users[-2]:users[-1]]), turn.view.system_text
+    fmt = cast("Format", turn.fmt)  # the middleware reads every Turn with one of its Formats
+    return fmt, list(turn.view.items[users[-2]:users[-1]]), turn.view.system_text
 
 
 def _exchange_text(fmt: Format, items: list[Any]) -> str:

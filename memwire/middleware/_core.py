@@ -133,7 +133,9 @@ class Middleware:
                 mode = self._modes.get(name) or self._modes.setdefault(name, mode_from_config(name, self.config))
         return mode
 
-    def warm_up(self, models: Sequence[str | None] = ("gpt-4o", None), *, background: bool = False) -> threading.Thread | None:
+    def warm_up(
+        self, models: Sequence[str | None] = ("gpt-4o", None), *, background: bool = False,
+    ) -> threading.Thread | None:
         """Load and index the store and the token encodings of ``models`` now, so the first call is
         not the one that pays for it (a cold encoding takes 0.5-1 s). ``background=True`` does it
         on a daemon thread and returns it; failures are only logged (a first call then fails open).
@@ -348,7 +350,8 @@ class Middleware:
                 return self._inline(compute)
         loop = asyncio.get_running_loop()
         try:
-            return await asyncio.wait_for(loop.run_in_executor(_executor(), compute, True), self.config.timeout_ms / 1000)
+            return await asyncio.wait_for(loop.run_in_executor(_executor(), compute, True),
+                                          self.config.timeout_ms / 1000)
         except asyncio.TimeoutError:
             return self._timed_out()
         except Exception as exc:
@@ -390,7 +393,8 @@ class Middleware:
         if view.latest_user is None:  # nothing the human wrote: nothing to do
             return Prepared(dict(body), None, api)
         session = resolve_session(session_id, headers, body, view.system_text, view.first_user_text, signals)
-        if self.config.side_requests == "skip" and is_side_request(body, headers, view.user_text):  # no block, no ledger entry
+        # a side request: no block, no ledger entry
+        if self.config.side_requests == "skip" and is_side_request(body, headers, view.user_text):
             return Prepared(dict(body), Injection(mode, skipped="side_request", session=session), api)
         store = self.store_for(namespace)  # a bad namespace name raises NamespaceError
         role = memory_role or self.config.memory_role

@@ -25,7 +25,7 @@ class Injection:
     namespace: str = ""            # whose store (telemetry credits its memories)
     reused: bool = False           # the block came from the turn / session memo
     error: str | None = None
-    compacted: bool = False        # earlier blocks changed (replay: compaction, forgotten memory; a profile came mid-session)
+    compacted: bool = False        # earlier blocks changed (replay: compaction, forgotten memory; a late profile)
     replayed: int = 0              # history="replay": earlier blocks re-inserted at their places
     # contextPerTurn with profile=true: the session's profile block in this request (on every request
     # of the session; the fields above describe this turn's block, as without a profile)

@@ -5,7 +5,7 @@ text of a new latest user message. What counts:
 
 | the person writes | kind | stored as |
 |---|---|---|
-| "remember that X", "remember: X", "please remember X", "keep in mind that X", "for future reference, X" | fact (or the kind of X) | X |
+| "remember that X", "remember: X", "please remember X", "keep in mind that X" | fact (or the kind of X) | X |
 | "from now on, X" | instruction | X |
 | "always X", "never X" (an order: a verb follows), "don't ever X" | instruction | the sentence |
 | "I prefer X", "I'd prefer X", "I'd rather X", "my preference is X", "call me X" | preference | "User prefers X", ... |
@@ -13,6 +13,8 @@ text of a new latest user message. What counts:
 | "forget that X", "forget about X", "never mind X" | forget | X (the captured memory that matches it) |
 | a retraction: "(actually,) forget that", "scratch that", "never mind", "no, that's wrong" | forget | "" |
 | a correction: "correction: X", "I meant X", "actually it's X", "not Y but X", "X, not Y" | correct | X |
+
+"For future reference, X" is remembered as "remember that X" is.
 
 A retraction ("" : what this conversation captured last) is also "ignore that", "take that back",
 "don't save that", "that's not right". A correction is also "no, it's X", "make that X", "scratch
@@ -117,11 +119,14 @@ _REMEMBER = re.compile(
     _LEAD + r"(?:(?:do\s+)?remember(?:\s+that|\s*:)|don'?t forget(?:\s+that|\s*:)|keep in mind(?:\s+that|\s*:)"
     r"|note for (?:the )?future\s*:|for (?:future|later) reference\s*[,:]|make a note(?:\s+that|\s*:)"
     r"|remember(?=\s+(?:i|my|we|our|the|that|to always|to never)\b))\s*(?P<x>.+)$", re.IGNORECASE)
-_FROM_NOW_ON = re.compile(_LEAD + r"(?:from now on|going forward|in (?:the )?future)\s*[,:]?\s+(?P<x>.+)$", re.IGNORECASE)
-_ALWAYS_NEVER = re.compile(_LEAD + r"(?:you\s+(?:should|must)\s+)?(?P<x>(?:always|never|don'?t ever|do not ever)\s+(?P<next>\S+).*)$",
-                           re.IGNORECASE)
+_FROM_NOW_ON = re.compile(_LEAD + r"(?:from now on|going forward|in (?:the )?future)\s*[,:]?\s+(?P<x>.+)$",
+                          re.IGNORECASE)
+_ALWAYS_NEVER = re.compile(_LEAD + r"(?:you\s+(?:should|must)\s+)?"
+                           r"(?P<x>(?:always|never|don'?t ever|do not ever)\s+(?P<next>\S+).*)$", re.IGNORECASE)
 # "always the same error", "never again": not an order
-_NOT_A_VERB = frozenset(["the", "a", "an", "this", "that", "these", "those", "my", "your", "our", "his", "her", "its", "their", "so", "same", "again", "mind", "been", "had", "has", "have", "was", "were", "is", "are", "am", "be"])
+_NOT_A_VERB = frozenset(["the", "a", "an", "this", "that", "these", "those", "my", "your", "our", "his", "her", "its",
+                         "their", "so", "same", "again", "mind", "been", "had", "has", "have", "was", "were", "is",
+                         "are", "am", "be"])
 _PREFER = re.compile(
     _LEAD + r"(?:i\s*(?:really\s+|generally\s+|usually\s+|strongly\s+)?(?P<verb>prefer|'d prefer|would prefer"
     r"|'d rather|would rather)|(?P<pref>my\s+preference\s+is(?:\s+that)?)|(?P<call>call\s+me))\s+(?P<x>.+)$",
@@ -146,7 +151,9 @@ _FIRST_PERSON = (
 _I_VERB = re.compile(r"\bI\b(?:\s+(?P<verb>[a-z]+(?:'t)?))?")
 _IRREGULAR = {"am": "is", "have": "has", "do": "does", "don't": "doesn't", "haven't": "hasn't", "was": "was",
               "wasn't": "wasn't", "go": "goes"}
-_UNCHANGED = frozenset(["can", "can't", "will", "won't", "would", "wouldn't", "should", "shouldn't", "must", "might", "may", "could", "couldn't", "did", "didn't", "also", "always", "never", "usually", "often", "sometimes", "really", "just", "only", "still"])
+_UNCHANGED = frozenset(["can", "can't", "will", "won't", "would", "wouldn't", "should", "shouldn't", "must", "might",
+                        "may", "could", "couldn't", "did", "didn't", "also", "always", "never", "usually", "often",
+                        "sometimes", "really", "just", "only", "still"])
 
 
 def _third_person_verb(verb: str) -> str:
@@ -278,8 +285,8 @@ _WORDS = ("remember", "forget", "never", "disregard", "keep in mind", "note", "r
           "correction", "actually", "sorry", "oops", "wait", "no, it", "no it", "nope", "my bad", "make that",
           "make it", ", not ", "save that", "save this", "save it", "store that", "store this", "store it",
           "keep that", "keep this", "keep it")
-_CALL_OR_MY = re.compile(r"call\s+me|my\s+(?:" + "|".join(sorted((re.escape(k).replace(r"\ ", r"\s+") for k in PROFILE_KEYS),
-                                                                key=len, reverse=True)) + r")\b")
+_PROFILE_KEY_WORDS = sorted((re.escape(k).replace(r"\ ", r"\s+") for k in PROFILE_KEYS), key=len, reverse=True)
+_CALL_OR_MY = re.compile(r"call\s+me|my\s+(?:" + "|".join(_PROFILE_KEY_WORDS) + r")\b")
 
 
 def might_state(human_text: str) -> bool:

@@ -108,7 +108,10 @@ class Scan:
 
 
 _METADATA = frozenset({"cache_control"})  # block metadata that does not change what a message says
-_ROLE_NAMES = {r: r for r in ("system", "developer", "user", "assistant", "tool", "function")}
+# None: an item without a role (Responses tool calls), kept as it is
+_ROLE_NAMES: dict[str | None, str | None] = {
+    r: r for r in ("system", "developer", "user", "assistant", "tool", "function")
+}
 
 
 def _canonical(value: Any) -> str:
@@ -228,14 +231,12 @@ class Format:
         if role is None:
             raise RequestFormatError(f"{self.api}: {self.items_key}[{i}] has no 'role'")
         if not isinstance(role, str) or role not in self.roles:
-            raise RequestFormatError(
-                f"{self.api}: {self.items_key}[{i}] has unknown role {role!r}; expected one of {', '.join(sorted(self.roles))}"
-            )
+            raise RequestFormatError(f"{self.api}: {self.items_key}[{i}] has unknown role {role!r}; "
+                                     f"expected one of {', '.join(sorted(self.roles))}")
         content = item.get("content")
         if content is not None and not isinstance(content, (str, list)):
-            raise RequestFormatError(
-                f"{self.api}: {self.items_key}[{i}].content must be a string or a list of parts, got {type(content).__name__}"
-            )
+            raise RequestFormatError(f"{self.api}: {self.items_key}[{i}].content must be a string or a list of parts, "
+                                     f"got {type(content).__name__}")
         return str(role)
 
     def is_human(self, item: Mapping[str, Any]) -> bool:
@@ -415,7 +416,7 @@ class Format:
 
     def _merged(self, msg: Mapping[str, Any], text: str) -> dict[str, Any]:
         """A copy of ``msg`` with the block as a content part (see ``merge``)."""
-        content = msg.get("content")
+        content: Any = msg.get("content")  # a string or a list of parts (the scan validated it)
         part_type = self.text_types[0]
         parts: list[Any] = [{"type": part_type, "text": content}] if isinstance(content, str) else list(content)
         n = self._kept_first(parts)
@@ -458,7 +459,8 @@ class Format:
     def append_system(self, body: Mapping[str, Any], text: str, role: str = "system") -> dict[str, Any]:
         items = list(self.items(body))
         v_lead = 0
-        while v_lead < len(items) and isinstance(items[v_lead], Mapping) and items[v_lead].get("role") in self.system_roles:
+        while (v_lead < len(items) and isinstance(items[v_lead], Mapping)
+               and items[v_lead].get("role") in self.system_roles):
             v_lead += 1
         if v_lead == 0:
             items.insert(0, {"role": role, "content": text})

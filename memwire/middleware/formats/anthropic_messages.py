@@ -69,7 +69,8 @@ class AnthropicMessages(Format):
     def adds_item(self, items: list[Any], index: int) -> bool:
         # tool results must directly follow their tool_use: the block then goes inside, after them
         content = items[index].get("content") if index < len(items) else None
-        return not (isinstance(content, list) and any(isinstance(p, Mapping) and p.get("type") == "tool_result" for p in content))
+        return not (isinstance(content, list)
+                    and any(isinstance(p, Mapping) and p.get("type") == "tool_result" for p in content))
 
     def insert(self, body: Mapping[str, Any], index: int, text: str, role: str) -> dict[str, Any]:
         if not self.adds_item(self.items(body), index):
@@ -222,7 +223,8 @@ def _block_before_memory(messages: list[Any], injection: Injection) -> tuple[int
     if injection.placement == "merge":  # the block is a part of the message at position
         content = messages[position].get("content") if isinstance(messages[position], Mapping) else None
         if isinstance(content, list):
-            k = next((i for i, p in enumerate(content) if isinstance(p, Mapping) and p.get("text") == injection.text), 0)
+            k = next((i for i, p in enumerate(content)
+                      if isinstance(p, Mapping) and p.get("text") == injection.text), 0)
             if k > 0:  # tool results come first in that message
                 return position, k
     elif injection.placement != "message":  # "system": appended to the system prompt, no history split

@@ -66,7 +66,8 @@ class OpenAIResponses(Format):
 
     def append_system(self, body: Mapping[str, Any], text: str, role: str = "system") -> dict[str, Any]:
         instructions = body.get("instructions")
-        return {**body, "instructions": _append_content(instructions if isinstance(instructions, str) else None, text, "input_text")}
+        old = instructions if isinstance(instructions, str) else None
+        return {**body, "instructions": _append_content(old, text, "input_text")}
 
     # ---- the provider's answer
 
