@@ -60,7 +60,8 @@ class IndexData:
         until used."""
         np = load_numpy()
         old = 0 if self.lens is None else len(self.lens)
-        lens, prev, nxt = np.zeros(size, dtype=np.uint32), np.empty(size, dtype=np.int32), np.empty(size, dtype=np.int32)
+        lens = np.zeros(size, dtype=np.uint32)
+        prev, nxt = np.empty(size, dtype=np.int32), np.empty(size, dtype=np.int32)
         foff = np.zeros(size, dtype=np.int64)
         if old:
             lens[:old], prev[:old], nxt[:old], foff[:old] = self.lens, self.prev, self.next, self.foff
@@ -285,7 +286,7 @@ class IndexData:
         self.fend, self.fdead = len(self.fwd), 0
         self.foff[:used] = np.asarray(doc_off[:-1]) // 4
         self.free = state["free"].tolist()
-        self.tails = dict(zip(state["tail_dates"], state["tail_slots"].tolist()))
+        self.tails = dict(zip(state["tail_dates"], state["tail_slots"].tolist(), strict=True))  # saved from one dict
         self.links, self.total_len = (int(v) for v in state["scalars"])
         self.lex.restore(state["terms"], state["post_off"], state["post_slots"], state["post_tfs"])
         self.version += 1

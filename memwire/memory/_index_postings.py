@@ -295,7 +295,7 @@ class Lexicon:
         # a term added since the restore has its postings made (its count is theirs): clipped here
         at = np.minimum(np.asarray(tids, dtype=np.int64), len(off) - 2)
         restored = (off.take(at + 1) - off.take(at)).tolist()
-        return [c if (p := ps[t]) is None else p.n for t, c in zip(tids, restored)]
+        return [c if (p := ps[t]) is None else p.n for t, c in zip(tids, restored, strict=True)]
 
     def df(self, term: str) -> int:
         tid = self.term_id.get(term)

@@ -106,7 +106,7 @@ class Scorer:
         common, term_id = common_terms(), lex.term_id
         held = [(t, w, tid) for t, w in weights.items() if (tid := term_id.get(t)) is not None and lex.count(tid)]
         idfs = self.idf_of([tid for _, _, tid in held])
-        return [Term(tid, w, lex.post(tid), idf, t in common) for (t, w, tid), idf in zip(held, idfs)]
+        return [Term(tid, w, lex.post(tid), idf, t in common) for (t, w, tid), idf in zip(held, idfs, strict=True)]
 
     def idf_of(self, tids: list[int]) -> list[float]:
         """The idf of each of ``tids`` (terms some memory holds), from ``_idfs`` or counted."""
@@ -118,7 +118,7 @@ class Scorer:
         new = [t for t in tids if t not in idfs]
         if new:
             log, most = math.log, max(len(self.data.slot), SMALL_STORE) + 1
-            for t, df in zip(new, self.data.lex.counts(new)):
+            for t, df in zip(new, self.data.lex.counts(new), strict=True):
                 idfs[t] = log(most / df)  # idf(), inline
         return [idfs[t] for t in tids]
 
@@ -232,10 +232,8 @@ class Scorer:
             tco[x.tid] = 0.0
             mark[x.tid] = False
         who = owner.take(at)
-        if sat is None:
-            part = self.parts(lens.take(who), tfs.take(at), coef, avgdl)
-        else:  # kept (``score_all``): the same bits
-            part = self.scaled(sat.take(at), coef)
+        # the saturated term frequencies when kept (``score_all``): the same bits
+        part = self.parts(lens.take(who), tfs.take(at), coef, avgdl) if sat is None else self.scaled(sat.take(at), coef)
         own = np.bincount(who, weights=part, minlength=size)
         hits = None
         if held:
@@ -308,15 +306,15 @@ class Scorer:
         lens = self.data.lens[cand[best]].tolist()
         query = {x.tid for x in terms}
         mass: dict[int, float] = {}
-        for i, a, b, length in zip(best, lo, hi, lens):
+        for i, a, b, length in zip(best, lo, hi, lens, strict=True):
             share = float(score[i]) / length  # score x term's share of the memory
-            for tid, c in zip(tids[a:b].tolist(), tfs[a:b].tolist()):
+            for tid, c in zip(tids[a:b].tolist(), tfs[a:b].tolist(), strict=True):
                 if tid not in query:
                     mass[tid] = mass.get(tid, 0.0) + share * c
         idfs = self.idf_of(list(mass))
         words = self.data.lex.terms
         # best first, ties by word: plain tuples (term ids are distinct), no key called per item
-        ranked = sorted([(-(m * idf), words[tid], tid, idf) for (tid, m), idf in zip(mass.items(), idfs)])
+        ranked = sorted([(-(m * idf), words[tid], tid, idf) for (tid, m), idf in zip(mass.items(), idfs, strict=True)])
         if not ranked or ranked[0][0] >= 0:
             return []
         strongest = -ranked[0][0]
@@ -360,4 +358,4 @@ def top(ids: list[str | None], cand: Any, score: Any, k: int) -> list[int]:
     else:
         at, vals, slots = range(len(cand)), score.tolist(), cand.tolist()
     # plain tuples sort as the key (-score, id) did, without a call per item (ids are distinct)
-    return [i for _, _, i in sorted(zip([-v for v in vals], [ids[s] for s in slots], at))[:k]]
+    return [i for _, _, i in sorted(zip([-v for v in vals], [ids[s] for s in slots], at, strict=True))[:k]]

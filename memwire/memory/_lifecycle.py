@@ -117,7 +117,9 @@ class Scoring:
                 raise ValueError(f"{name}: {bad[0]} must be a positive number, got {table[bad[0]]!r}")
         defaults = Scoring.__dataclass_fields__  # partial tables fill in from the defaults
         for attr in ("cue_weights", "half_lives", "caps"):
-            base = defaults[attr].default_factory()  # type: ignore[misc]
+            factory = defaults[attr].default_factory
+            assert callable(factory)  # each of these fields has one
+            base = factory()
             object.__setattr__(self, attr, {**base, **getattr(self, attr)})
         if not 0 <= self.rank_prior <= 1:
             raise ValueError(f"rank_prior must be between 0 and 1, got {self.rank_prior!r}")
@@ -270,8 +272,8 @@ class Lifecycle:
         now, sc = self.clock(), self.scoring
         with self._lock:
             disk = self._disk
-        metas = [disk.get(mid) or _unrecorded(kind[3], now) for mid, kind in zip(ids, kinds)]
-        return [sc.prior(sc.stability_of(meta, kind[1], kind[0], now)) for meta, kind in zip(metas, kinds)]
+        metas = [disk.get(mid) or _unrecorded(kind[3], now) for mid, kind in zip(ids, kinds, strict=True)]
+        return [sc.prior(sc.stability_of(meta, kind[1], kind[0], now)) for meta, kind in zip(metas, kinds, strict=True)]
 
     # ------------------------------------------------------------------ recording
 

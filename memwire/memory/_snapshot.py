@@ -224,7 +224,7 @@ def _rows(store: MemoryStore, index_ids: list[str | None], row_of: dict[int, int
         for slot in np.flatnonzero(rows < 0).tolist():
             if index_ids[slot] is not None:
                 out[slot] = n + len(more)
-                more.append(index_ids[slot])  # type: ignore[arg-type]
+                more.append(index_ids[slot])
         return out, more
     out = np.empty(len(index_ids), dtype=np.int64)
     for slot, mid in enumerate(index_ids):
@@ -297,12 +297,13 @@ def _restore(store: MemoryStore, z: Any) -> bool:
     todo: list[tuple[Any, dict[str, Any], int, int, int]] = []  # (dir, file, first row, first kind, first byte)
     whole = True
     at = k_at = b_at = 0
-    for d, saved in zip(store._dirs, dirs):
+    for d, saved in zip(store._dirs, dirs, strict=True):  # the same paths, checked above
         on_disk = d._scan(remember=False)
         whole = whole and set(on_disk) == {f["name"] for f in saved["files"]}
         for f in saved["files"]:
             sig = tuple(f["sig"])
-            if on_disk.get(f["name"]) == sig and _digest_if_unchanged(d.root, d.path / f["name"], sig) == bytes.fromhex(f["digest"]):
+            if (on_disk.get(f["name"]) == sig
+                    and _digest_if_unchanged(d.root, d.path / f["name"], sig) == bytes.fromhex(f["digest"])):
                 todo.append((d, f, at, k_at, b_at))
             else:
                 whole = False
@@ -318,7 +319,7 @@ def _restore(store: MemoryStore, z: Any) -> bool:
     if not (len(ids) == len(ends) == len(kind) == at and len(tags) == len(topics) == len(dates) == len(pinned) == k_at):
         raise ValueError("memory columns of different lengths")
     kinds: list[Kind] = [(tuple(t.split(" ")) if t else (), p, topic, date)
-                         for t, p, topic, date in zip(tags, pinned, topics, dates)]
+                         for t, p, topic, date in zip(tags, pinned, topics, dates, strict=True)]  # lengths checked
     text = z["m_text"]
     if len(text) != b_at:
         raise ValueError("the text column does not match the files")
@@ -329,7 +330,7 @@ def _restore(store: MemoryStore, z: Any) -> bool:
         t_text = bytearray(memoryview(text[b_first : b_first + f["bytes"]]))
         d.files[name] = Table.restore(source, ids[first : first + n], t_text, _ints(ends[first : first + n], "q"),
                                       _ints(kind[first : first + n], "I"), kinds[k_first : k_first + f["kinds"]])
-        d.sigs[name] = tuple(f["sig"])  # type: ignore[assignment]
+        d.sigs[name] = tuple(f["sig"])
         d.heads[name] = bytes.fromhex(f["head"]) if f["head"] is not None else None
         d.hashes[name] = bytes.fromhex(f["digest"])
         d.problems[name] = [MemoryFileError(source, line, problem) for line, problem in f["problems"]]

@@ -4,8 +4,9 @@ Every read first checks the files' (mtime, size, inode); only a changed file is 
 only the memories that changed are re-indexed, so hand edits show up on the next call and nothing
 is re-read when nothing changed. Writes hold an inter-process lock (``.lock`` in the directory):
 an add appends to the file when its topic is the last one (``O_APPEND``: a hand edit appending at
-the same moment is never lost; without reading the file when the cache is current), else the file is replaced atomically (temp file + rename, the
-file's permissions kept), and bytes a hand edit appended meanwhile are carried over.
+the same moment is never lost; without reading the file when the cache is current), else the file
+is replaced atomically (temp file + rename, the file's permissions kept), and bytes a hand edit
+appended meanwhile are carried over.
 
 The first load starts from the index snapshot ``.index`` when it matches the files (see
 ``_snapshot``): a large store then opens without parsing or indexing anything. In memory, each
@@ -178,7 +179,7 @@ def with_prior(found: list[Found], k: int, track: bool, lifecycle: Callable[[], 
         lc = lifecycle()
         if lc.scoring.rank_prior:
             priors = lc.priors([f[0] for f in found], [kind(f[2]) for f in found])
-            found = sorted([(mid, score * p, h) for (mid, score, h), p in zip(found, priors)], key=_rank)
+            found = sorted([(mid, score * p, h) for (mid, score, h), p in zip(found, priors, strict=True)], key=_rank)
     return [Hit(build(mid, h), score) for mid, score, h in found[:k]]
 
 
@@ -638,7 +639,8 @@ class MemoryStore:
         """Whether the tree of this store holds ``namespace`` (its directory exists; one reached
         through a symlink is not one of this tree's)."""
         try:
-            return stat.S_ISDIR(_paths.lstat(self.root, self.root / "namespaces" / validate_namespace(namespace)).st_mode)
+            where = self.root / "namespaces" / validate_namespace(namespace)
+            return stat.S_ISDIR(_paths.lstat(self.root, where).st_mode)
         except (FileNotFoundError, MemoryFileError):
             return False
 
@@ -737,7 +739,8 @@ class MemoryStore:
 
                     save_vectors(self._semantic, self.root, self.path, self._vector_items())
         except Exception as exc:
-            log.warning("memwire: could not write the index snapshot in %s (%s: %s)", self.path, type(exc).__name__, exc)
+            log.warning("memwire: could not write the index snapshot in %s (%s: %s)", self.path, type(exc).__name__,
+                        exc)
 
     def ready(self) -> bool:
         """True when the files are loaded and unchanged since: a search is in-memory work only.
@@ -1028,7 +1031,7 @@ class MemoryStore:
                 os.write(fd, blind)
                 os.fsync(fd)
                 st = os.fstat(fd)
-                sig = (st.st_mtime_ns, st.st_size, st.st_ino)
+                sig: _Sig | None = (st.st_mtime_ns, st.st_size, st.st_ino)
                 clean = st.st_size == before[1] + len(blind)
             else:
                 data = _read_all(fd)
@@ -1049,14 +1052,14 @@ class MemoryStore:
         finally:
             os.close(fd)
         with self._lock:
-            if not clean or cached != before or d.sigs.get(MAIN_FILE) != cached:
-                return  # someone else changed the file too: the next read parses it again
+            if not clean or sig is None or cached != before or d.sigs.get(MAIN_FILE) != cached:
+                return  # someone else changed the file too (or it is gone): the next read parses it again
             src = str(d.path / MAIN_FILE)
             table = d.files[MAIN_FILE]  # our cache was current (so it holds the file): patch it, no re-parse
             added = [replace(m, topic=t, source=src) for t, ms in by_topic.items() for m in ms]
             shown = {m.id: self._merged.get(m.id) for m in added}  # before the table shows them
             added = [m for m in added if table.append(m)]
-            d.sigs[MAIN_FILE] = sig  # type: ignore[assignment]
+            d.sigs[MAIN_FILE] = sig
             d.heads[MAIN_FILE], d.hashes[MAIN_FILE] = head, None
             for m in added:
                 self._resolve(m.id, shown[m.id])

@@ -233,7 +233,7 @@ class PgStore:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
         self.url = url
-        self.namespace = validate_namespace(DEFAULT_NAMESPACE if namespace in (None, "") else namespace)  # type: ignore[arg-type]
+        self.namespace = validate_namespace(DEFAULT_NAMESPACE if namespace in (None, "") else namespace)
         self.kind = kind
         self.min_score = min_score
         self.scoring = scoring
@@ -283,14 +283,18 @@ class PgStore:
     def has_namespace(self, namespace: str) -> bool:
         """Whether the database holds ``namespace`` (anything was ever written to it)."""
         with self._db.connection() as conn:
-            return conn.execute("SELECT EXISTS (SELECT 1 FROM memwire_namespaces WHERE namespace = %s)",
-                                (validate_namespace(namespace),)).fetchone()[0]
+            row = conn.execute("SELECT EXISTS (SELECT 1 FROM memwire_namespaces WHERE namespace = %s)",
+                               (validate_namespace(namespace),)).fetchone()
+        assert row is not None  # EXISTS: always one row
+        return bool(row[0])
 
     def count_namespaces(self) -> int:
         """How many namespaces other than the default one the database holds."""
         with self._db.connection() as conn:
-            return conn.execute("SELECT count(*) FROM memwire_namespaces WHERE namespace <> %s",
-                                (DEFAULT_NAMESPACE,)).fetchone()[0]
+            row = conn.execute("SELECT count(*) FROM memwire_namespaces WHERE namespace <> %s",
+                               (DEFAULT_NAMESPACE,)).fetchone()
+        assert row is not None  # count(*): always one row
+        return int(row[0])
 
     def namespace_store(self, namespace: str | None) -> PgStore:
         """The store of ``namespace`` in the same database, with this store's settings."""
@@ -721,8 +725,10 @@ class PgLifecycle(Lifecycle):
         """The rows changed since the cached version (None when none did)."""
         if self._pulled and meta_version == self._version:
             return None
-        return conn.execute(f"SELECT {_META_COLUMNS} FROM memwire_lifecycle WHERE namespace = %s AND version > %s",
-                            (self._ns, 0 if meta_version < self._version else self._version)).fetchall()
+        rows: list[tuple[Any, ...]] = conn.execute(
+            f"SELECT {_META_COLUMNS} FROM memwire_lifecycle WHERE namespace = %s AND version > %s",
+            (self._ns, 0 if meta_version < self._version else self._version)).fetchall()
+        return rows
 
     def took(self, rows: list[tuple[Any, ...]], meta_version: int) -> None:
         """Merge rows read by ``changed_rows`` into the cache; it is now as of ``meta_version``."""
