@@ -316,7 +316,8 @@ class BM25Index:
         raw = query if isinstance(query, str) else query.text
         asked = parts(raw)
         # one part, the whole text (the usual case): its terms are known already
-        judged = [(text, names(raw))] if asked == (raw,) else [(Counter(recent_terms(p)), names(p)) for p in asked]
+        judged: list[tuple[Mapping[str, float], tuple[tuple[tuple[str, ...], ...], ...]]] = (
+            [(text, names(raw))] if asked == (raw,) else [(Counter(recent_terms(p)), names(p)) for p in asked])
         if asked != (raw,):
             # the sentences that only tell are context the question leans on ("The refund tests are
             # failing. Can you find out why?"): the whole text is one more part, about the store
