@@ -53,7 +53,7 @@ class RequestFormat(Protocol):
     """What a mode asks of the request's wire format: the middleware's ``Format``
     (``middleware/_formats``), one per API."""
 
-    api: str  # the wire API it reads ("openai.chat", ...)
+    api: str  # the name of the wire API it reads
 
     def items(self, body: Mapping[str, Any]) -> list[Any]: ...
 
