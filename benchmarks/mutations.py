@@ -80,11 +80,9 @@ MUTATIONS = [
              "exclude=exclude, refresh=fresh, wait=fresh)", "exclude=exclude, refresh=fresh, wait=True)"),
     Mutation("late hand appends not carried over", "memwire/memory/_store.py",
              "    done, quiet = read, 0\n", "    return\n    done, quiet = read, 0\n"),
-    Mutation("symlinked memory files are read", "memwire/memory/_store.py",
-             "if e.is_symlink():\n                            self.links.add(e.name)\n"
-             "                        elif e.is_file(follow_symlinks=False):",
-             "if False:\n                            self.links.add(e.name)\n"
-             "                        elif e.is_file():"),
+    Mutation("symlinks inside the memory directory are followed", "memwire/_paths.py",
+             "        if stat.S_ISLNK(st.st_mode):\n            raise MemoryFileError(at, None, SYMLINK)",
+             "        if False:\n            raise MemoryFileError(at, None, SYMLINK)"),
     Mutation("rewrites reset permissions", "memwire/memory/_store.py",
              "            os.fchmod(fd, stat.S_IMODE(mode))", "            pass"),
     Mutation("ids back to 40 bits", "memwire/memory/_model.py", "ID_CHARS = 20", "ID_CHARS = 10"),
