@@ -377,8 +377,19 @@ def decide(new: Memory, others: Iterable[Memory]) -> Decision:
 
 def candidates(search: Callable[..., Sequence[Hit]]) -> Callable[[str], Sequence[Hit]]:
     """``plan``'s search: the store's ``search`` for the ``CANDIDATES`` active memories most like a
-    text, as last read (the store re-read its memories under its write lock just before)."""
-    return lambda text: search(text, CANDIDATES, min_score=CANDIDATE_SCORE, refresh=False)
+    text, as last read (the store re-read its memories under its write lock just before). A
+    search that fails gives none: the new memory is added as it is (one log line, no text), never
+    lost for want of a comparison."""
+
+    def found(text: str) -> Sequence[Hit]:
+        try:
+            return search(text, CANDIDATES, min_score=CANDIDATE_SCORE, refresh=False)
+        except Exception as exc:  # fail open: the write matters more than settling it
+            log.warning("memwire: a new memory was not compared with the others (%s); it is added as it is",
+                        type(exc).__name__)
+            return []
+
+    return found
 
 
 @dataclass

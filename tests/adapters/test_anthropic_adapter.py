@@ -367,8 +367,8 @@ def test_other_requests_pass_through_untouched(mw: Middleware) -> None:
 
 
 def test_fail_open_when_search_raises(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    MemoryStore(tmp_path / "mem").add("User prefers tabs over spaces")  # written whole; then its search breaks
     store = BrokenStore(tmp_path / "mem")
-    store.add("User prefers tabs over spaces")
     wire = Wire()
     client = wrap(wire.client(), Middleware(store=store, mode="contextPerTurn"))
     message = client.messages.create(model=MODEL, max_tokens=64, messages=conversation())

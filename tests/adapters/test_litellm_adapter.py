@@ -231,8 +231,8 @@ async def test_acompletion_anthropic(mw: Middleware, api: Any) -> None:
 
 
 def test_completion_fails_open_when_search_raises(tmp_path: Path, api: Any, caplog: pytest.LogCaptureFixture) -> None:
+    MemoryStore(tmp_path / "mem").add("User prefers tabs over spaces")  # written whole; then its search breaks
     store = BrokenStore(tmp_path / "mem")
-    store.add("User prefers tabs over spaces")
     completion = wrap(litellm.completion, Middleware(store=store))
     settle_warm_up()  # its search fails too, and logs
     caplog.clear()

@@ -209,12 +209,14 @@ async def test_faults_whose_exceptions_quote_the_text_log_no_text(tmp_path: Path
                                         "x-memwire-session": canary("session")})
     outputs = []
     try:
-        for n, fmt in enumerate(("text", "json")):
+        # two runs say two different things (a run number alone would be a new value of one fact)
+        for n, (fmt, fact) in enumerate((("text", "the alpha build ships {} on Mondays"),
+                                          ("json", "our beta printer stores {} in room nine"))):
             configure_logging("debug", fmt)
             capsys.readouterr()
             first = {"role": "user", "content": f"Remember that run {n} refuses {canary('refused')}."}
             said = [first, {"role": "assistant", "content": f"Noted {canary('reply')}."},
-                    {"role": "user", "content": f"Remember that run {n} ships {canary('shipped')} on Mondays."}]
+                    {"role": "user", "content": f"Remember that {fact.format(canary('shipped'))}."}]
             for messages in ([first], said, [{"role": "user", "content": f"Where is the {canary('boom')} vault?"}]):
                 r = await client.post("/v1/chat/completions", json={"model": "gpt-4o-mini", "messages": messages})
                 assert r.status_code == 200
@@ -229,5 +231,6 @@ async def test_faults_whose_exceptions_quote_the_text_log_no_text(tmp_path: Path
     assert "memory retrieval failed (ValueError" in out
     assert "not appended to the capture log" in out and "ENOSPC" in out and "capture failed" not in out
     assert [m.text for m in store.memories() if "captured" in m.tags] == [
-        f"Run 0 ships {canary('shipped')} on Mondays.", f"Run 1 ships {canary('shipped')} on Mondays."]
+        f"The alpha build ships {canary('shipped')} on Mondays.",
+        f"Our beta printer stores {canary('shipped')} in room nine."]
     assert MARK not in out, [line for line in out.splitlines() if MARK in line]

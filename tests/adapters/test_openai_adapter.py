@@ -492,8 +492,8 @@ def test_other_requests_pass_through_untouched(mw: Middleware, api: Any) -> None
 
 
 def test_fail_open_when_search_raises(tmp_path: Path, api: Any, caplog: pytest.LogCaptureFixture) -> None:
+    MemoryStore(tmp_path / "mem").add("User prefers tabs over spaces")  # written whole; then its search breaks
     store = BrokenStore(tmp_path / "mem")
-    store.add("User prefers tabs over spaces")
     client = wrap(openai.OpenAI(api_key="test"), Middleware(store=store, mode="contextPerTurn"))
     assert isinstance(client.chat.completions.create(model=MODEL, messages=conversation()), ChatCompletion)
     assert sent(api)["messages"] == conversation()

@@ -5,12 +5,13 @@ dedupe, restore."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from memwire import MemoryNotFoundError
+from memwire import MemoryNotFoundError, MemoryStore
 from memwire.cli import main
 from memwire.memory import _supersede
 from memwire.memory._model import Memory
@@ -513,3 +514,20 @@ def test_a_new_value_keeps_the_pin_of_the_one_it_replaces(make_store: StoreSpec)
     assert new.pinned and [m.id for m in make_store().pinned()] == [new.id]
     other = s.add("The staging Redis port is 6380.")
     assert not other.pinned
+
+
+def test_a_search_that_fails_leaves_the_write_whole(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Settling needs a search; when it raises, the new memory is added as it is (one line, no text)."""
+    class Broken(MemoryStore):
+        def search(self, *a: Any, **k: Any) -> Any:
+            raise OSError("index on fire")
+
+    store = Broken(tmp_path / "mem")
+    with caplog.at_level(logging.WARNING, logger="memwire"):
+        store.add("The staging database listens on port 5433.")
+        store.add("The staging database listens on port 6543.")
+    assert sorted(m.text for m in MemoryStore(tmp_path / "mem")) == [
+        "The staging database listens on port 5433.", "The staging database listens on port 6543."]
+    said = [r.getMessage() for r in caplog.records]
+    assert len([m for m in said if "was not compared" in m and "OSError" in m]) == 2
+    assert not any("staging" in m for m in said)

@@ -586,7 +586,8 @@ def _unsafe(root: Path, path: Path) -> bool:
         _paths.under(root, path)
     except MemoryFileError as exc:
         with _warned_lock:  # once per refused component, not per session
-            first = Path(exc.path) not in _warned
+            # the memory directory itself: retrieval's own warning names it already
+            first = Path(exc.path) not in _warned and Path(exc.path) != root
             _warned.add(Path(exc.path))
         if first:
             log.warning("memwire: %s; replay ledgers stay in memory for this process", exc)
