@@ -93,7 +93,8 @@ def test_claude_code_tool_loop_and_next_turn_keep_every_block_byte_identical(sto
 
     # the tool loop: the prompt loses its cache_control, the breakpoint moves to the tool result,
     # a reminder rides along with the tool result; and the store changes mid-turn
-    store.add("The staging database moved to port 6432")
+    # (a new port for the staging database would supersede it: replay renders an archived memory out)
+    store.add("Load tests run with locust against staging only")
     prompt_plain = {"role": "user", "content": [*REMINDERS, {"type": "text", "text": "Which port is the staging database on?"}]}
     m2 = [prompt_plain,
           {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "env"}}]},
