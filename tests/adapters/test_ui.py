@@ -418,6 +418,7 @@ def test_one_tenants_page_shows_only_that_tenants_data(tmp_path: Path, store: Me
 # ---------------------------------------------------------------- in a browser
 
 
+@pytest.mark.browser
 def test_the_page_in_a_browser_edits_in_place_and_shows_sessions(mw: Middleware, store: MemoryStore, proxy: str,
                                                                  tmp_path: Any) -> None:
     converse(proxy, "pay-1", QUESTIONS)
@@ -484,6 +485,7 @@ def test_the_page_in_a_browser_edits_in_place_and_shows_sessions(mw: Middleware,
     assert outside == []
 
 
+@pytest.mark.browser
 def test_the_headers_figures_stay_live_while_the_page_is_open(mw: Middleware, store: MemoryStore, proxy: str,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     from memwire.adapters.server import _ui
@@ -517,6 +519,7 @@ def test_the_figures_fragment_is_the_headers(mw: Middleware, proxy: str) -> None
     assert "default-src 'none'" in r.headers["content-security-policy"]
 
 
+@pytest.mark.browser
 def test_the_page_works_from_the_keyboard(mw: Middleware, store: MemoryStore, proxy: str) -> None:
     with browser_page(1280, 800) as page:
         from playwright.sync_api import expect
@@ -548,6 +551,7 @@ def test_the_page_works_from_the_keyboard(mw: Middleware, store: MemoryStore, pr
     assert any(m.text == before + " (checked)" for m in store.memories())
 
 
+@pytest.mark.browser
 @pytest.mark.parametrize(("width", "height", "name"), [(1280, 800, "page-1280.png"), (375, 812, "page-375.png")])
 def test_the_page_reads_at_desktop_and_phone_widths(mw: Middleware, store: MemoryStore, proxy: str,
                                                     width: int, height: int, name: str, tmp_path: Path) -> None:
@@ -576,6 +580,7 @@ def test_the_page_reads_at_desktop_and_phone_widths(mw: Middleware, store: Memor
     assert (shots / name).read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.browser
 def test_the_page_asks_nothing_of_another_origin(mw: Middleware, proxy: str) -> None:
     r = httpx.get(proxy + "/memwire/ui")
     csp = r.headers["content-security-policy"]
@@ -591,6 +596,7 @@ def test_the_page_asks_nothing_of_another_origin(mw: Middleware, proxy: str) -> 
         assert requests and all(u.startswith(proxy + "/") for u in requests), requests
 
 
+@pytest.mark.browser
 def test_the_key_is_asked_for_once(tmp_path: Any, mw: Middleware) -> None:
     with serve_in_thread(create_app(mw, openai_upstream="http://127.0.0.1:9", proxy_key="k-3")) as p:
         assert httpx.get(p.base_url + "/memwire/ui").status_code == 401

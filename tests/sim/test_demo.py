@@ -29,6 +29,7 @@ def demo_json(demo_run: tuple[dict, Path]) -> dict:
     return demo_run[0]
 
 
+@pytest.mark.browser
 def test_the_html_page_in_a_real_browser(demo_run: tuple[dict, Path], tmp_path: Path) -> None:
     """The page loads offline in Chromium: the table's rows, one chart per mode whose points are
     the requests' cached shares, and a screenshot."""
