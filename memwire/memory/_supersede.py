@@ -281,9 +281,14 @@ def _nested(a: frozenset[str], b: frozenset[str]) -> bool:
     return bool(a & b) and (a <= b or b <= a)
 
 
+def _is_number(value: str) -> bool:
+    """A number or a dotted version ("5433", "3.11")."""
+    return value.replace(".", "").isdigit()
+
+
 def _shape(values: frozenset[str]) -> tuple[int, bool]:
     """How many values, and whether they are all numbers: two values of one thing look alike."""
-    return len(values), all(v.replace(".", "").isdigit() for v in values)
+    return len(values), all(_is_number(v) for v in values)
 
 
 _DATE_VALUE = re.compile(r"\d{4}-\d{2}(?:-\d{2})?$")
@@ -291,7 +296,7 @@ _DATE_VALUE = re.compile(r"\d{4}-\d{2}(?:-\d{2})?$")
 
 def _kinds(values: frozenset[str]) -> frozenset[str]:
     """The kinds of ``values``: dates, numbers (and versions), other (names, paths, words)."""
-    return frozenset("date" if _DATE_VALUE.match(v) else "number" if v.replace(".", "").isdigit() else "other"
+    return frozenset("date" if _DATE_VALUE.match(v) else "number" if _is_number(v) else "other"
                      for v in values)
 
 
