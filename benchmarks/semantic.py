@@ -241,13 +241,7 @@ def relevance_both(path: str, static_dir: Path, k: int) -> dict[str, Any]:
     import locomo as lb
     import relevance
 
-    from memwire.memory._store import MemoryStore
-
-    def open_store(tmp: Path, retrieval: str = "bm25", scoring: Any = None) -> MemoryStore:
-        model = static_dir if retrieval == "hybrid" else None
-        return MemoryStore(tmp, scoring=scoring, retrieval=retrieval, embedding_model=model)
-
-    lb.open_store = open_store  # relevance.py builds its stores through locomo.open_store
+    lb.EMBEDDING_MODEL = static_dir  # hybrid stores load it (already distilled)
     out = {}
     for retrieval in ("bm25", "hybrid"):
         t0 = time.perf_counter()
