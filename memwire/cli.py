@@ -159,19 +159,30 @@ def cmd_history(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def cmd_dedupe(args: argparse.Namespace, cfg: Config) -> int:
-    from .memory._supersede import duplicate_clusters, merge  # start-up time
+    from .memory._inbox import approve, propose_merges  # start-up time
+    from .memory._supersede import duplicate_clusters  # start-up time
 
+    if args.yes and not args.apply:
+        raise MemwireError("dedupe: --yes goes with --apply")
     store = _store(args, cfg)
     clusters = duplicate_clusters(store)
-    if args.apply:
-        for cluster in clusters:
-            merge(store, cluster)
-    lines = [f"{'merged' if args.apply else 'would merge'} into {c[0].id[:8]} ({c[0].text}): "
-             + ", ".join(f"{m.id[:8]} ({m.text})" for m in c[1:]) for c in clusters]
+    found = propose_merges(store, clusters) if args.apply else [(c, None) for c in clusters]
+    rows, lines = [], []
+    for cluster, item in found:
+        merged = bool(args.yes and item is not None and approve(store, [item.id]))
+        what = ("merged" if merged else f"proposed in the inbox as {item.id[:8]}" if item is not None
+                else "not proposed (rejected before)" if args.apply else "would merge")
+        lines.append(f"{what}: keep {cluster[0].id[:8]} ({cluster[0].text}), archive "
+                     + ", ".join(f"{m.id[:8]} ({m.text})" for m in cluster[1:]))
+        rows.append({"keep": _mem_json(cluster[0]), "merge": [_mem_json(m) for m in cluster[1:]],
+                     "proposed": None if item is None else item.id, "applied": merged})
     if clusters and not args.apply:
-        lines.append("memwire dedupe --apply merges them (the others go to the archive as #merged, restorable)")
-    _out(args, [{"keep": _mem_json(c[0]), "merge": [_mem_json(m) for m in c[1:]], "applied": args.apply}
-                for c in clusters], lines or [f"no duplicates in {store.location}"])
+        lines.append("memwire dedupe --apply proposes each merge in the inbox (memwire inbox approve ID merges: "
+                     "the others go to the archive as #merged, restorable; reject ID leaves them)")
+    elif any(item is not None for _, item in found) and not args.yes:
+        lines.append("memwire inbox approve ID merges one (the others go to the archive as #merged, restorable); "
+                     "memwire inbox reject ID leaves them")
+    _out(args, rows, lines or [f"no duplicates in {store.location}"])
     return 0
 
 
@@ -301,7 +312,7 @@ def cmd_pin(args: argparse.Namespace, cfg: Config) -> int:
 
 def cmd_inbox(args: argparse.Namespace, cfg: Config) -> int:
     """Captured memories waiting for review (capture = "review"): list, approve, reject."""
-    from .memory._inbox import approve, inbox_of, reject  # start-up time
+    from .memory._inbox import approve, inbox_of, is_merge, reject  # start-up time
 
     store = _store(args, cfg)
     inbox = inbox_of(store)
@@ -314,10 +325,12 @@ def cmd_inbox(args: argparse.Namespace, cfg: Config) -> int:
         return 0
     if bool(args.ids) == args.all:
         raise MemwireError(f"inbox {args.action}: give the IDs to {args.action}, or --all (not both)")
-    ids = [m.id for m in inbox.memories()] if args.all else args.ids
-    done = (approve if args.action == "approve" else reject)(store, ids)
+    items = inbox.memories() if args.all else list({m.id: m for m in map(inbox.get, args.ids)}.values())
+    done = (approve if args.action == "approve" else reject)(store, [m.id for m in items])
     verb = "approved (injected from now on)" if args.action == "approve" else "rejected (archived, not proposed again)"
-    _out(args, [_mem_json(m) for m in done], [f"{verb}: {m.id}  {m.text}" for m in done] or ["the inbox is empty"])
+    _out(args, [_mem_json(m) for m in done],  # an approved merge gives the memory it kept
+         [f"{'merged its duplicates into' if is_merge(item) and args.action == 'approve' else verb}: {m.id}  {m.text}"
+          for m, item in zip(done, items, strict=True)] or ["the inbox is empty"])
     return 0
 
 
@@ -620,12 +633,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", help="a memory id (or a unique prefix), current or archived")
     p.set_defaults(fn=cmd_history)
 
-    p = common(sub.add_parser("dedupe", help="find memories that say the same thing; --apply merges them",
+    p = common(sub.add_parser("dedupe", help="find memories that say the same thing; --apply proposes merges "
+                                             "in the inbox",
                               description="Near-duplicate clusters of the active memories (the same values and "
-                                          "subject in other words). --apply keeps the first of each and moves "
-                                          "the others to the archive as #merged (restorable), counted as "
-                                          "reinforcements of the one kept."))
-    p.add_argument("--apply", action="store_true", help="merge them now")
+                                          "subject in other words). --apply puts one merge per cluster in the "
+                                          "review inbox (memwire inbox, the page, the memory API): approving it "
+                                          "keeps the first memory and moves the others to the archive as #merged "
+                                          "(restorable, linked to it), counted as reinforcements of the one kept; "
+                                          "rejecting it leaves them, and that cluster is not proposed again. "
+                                          "--apply --yes approves each merge at once (for scripts)."))
+    p.add_argument("--apply", action="store_true", help="propose each merge in the inbox")
+    p.add_argument("--yes", action="store_true", help="with --apply: approve the merges now (for scripts: "
+                                                      "the same merge as an approval in the inbox)")
     p.set_defaults(fn=cmd_dedupe)
 
     p = common(sub.add_parser("conflicts", help="memories that may contradict each other, for you to resolve",

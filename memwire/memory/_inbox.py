@@ -2,34 +2,44 @@
 
 All beside the memory files, as plain markdown a person can read and edit:
 
-- ``DIR/inbox/MEMORY.md``: captures waiting for approval (``capture = "review"``). The store of
-  ``DIR`` reads only the files of ``DIR`` itself, so nothing here is ever injected.
-- ``DIR/archive/MEMORY.md``: what capture took back ("forget that …", a superseded fact) and what
-  a person rejected, tagged ``#forgotten``, ``#superseded`` or ``#rejected``. Never injected;
+- ``DIR/inbox/MEMORY.md``: captures waiting for approval (``capture = "review"``), and merges of
+  near-duplicates ``memwire dedupe --apply`` proposes (``propose_merges``: one item a cluster,
+  tagged ``#merge``, naming the memory kept and the ones archived in its tags; approving it merges
+  them, rejecting it leaves them and the cluster is not proposed again). The store of ``DIR`` reads
+  only the files of ``DIR`` itself, so nothing here is ever injected.
+- ``DIR/archive/MEMORY.md``: what capture took back ("forget that …", a superseded fact), what
+  a person rejected and what a merge archived, tagged ``#forgotten``, ``#superseded``, ``#rejected``
+  or ``#merged``. Never injected;
   nothing captured is deleted silently.
 - ``DIR/.captured.jsonl``: one JSON line per capture event (captured, reinforced, forgotten,
-  superseded, approved, rejected) with the memory id, its kind and its source (session, turn);
-  bounded (``LOG_MAX_BYTES``, then one older file ``.captured.jsonl.1``).
+  superseded, approved, rejected; proposed and merged for a merge) with the memory id, its kind and
+  its source (session, turn); bounded (``LOG_MAX_BYTES``, then one older file ``.captured.jsonl.1``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .._errors import InvalidMemoryError
 from ._logfile import LOG_MAX_BYTES
 from ._model import Memory
 from ._protocol import Store
 from ._store import cue_of
+from ._supersede import merge
 
 __all__ = [
     "CAPTURED_TAG",
     "LOG_MAX_BYTES",
     "LOG_NAME",
+    "MERGE_TAG",
     "approve",
     "inbox_of",
+    "is_merge",
     "log_event",
+    "merge_members",
+    "propose_merges",
     "read_log",
     "reject",
     "was_rejected",
@@ -38,6 +48,11 @@ __all__ = [
 CAPTURED_TAG = "captured"
 LOG = "captured"  # the store's event log of capture events
 LOG_NAME = f".{LOG}.jsonl"  # its file in a markdown directory
+MERGE_TAG = "merge"  # an inbox item that proposes a merge of duplicates, not a memory to add
+# its members, as tags (they survive export, import, hand edits); joined by "-", never "/": a word and
+# hex so joined is an id to the secret screen, hex after a "/" a random-looking key
+_KEEP, _DROP = "merge-keep-", "merge-drop-"
+_SHOWN, _CHARS = 10, 300  # what its text quotes of a cluster (the tags name every member)
 
 
 def inbox_of(store: Store) -> Store:
@@ -46,10 +61,16 @@ def inbox_of(store: Store) -> Store:
 
 
 def approve(store: Store, ids: Iterable[str]) -> list[Memory]:
-    """Move inbox memories (ids or unique prefixes) into ``store``, where they are injected."""
+    """Move inbox memories (ids or unique prefixes) into ``store``, where they are injected; a
+    proposed merge is carried out instead (the memory kept is what it gives back)."""
     inbox, moved = inbox_of(store), []
     for mid in _resolved(inbox, ids):
         mem = inbox.get(mid)
+        if is_merge(mem):
+            moved.append(_merged(store, mem))
+            inbox.forget(mid, reason=None)
+            log_event(store, "approved", mem)
+            continue
         moved.append(store.add(mem.text, mem.tags, mem.pinned, topic=mem.topic, date=mem.date, cue=cue_of(mem)))
         inbox.forget(mid, reason=None)
         log_event(store, "approved", moved[-1])
@@ -57,7 +78,8 @@ def approve(store: Store, ids: Iterable[str]) -> list[Memory]:
 
 
 def reject(store: Store, ids: Iterable[str]) -> list[Memory]:
-    """Move inbox memories to the archive as ``#rejected``: capture does not propose them again."""
+    """Move inbox memories to the archive as ``#rejected``: capture does not propose them again (nor
+    ``propose_merges`` a rejected merge: its memories stay as they are)."""
     inbox, gone = inbox_of(store), []
     for mid in _resolved(inbox, ids):
         mem = inbox.get(mid)
@@ -65,6 +87,75 @@ def reject(store: Store, ids: Iterable[str]) -> list[Memory]:
         gone.append(inbox.forget(mid, reason=None))
         log_event(store, "rejected", mem)
     return gone
+
+
+def is_merge(mem: Memory) -> bool:
+    """Whether an inbox item proposes a merge (``propose_merges``) rather than a memory to add."""
+    return MERGE_TAG in mem.tags and any(t.startswith(_KEEP) for t in mem.tags)
+
+
+def merge_members(mem: Memory) -> list[str]:
+    """The ids a proposed merge names: the one kept first, then the ones it archives."""
+    return ([t[len(_KEEP):] for t in mem.tags if t.startswith(_KEEP)][:1]
+            + [t[len(_DROP):] for t in mem.tags if t.startswith(_DROP)])
+
+
+def propose_merges(store: Store, clusters: Iterable[Sequence[Memory]]) -> list[tuple[list[Memory], Memory | None]]:
+    """Put one inbox item per cluster of duplicates (``_supersede.duplicate_clusters``) for a person to
+    approve (``approve``: the others go to the archive as ``#merged``, linked to the first, restorable)
+    or reject (they stay; that cluster is not proposed again). A pending proposal that shares a
+    memory with a new one gives way to it; one of the same memories stays as it is. Gives each
+    cluster with its item, or None when it is not proposed (rejected before, or its text cannot be
+    stored as an item)."""
+    inbox = inbox_of(store)
+    pending = [m for m in inbox.memories() if is_merge(m)]
+    rejected = {frozenset(merge_members(m)) for m in store.archive.memories()
+                if "rejected" in m.tags and is_merge(m)}
+    out: list[tuple[list[Memory], Memory | None]] = []
+    for cluster in clusters:
+        cluster = list(cluster)
+        ids = [m.id for m in cluster]
+        if len(cluster) < 2 or frozenset(ids) in rejected:
+            out.append((cluster, None))
+            continue
+        same = next((old for old in pending if merge_members(old) == ids and old.id in inbox), None)
+        if same is not None:  # proposed before and still waiting: the same item
+            out.append((cluster, same))
+            continue
+        for old in pending:
+            if set(merge_members(old)) & set(ids) and old.id in inbox:
+                inbox.forget(old.id, reason=None)  # the fresher look at these memories replaces it
+        try:
+            item = inbox.add(_merge_text(cluster), [MERGE_TAG, _KEEP + ids[0], *(_DROP + i for i in ids[1:])])
+        except InvalidMemoryError:  # an original a newer screen refuses: it is not quoted into the inbox
+            out.append((cluster, None))
+            continue
+        log_event(store, "proposed", item)
+        out.append((cluster, item))
+    return out
+
+
+def _merge_text(cluster: Sequence[Memory]) -> str:
+    def quoted(m: Memory) -> str:
+        return f'"{m.text if len(m.text) <= _CHARS else m.text[:_CHARS - 1] + "…"}"'
+
+    rest = [quoted(m) for m in cluster[1:_SHOWN + 1]]
+    more = f" and {len(cluster) - 1 - _SHOWN} more" if len(cluster) - 1 > _SHOWN else ""
+    return (f"Merge duplicates: keep {quoted(cluster[0])}; archive {', '.join(rest)}{more} "
+            "(merged into it, restorable).")
+
+
+def _merged(store: Store, item: Memory) -> Memory:
+    """Carry out a proposed merge with what of it is still active (a member forgotten or replaced
+    since is left out; the first still active is kept): the memory kept, or the item when none is."""
+    ids = merge_members(item)
+    store.refresh()  # a long-lived store (the proxy's) may not have read a change made elsewhere
+    active = {m.id: m for m in store.known(ids)}
+    cluster = [active[i] for i in ids if i in active]
+    if len(cluster) > 1:
+        merge(store, cluster)
+        log_event(store, "merged", cluster[0], {"merged": [m.id for m in cluster[1:]]})
+    return cluster[0] if cluster else item
 
 
 def _resolved(inbox: Store, ids: Iterable[str]) -> list[str]:

@@ -313,7 +313,9 @@ def test_cli_history_dedupe_conflicts(tmp_path: Path, capsys: pytest.CaptureFixt
     assert [(c["keep"]["text"], [m["text"] for m in c["merge"]], c["applied"]) for c in found] == [
         ("I like dark mode.", ["User prefers dark mode."], False)]
     assert len(run("list")) == 3
-    run("dedupe", "--apply")
+    run("dedupe", "--apply")  # proposed in the inbox (tests/memory/test_dedupe_inbox.py): nothing merged yet
+    assert len(run("list")) == 3 and len(run("inbox")) == 1
+    run("dedupe", "--apply", "--yes")
     assert [m["text"] for m in run("list")] == ["I like dark mode.", "Use tabs."]
     assert run("dedupe") == []
 
