@@ -127,7 +127,7 @@ MUTATIONS = [
              "or len(p.text) > MAX_TEXT_CHARS:",
              "            if p.action == \"ignore\" or len(p.text) > MAX_TEXT_CHARS:"),
     Mutation("a wrong x-memwire-key is let in (proxy, memory API, page)", "memwire/adapters/server/_keys.py",
-             '        raise Denied(401, WRONG_KEY, "invalid_memwire_key")', "        return Caller()"),
+             '        raise Refusal(401, WRONG_KEY, "invalid_memwire_key")', "        return Caller()"),
     Mutation("the profile block's budget not checked", "memwire/policies/modes/_profile.py",
              "        if tokens <= max_tokens or not kept:", "        if True:"),
     Mutation("the profile is not memoized: it moves when the store changes", "memwire/policies/modes/_context.py",

@@ -45,6 +45,7 @@ from ..._errors import ConfigError, MemwireError, NamespaceError
 from ..._locks import write_lock
 from ...memory._store import validate_namespace
 from .._common import WRONG_KEY, fold_namespace
+from ._refusal import Refusal
 
 if TYPE_CHECKING:  # start-up time: pydantic's Config model loads on the first config built
     from ..._config_model import Config
@@ -54,7 +55,6 @@ __all__ = [
     "KEY_PREFIX",
     "Access",
     "Caller",
-    "Denied",
     "KeyEntry",
     "KeyRing",
     "add_key",
@@ -316,14 +316,6 @@ class KeyRing:
         return None
 
 
-class Denied(Exception):
-    """A request refused for its key or its namespace: each route answers it in its own format."""
-
-    def __init__(self, status: int, message: str, code: str) -> None:
-        super().__init__(message)
-        self.status, self.message, self.code = status, message, code
-
-
 @dataclass(frozen=True)
 class Caller:
     """Who sent a request. ``namespace``: the one its key is bound to (None: it may name any: the
@@ -368,11 +360,11 @@ class Access:
             try:
                 entry = self.keys.lookup(key)
             except ConfigError:
-                raise Denied(503, "the proxy's keys file cannot be read; its operator is told in the log",
-                             "keys_unavailable") from None
+                raise Refusal(503, "the proxy's keys file cannot be read; its operator is told in the log",
+                              "keys_unavailable") from None
             if entry is not None:
                 return Caller(namespace=entry.namespace, quota="key:" + entry.fingerprint)
-        raise Denied(401, WRONG_KEY, "invalid_memwire_key")
+        raise Refusal(401, WRONG_KEY, "invalid_memwire_key")
 
     def namespace(self, caller: Caller, asked: str | None) -> str | None:
         """The namespace a request uses: for a bound key, its own or a sub-namespace of it named in
@@ -390,14 +382,14 @@ class Access:
             try:
                 validate_namespace(asked)  # ASCII: folding kept its length
             except NamespaceError as exc:
-                raise Denied(400, f"x-memwire-namespace: {exc}", "invalid_namespace") from None
+                raise Refusal(400, f"x-memwire-namespace: {exc}", "invalid_namespace") from None
             asked = bound + asked[len(bound):]
             owner = self.keys.owner_of(asked, besides=bound) if self.keys is not None else None
             if owner is None:
                 return asked
-        raise Denied(403, f"x-memwire-namespace {asked[:130]!r}: this key is bound to namespace {bound!r}; "
-                          f"it may use {bound!r} or a sub-namespace '{bound}.NAME', nothing else",
-                     "namespace_forbidden")
+        raise Refusal(403, f"x-memwire-namespace {asked[:130]!r}: this key is bound to namespace {bound!r}; "
+                           f"it may use {bound!r} or a sub-namespace '{bound}.NAME', nothing else",
+                      "namespace_forbidden")
 
     def request(self, headers: Mapping[str, str]) -> tuple[Caller, str | None]:
         """The caller of a request and its namespace, from its headers."""

@@ -22,27 +22,18 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Message
 
 from ... import _paths
 from ..._errors import MemoryFileError, NamespaceError
 from .._common import fold_namespace
+from ._refusal import Refusal
 
-__all__ = ["NamespaceQuota", "Refusal", "read_all", "read_body"]
+__all__ = ["NamespaceQuota", "read_all", "read_body"]
 
 _WINDOW_S = 60.0
 _CLIENTS = 10_000  # clients whose recent namespace starts are remembered (the oldest go first)
-
-
-class Refusal(HTTPException):
-    """A request the proxy answers itself, in the API's own error format; ``code`` is OpenAI's
-    ``error.code``."""
-
-    def __init__(self, status: int, message: str, code: str | None = None) -> None:
-        super().__init__(status, message)
-        self.code = code
 
 
 async def read_body(request: Request, timeout: float, limit: int | None = None) -> AsyncIterator[bytes]:

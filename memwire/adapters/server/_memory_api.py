@@ -26,7 +26,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
 from ..._errors import InvalidMemoryError, MemoryNotFoundError, MemwireError, NamespaceError
@@ -36,8 +36,9 @@ from ...memory._protocol import Store
 from ...middleware._core import Middleware
 from ...policies._secrets import find_secret
 from .._common import Failures, error_id, public_message
-from ._keys import KEY_HEADER, Access, Denied
+from ._keys import KEY_HEADER, Access
 from ._limits import NamespaceQuota
+from ._refusal import Refusal, refusal_response
 
 __all__ = ["PREFIX", "memory_api"]
 
@@ -74,12 +75,6 @@ class ErrorOut(BaseModel):
     error: Detail
 
 
-class _Fail(HTTPException):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(status, message)
-        self.code = code
-
-
 def _out(mem: Memory, score: float | None = None) -> dict[str, Any]:
     return MemoryOut(id=mem.id, text=mem.text, tags=list(mem.tags), pinned=mem.pinned, topic=mem.topic,
                      date=mem.date, score=score).model_dump()
@@ -93,27 +88,24 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None, access: 
     failures = Failures("memory API")
 
     def store(request: Request, write: bool = False) -> Store:
-        try:
-            caller, ns = access.request(request.headers)
-        except Denied as exc:
-            raise _Fail(exc.status, exc.code, exc.message) from None
+        caller, ns = access.request(request.headers)
         try:
             s = middleware.store_for(ns)
         except NamespaceError as exc:
-            raise _Fail(400, "invalid_namespace", f"x-memwire-namespace: {exc}") from None
+            raise Refusal(400, f"x-memwire-namespace: {exc}", "invalid_namespace") from None
         if write and quota is not None and ns not in (None, "default"):
             try:
                 refused = quota.admit(ns, caller.budget(request.client.host if request.client else None))
             except NamespaceError as exc:  # another spelling of an existing namespace's name
-                raise _Fail(400, "invalid_namespace", f"x-memwire-namespace: {exc}") from None
+                raise Refusal(400, f"x-memwire-namespace: {exc}", "invalid_namespace") from None
             if refused:
-                raise _Fail(429, "memwire_namespace_limit", refused)
+                raise Refusal(429, refused, "memwire_namespace_limit")
         return s
 
     def limit(request: Request) -> int:
         raw = request.query_params.get("limit", "100")
         if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-            raise _Fail(400, "invalid_limit", f"limit must be an integer from 1 to {MAX_LIMIT}, got {raw!r}")
+            raise Refusal(400, f"limit must be an integer from 1 to {MAX_LIMIT}, got {raw!r}", "invalid_limit")
         return int(raw)
 
     def list_or_search(request: Request) -> JSONResponse:
@@ -130,19 +122,19 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None, access: 
         async for chunk in request.stream():  # a memory is at most a few KiB: never buffer more
             raw += chunk
             if len(raw) > MAX_BODY_BYTES:
-                raise _Fail(413, "body_too_large", f"a memory API body is at most {MAX_BODY_BYTES:,} bytes")
+                raise Refusal(413, f"a memory API body is at most {MAX_BODY_BYTES:,} bytes", "body_too_large")
         try:
             body = MemoryIn.model_validate_json(raw)
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
-            raise _Fail(400, "invalid_body", problems) from None
+            raise Refusal(400, problems, "invalid_body") from None
         secret = find_secret(body.text)
         if secret is not None:
-            raise _Fail(400, "secret_refused", f"the text looks like it holds a secret ({secret}); not stored")
+            raise Refusal(400, f"the text looks like it holds a secret ({secret}); not stored", "secret_refused")
         try:
             mem = await run_in_threadpool(s.add, body.text, body.tags, body.pinned, topic=body.topic)
         except InvalidMemoryError as exc:
-            raise _Fail(400, "invalid_memory", public_message(exc)) from None
+            raise Refusal(400, public_message(exc), "invalid_memory") from None
         return JSONResponse(_out(mem), status_code=201)
 
     def get_one(request: Request) -> JSONResponse:
@@ -154,7 +146,7 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None, access: 
         try:  # oldest first: each value, until when it held, what replaced or merged it
             steps = [step.to_json() for step in chain(store(request), request.path_params["id"])]
         except MemoryNotFoundError as exc:
-            raise _Fail(404, "not_found", public_message(exc)) from None
+            raise Refusal(404, public_message(exc), "not_found") from None
         return JSONResponse({"data": steps, "count": len(steps)})
 
     def forget(request: Request) -> JSONResponse:
@@ -170,15 +162,12 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None, access: 
             try:
                 done = move(store(request), [request.path_params["id"]])
             except MemoryNotFoundError as exc:
-                raise _Fail(404, "not_found", public_message(exc)) from None
+                raise Refusal(404, public_message(exc), "not_found") from None
             return JSONResponse(_out(done[0]))
         return endpoint
 
     def openapi(request: Request) -> JSONResponse:
-        try:  # like every route but /memwire/healthz: the proxy's key or a client key when it has keys
-            access.caller(request.headers.get(KEY_HEADER))
-        except Denied as exc:
-            raise _Fail(exc.status, exc.code, exc.message) from None
+        access.caller(request.headers.get(KEY_HEADER))  # like every route but /memwire/healthz
         return JSONResponse(_openapi())
 
     def tracked(endpoint: Callable[[Request], Any]) -> Callable[[Request], Any]:
@@ -188,7 +177,7 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None, access: 
             async def run_async(request: Request) -> Any:
                 try:
                     response = await endpoint(request)
-                except (HTTPException, MemwireError, OSError):
+                except (Refusal, HTTPException, MemwireError, OSError):
                     raise
                 except Exception as exc:
                     raise _unexpected(request, exc) from None
@@ -199,7 +188,7 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None, access: 
         def run(request: Request) -> Any:
             try:
                 response = endpoint(request)
-            except (HTTPException, MemwireError, OSError):
+            except (Refusal, HTTPException, MemwireError, OSError):
                 raise
             except Exception as exc:
                 raise _unexpected(request, exc) from None
@@ -207,14 +196,12 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None, access: 
             return response
         return run
 
-    async def failed(request: Request, exc: Exception) -> JSONResponse:
-        if not isinstance(exc, HTTPException):  # the memory store cannot be read or written
+    async def failed(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, (MemwireError, OSError)):  # the memory store cannot be read or written
             eid = failures.failed(exc)  # the details (a path, the database) go to the log, once
-            exc = _Fail(503, "memory_unavailable",
-                        f"the memory store cannot be used now (error {eid}; the proxy's log has the details)")
-        code = exc.code if isinstance(exc, _Fail) else {404: "not_found", 405: "method_not_allowed"}.get(
-            exc.status_code, "error")
-        return JSONResponse({"error": {"code": code, "message": exc.detail}}, status_code=exc.status_code)
+            exc = Refusal(503, f"the memory store cannot be used now (error {eid}; the proxy's log has the details)",
+                          "memory_unavailable")
+        return refusal_response(Refusal.of(exc), "memory_api")
 
     app = Starlette(routes=[
         Route("/memories", tracked(list_or_search), methods=["GET"]),
@@ -226,24 +213,24 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None, access: 
         Route("/inbox/{id}/approve", tracked(review(approve)), methods=["POST"]),
         Route("/inbox/{id}/reject", tracked(review(reject)), methods=["POST"]),
         Route("/openapi.json", openapi, methods=["GET"]),
-    ], exception_handlers={HTTPException: failed, MemwireError: failed, OSError: failed})
+    ], exception_handlers={Refusal: failed, HTTPException: failed, MemwireError: failed, OSError: failed})
     return Mount(PREFIX, app=app)
 
 
-def _unexpected(request: Request, exc: Exception) -> _Fail:
+def _unexpected(request: Request, exc: Exception) -> Refusal:
     eid = error_id()
     log.error("memwire: memory API: %s %s failed: unexpected %s [error %s]", request.method, request.url.path,
               type(exc).__name__, eid)
     log.debug("memwire: memory API: error %s", eid, exc_info=exc)
-    return _Fail(500, "memwire_error", f"the memory API failed on this request (error {eid}; the proxy's log "
-                                       "has the details)")
+    return Refusal(500, f"the memory API failed on this request (error {eid}; the proxy's log has the details)",
+                   "memwire_error")
 
 
 def _found(s: Store, mid: str) -> Memory:
     try:
         return s.get(mid)
     except MemoryNotFoundError as exc:
-        raise _Fail(404, "not_found", public_message(exc)) from None
+        raise Refusal(404, public_message(exc), "not_found") from None
 
 
 def _openapi() -> dict[str, Any]:

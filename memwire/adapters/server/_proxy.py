@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
 import os
 import time
@@ -67,10 +66,11 @@ from .._common import dump_json, error_id
 from ._aio import AioTransport, Answer, Outgoing
 from ._aio import available as aio_available
 from ._clients import client_name
-from ._keys import KEY_HEADER, Access, Caller, Denied, KeyRing
-from ._limits import NamespaceQuota, Refusal, declared_length, read_all, read_body
+from ._keys import KEY_HEADER, Access, Caller, KeyRing
+from ._limits import NamespaceQuota, declared_length, read_all, read_body
 from ._memory_api import memory_api
 from ._metrics import Metrics
+from ._refusal import Refusal, refusal_response
 from ._ui import ui_routes
 
 __all__ = ["create_app", "default_client"]
@@ -103,12 +103,6 @@ _DROP_RESPONSE = frozenset({
     b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-connection", b"te", b"trailer",
     b"transfer-encoding", b"upgrade",
 })
-
-_ANTHROPIC_ERROR_TYPES = {
-    400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 413: "request_too_large",
-    429: "rate_limit_error", 502: "api_error", 504: "timeout_error",
-}
-
 
 def default_client(timeout: float = 600.0, shards: int = 8,
                    transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:
@@ -222,7 +216,7 @@ def create_app(
                Route("/memwire/healthz", partial(_healthz, middleware, memory))]
     routes.append(Route("/{path:path}", proxy))  # any other method or path: the provider's
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[AsgiMiddleware(_AccessLog)],
-                    exception_handlers={HTTPException: _error_response})
+                    exception_handlers={Refusal: _error_response, HTTPException: _error_response})
     app.state.proxy = proxy
     _quiet_cut_relays()
     return app
@@ -289,7 +283,7 @@ class _Proxy:
 
     async def with_memory(self, request: Request, api: str) -> Response:
         caller = self._check(request)
-        namespace = _allowed(self.access.namespace, caller, request.headers.get("x-memwire-namespace"))
+        namespace = self.access.namespace(caller, request.headers.get("x-memwire-namespace"))
         raw = await read_all(request, self.body_timeout, self.max_body_bytes)
         body, injection, model = (await self._prepare(request, raw, api, caller, namespace) if self.memory
                                   else (raw, None, ""))
@@ -319,7 +313,7 @@ class _Proxy:
         """Who is calling: the proxy key (compared in constant time) or a client key of the keys
         file, when either is set; no ``.`` or ``..`` path segments (also percent-encoded), which
         could leave the upstream's path prefix (``https://host/api`` + ``/../admin``)."""
-        caller = _allowed(self.access.caller, request.headers.get(KEY_HEADER))
+        caller = self.access.caller(request.headers.get(KEY_HEADER))
         for segment in _raw_path(request).split("?", 1)[0].split("/"):
             if segment.replace("%2e", ".").replace("%2E", ".") in (".", ".."):
                 raise Refusal(400, "request path must not contain '.' or '..' segments", "invalid_path")
@@ -456,7 +450,7 @@ async def _metrics(metrics: Metrics, access: Access, request: Request) -> Respon
     Bearer KEY`` (what Prometheus's scrape config sends); a client key gets 403."""
     bearer = request.headers.get("authorization", "")
     key = bearer[7:].strip() if bearer[:7].lower() == "bearer " and KEY_HEADER not in request.headers else None
-    caller = _allowed(access.caller, request.headers.get(KEY_HEADER, key))
+    caller = access.caller(request.headers.get(KEY_HEADER, key))
     if access.guarded and not caller.admin:
         raise Refusal(403, "/metrics holds every tenant's figures: it needs the proxy key, not a client key",
                       "metrics_forbidden")
@@ -475,14 +469,6 @@ async def _healthz(middleware: Middleware, memory: bool, request: Request) -> Re
             log.warning("memwire proxy: health check: the store cannot be read (%s: %s)", type(exc).__name__, exc)
             store = "unreadable"
     return JSONResponse({"status": "ok", "store": store})
-
-
-def _allowed(check: Callable[..., T], *args: Any) -> T:
-    """``check(*args)`` of :class:`Access`, its refusal as the proxy's."""
-    try:
-        return check(*args)
-    except Denied as exc:
-        raise Refusal(exc.status, exc.message, exc.code) from None
 
 
 def _raw_path(request: Request) -> str:
@@ -540,7 +526,7 @@ class _Relay(StreamingResponse):
         try:
             upstream = await self.answer() if callable(self.answer) else self.answer
         except Refusal as refused:  # no answer (unreachable, timed out): the tap records the failure
-            tap = self.tap(refused.status_code, httpx.Headers()) if self.tap is not None else None
+            tap = self.tap(refused.status, httpx.Headers()) if self.tap is not None else None
             if tap is not None:
                 tap.finish()
             raise
@@ -616,15 +602,8 @@ def _unchanged(raw: bytes, exc: BaseException) -> tuple[bytes, None]:
 
 async def _error_response(request: Request, exc: Exception) -> Response:
     """A refusal (or any HTTP error Starlette raises) in the format of the API the request was for."""
-    assert isinstance(exc, HTTPException)
-    status, message, code = exc.status_code, exc.detail, getattr(exc, "code", None)
-    if upstream_family(request.scope["path"], request.headers) == ANTHROPIC:
-        kind = _ANTHROPIC_ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
-        body: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
-    else:
-        kind = "server_error" if status >= 500 else "invalid_request_error"
-        body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
-    return Response(json.dumps(body), status, media_type="application/json")
+    family = upstream_family(request.scope["path"], request.headers)
+    return refusal_response(Refusal.of(exc), "anthropic" if family == ANTHROPIC else "openai")
 
 
 # uvicorn's words when an app returns with its response unfinished: it then closes the connection

@@ -40,7 +40,7 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from ..._charts import share_chart
 from ..._errors import InvalidMemoryError, MemoryNotFoundError, MemwireError, NamespaceError
-from ...memory._inbox import approve, inbox_of, log_event, read_log, reject
+from ...memory._inbox import approve, inbox_of, is_merge, log_event, read_log, reject
 from ...memory._lifecycle import CUES, Meta
 from ...memory._model import Memory
 from ...memory._protocol import Store
@@ -50,17 +50,17 @@ from ...middleware._core import Middleware
 from ...middleware._records import Record, session_records
 from ...policies._secrets import find_secret
 from .._common import Failures, error_id, public_message
-from ._keys import Access, Caller, Denied
-from ._limits import NamespaceQuota, Refusal, read_all
+from ._keys import Access, Caller
+from ._limits import NamespaceQuota, read_all
+from ._refusal import Refusal, refusal_response
 from ._ui_page import (
-    CSP,
-    CSS,
-    SCRIPT,
+    HEADERS,
     MemoryView,
     figures,
     figures_header,
     matched_words,
     memory_row,
+    page_html,
     said,
     share,
     when,
@@ -75,16 +75,8 @@ COOKIE = "memwire_key"
 SHOWN = 200  # memories listed at most (search to find the others)
 MAX_FORM_BYTES = 64 * 1024
 REFRESH_S = 15.0  # the header's figures are fetched again this often while the page is shown
-# same-origin referrer: with no-referrer Chromium posts forms with "Origin: null" (refused)
-_HEADERS = {"content-security-policy": CSP, "referrer-policy": "same-origin", "x-content-type-options": "nosniff"}
 
 _CAPTURED = ("captured", "captured-for-review")  # capture log events that wrote or proposed a memory
-
-
-class _Refused(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: Access | None = None,
@@ -99,28 +91,26 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         """Who holds the page's key (None: ask for one)."""
         try:
             return access.caller(request.cookies.get(COOKIE) or request.headers.get("x-memwire-key"))
-        except Denied as exc:
+        except Refusal as exc:
             if exc.status == 401:
                 return None
-            raise _Refused(exc.status, exc.message) from None
+            raise
 
     def same_origin(request: Request) -> None:
         """A form post must come from this page: browsers send ``Origin`` with every POST."""
         origin, host = request.headers.get("origin"), request.headers.get("host", "")
         if origin is None or origin.split("://", 1)[-1] != host:
-            raise _Refused(403, "this form must be sent from the memwire page itself")
+            raise Refusal(403, "this form must be sent from the memwire page itself")
 
     def namespace(request: Request, who: Caller) -> str | None:
-        try:  # a client key's own namespace when ?ns= is not given; another tenant's: 403
-            ns = access.namespace(who, request.query_params.get("ns") or None)
-        except Denied as exc:
-            raise _Refused(exc.status, exc.message) from None
+        # a client key's own namespace when ?ns= is not given; another tenant's: 403
+        ns = access.namespace(who, request.query_params.get("ns") or None)
         if ns in (None, "default"):
             return None
         try:
             return validate_namespace(ns)
         except NamespaceError as exc:
-            raise _Refused(400, public_message(exc)) from None
+            raise Refusal(400, public_message(exc)) from None
 
     def page(handler: Callable[..., Response], write: bool = False, creates: bool = False) -> Callable[[Request], Any]:
         """``creates``: the handler may start a namespace (the quota's to admit)."""
@@ -137,36 +127,36 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
                         refused = await run_in_threadpool(
                             quota.admit, ns, who.budget(request.client.host if request.client else None))
                     except NamespaceError as exc:  # the name of another namespace but for its case
-                        raise _Refused(400, public_message(exc)) from None
+                        raise Refusal(400, public_message(exc)) from None
                     if refused:
-                        raise _Refused(429, refused)
+                        raise Refusal(429, refused)
                 form = await _form(request, middleware.config.proxy_body_timeout) if write else {}
                 response = await run_in_threadpool(handler, request, ns, form)
                 failures.ok()
                 return response
-            except _Refused as exc:
-                return _html("memwire: refused", f'<p class="error">{escape(str(exc))}</p>', exc.status)
+            except Refusal as exc:
+                return refusal_response(exc, "page")
             except (OSError, MemwireError) as exc:  # the store cannot be used: its details go to the log only
                 eid = failures.failed(exc)
-                return _html("memwire: unavailable", f'<p class="error">The memory store cannot be used now (error '
+                return page_html("memwire: unavailable", f'<p class="error">The memory store cannot be used now (error '
                              f"{escape(eid)}; the proxy's log has the details).</p>", 503)
             except Exception as exc:  # a bug: one line, and a page, never a server's path
                 eid = error_id()
                 log.error("memwire: memory page: %s %s failed: unexpected %s [error %s]", request.method,
                           request.url.path, type(exc).__name__, eid)
                 log.debug("memwire: memory page: error %s", eid, exc_info=exc)
-                return _html("memwire: error", f'<p class="error">memwire failed on this request (error '
+                return page_html("memwire: error", f'<p class="error">memwire failed on this request (error '
                              f"{escape(eid)}; the proxy's log has the details).</p>", 500)
         return endpoint
 
     async def login(request: Request) -> Response:
         try:
             given = (await _form(request, middleware.config.proxy_body_timeout)).get("key", "")
-        except _Refused as exc:
-            return _html("memwire: refused", f'<p class="error">{escape(str(exc))}</p>', exc.status)
+        except Refusal as exc:
+            return refusal_response(exc, "page")
         try:
             known = access.guarded and bool(given) and access.caller(given) is not None
-        except Denied:
+        except Refusal:
             known = False
         if not known:
             return _login(request, failed=True, tenants=tenants)
@@ -186,7 +176,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
 
     def live(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
         s = store(ns)
-        return HTMLResponse(header(s, ns, session_records(s, middleware.records, ns)), headers=_HEADERS)
+        return HTMLResponse(header(s, ns, session_records(s, middleware.records, ns)), headers=HEADERS)
 
     def memories(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
         s, params = store(ns), request.query_params
@@ -231,7 +221,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         if pairs:  # issue 33: only the newer of each is injected until a person decides
             body += ('<h2>May contradict each other</h2><table id="conflicts" class="cards"><tbody>'
                      + "".join(_conflict_row(new, old, ns) for new, old in pairs) + "</tbody></table>")
-        return _html(f"memwire: {ns or 'default'}", body)
+        return page_html(f"memwire: {ns or 'default'}", body)
 
     def add(request: Request, ns: str | None, form: dict[str, Any]) -> Response:
         text = _text(form, "added")
@@ -239,7 +229,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         try:
             store(ns).add(text, tags=tags, pinned=bool(form.get("pinned")))
         except InvalidMemoryError as exc:
-            raise _Refused(400, public_message(exc)) from None
+            raise Refusal(400, public_message(exc)) from None
         return _back(ns)
 
     def edit(request: Request, ns: str | None, form: dict[str, Any]) -> Response:
@@ -250,7 +240,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
             try:  # the old text goes to the archive, linked to the new one (its history)
                 s.add(text, tags=old.tags, pinned=old.pinned, topic=old.topic, replaces=old.id)
             except InvalidMemoryError as exc:
-                raise _Refused(400, public_message(exc)) from None
+                raise Refusal(400, public_message(exc)) from None
         return _back(ns)
 
     def forget(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
@@ -266,24 +256,26 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
     def review(request: Request, ns: str | None, form: dict[str, Any]) -> Response:
         s, mid, verdict = store(ns), request.path_params["mid"], request.path_params["verdict"]
         if verdict not in ("approve", "reject", "edit"):
-            raise _Refused(404, f"no such review action: {verdict}")
+            raise Refusal(404, f"no such review action: {verdict}")
         try:
             if verdict == "edit":  # approve with the reviewer's words: one action
                 found = inbox_of(s).get(mid)
                 text = _text(form, "approved")
+                if text != found.text and is_merge(found):
+                    raise Refusal(400, "a merge is approved or rejected as proposed; edit the memory kept after")
                 if text == found.text:
                     approve(s, [found.id])
                 else:
                     try:
                         mem = s.add(text, found.tags, found.pinned, topic=found.topic, cue=cue_of(found))
                     except InvalidMemoryError as exc:
-                        raise _Refused(400, public_message(exc)) from None
+                        raise Refusal(400, public_message(exc)) from None
                     inbox_of(s).forget(found.id, reason=None)
                     log_event(s, "approved", mem, {"edited": True})
             else:
                 (approve if verdict == "approve" else reject)(s, [mid])
         except MemoryNotFoundError as exc:
-            raise _Refused(404, public_message(exc)) from None
+            raise Refusal(404, public_message(exc)) from None
         return _back(ns)
 
     def keep(request: Request, ns: str | None, form: dict[str, Any]) -> Response:
@@ -296,7 +288,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
         try:
             steps = history(s, mid)
         except MemoryNotFoundError as exc:
-            raise _Refused(404, public_message(exc)) from None
+            raise Refusal(404, public_message(exc)) from None
         rows = "".join(
             f'<tr data-id="{st.memory.id}" data-state="{escape(st.state)}"><td>'
             + (f"<s>{escape(st.memory.text)}</s>" if st.state != "current" else escape(st.memory.text))
@@ -307,7 +299,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
                 "what became of it.</p>"
                 '<table id="history" class="cards"><thead><tr><th>value</th><th>state</th><th>since</th>'
                 f"<th>until</th></tr></thead><tbody>{rows}</tbody></table>")
-        return _html("memwire: history", body)
+        return page_html("memwire: history", body)
 
     def archive(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
         s = store(ns)
@@ -329,14 +321,14 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
                 f'<p class="note">{len(found)} of {len(arch)} archived (forgotten, superseded, rejected, merged, '
                 "decayed: each tagged with why). Restoring brings one back as it was.</p>"
                 f'<table id="archive" class="cards"><tbody>{rows}</tbody></table>')
-        return _html("memwire: archive", body)
+        return page_html("memwire: archive", body)
 
     def restore(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
         s = store(ns)
         try:
             s.restore(request.path_params["mid"])
         except MemoryNotFoundError as exc:
-            raise _Refused(404, public_message(exc)) from None
+            raise Refusal(404, public_message(exc)) from None
         return RedirectResponse(_url("/archive", ns), status_code=303)
 
     def sessions(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
@@ -354,7 +346,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
                 '<p class="note">The requests served lately, by every worker and replica on this store '
                 "(the newest in its request log). A turn is a request that chose its memories; a tool loop's "
                 "further requests reuse its block.</p>")
-        return _html("memwire: sessions", body)
+        return page_html("memwire: sessions", body)
 
     def session(request: Request, ns: str | None, _: dict[str, Any]) -> Response:
         sid = request.path_params["sid"]
@@ -391,7 +383,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
                 '<th class="n">earlier blocks replayed</th><th class="n">block tokens</th>'
                 '<th class="n">prompt tokens</th><th class="n">cached</th><th class="n">ms added</th></tr></thead>'
                 f'<tbody>{"".join(rows)}</tbody></table>')
-        return _html(f"memwire: session {sid}", body)
+        return page_html(f"memwire: session {sid}", body)
 
     routes = [
         Route("/login", login, methods=["POST"]),
@@ -414,10 +406,7 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
 async def _form(request: Request, timeout: float) -> dict[str, str]:
     """A form post's fields (``application/x-www-form-urlencoded``, what the page's forms send),
     read under the proxy's body time limit and at most ``MAX_FORM_BYTES``."""
-    try:
-        raw = await read_all(request, timeout, MAX_FORM_BYTES)
-    except Refusal as exc:
-        raise _Refused(exc.status_code, exc.detail) from None
+    raw = await read_all(request, timeout, MAX_FORM_BYTES)
     return {k: v[-1] for k, v in parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True).items()}
 
 
@@ -425,7 +414,7 @@ def _text(form: dict[str, str], done: str) -> str:
     """The memory text of a form; one that looks like it holds a secret is refused, as everywhere."""
     text = form.get("text", "").strip()
     if (secret := find_secret(text)) is not None:
-        raise _Refused(400, f"not {done}: the text looks like it holds a secret ({secret})")
+        raise Refusal(400, f"not {done}: the text looks like it holds a secret ({secret})")
     return text
 
 
@@ -433,7 +422,7 @@ def _get(s: Store, mid: str) -> Memory:
     try:
         return s.get(mid)
     except MemoryNotFoundError as exc:
-        raise _Refused(404, public_message(exc)) from None
+        raise Refusal(404, public_message(exc)) from None
 
 
 def _url(path: str, ns: str | None) -> str:
@@ -557,17 +546,9 @@ def _nav(ns: str | None, here: str) -> str:
             f"<nav>{links}</nav></header>")
 
 
-def _html(title: str, body: str, status: int = 200) -> HTMLResponse:
-    return HTMLResponse(f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
-                        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-                        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>{body}"
-                        f"<script>{SCRIPT}</script></body></html>", status_code=status,
-                        headers=_HEADERS)
-
-
 def _login(request: Request, failed: bool, tenants: bool = False) -> HTMLResponse:
     which = "the proxy key or your client key" if tenants else "the proxy key"
     wrong = f'<p class="error">That is not {which}.</p>' if failed else ""
-    return _html("memwire: key", f"<h1>memwire</h1>{wrong}<form method=\"post\" action=\"{UI_PREFIX}/login\">"
+    return page_html("memwire: key", f"<h1>memwire</h1>{wrong}<form method=\"post\" action=\"{UI_PREFIX}/login\">"
                  f'<input type="password" name="key" placeholder="{which}" aria-label="{which}" required autofocus>'
                  f" <button>open</button></form>", 401)

@@ -17,14 +17,16 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from starlette.responses import HTMLResponse
+
 from ..._charts import CHART_CSS
 from ...memory._lifecycle import Meta
 from ...memory._model import Memory
 from ...memory._text import analyze
 from ...middleware._records import Record
 
-__all__ = ["CSP", "CSS", "PRICES", "SCRIPT", "Figures", "MemoryView", "figures", "figures_header", "matched_words",
-           "memory_row", "said", "share", "turn_of", "url", "when"]
+__all__ = ["CSP", "CSS", "HEADERS", "PRICES", "SCRIPT", "Figures", "MemoryView", "figures", "figures_header",
+           "matched_words", "memory_row", "page_html", "said", "share", "turn_of", "url", "when"]
 
 UI_PREFIX = "/memwire/ui"
 
@@ -34,6 +36,9 @@ PRICES: Mapping[str, tuple[float, float]] = {"openai": (0.5, 1.0), "anthropic": 
 #: nothing but this origin: no CDN, no font, no beacon (a page an operator keeps open leaks nothing)
 CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src 'self' data:; "
        "form-action 'self'; connect-src 'self'; base-uri 'none'; frame-ancestors 'none'")
+
+# same-origin referrer: with no-referrer Chromium posts forms with "Origin: null" (refused)
+HEADERS = {"content-security-policy": CSP, "referrer-policy": "same-origin", "x-content-type-options": "nosniff"}
 
 CSS = """
 :root { --fg: #1d1d1f; --muted: #5b5b60; --line: #dedee3; --accent: #0a58ca; --bg2: #f5f5f7; }
@@ -127,6 +132,15 @@ SCRIPT = """
   }
 })();
 """
+
+
+def page_html(title: str, body: str, status: int = 200) -> HTMLResponse:
+    """A whole page: ``body`` (HTML) under ``title``, with the page's style, script and headers."""
+    return HTMLResponse(f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+                        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+                        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>{body}"
+                        f"<script>{SCRIPT}</script></body></html>", status_code=status,
+                        headers=HEADERS)
 
 
 def when(t: float | None) -> str:
