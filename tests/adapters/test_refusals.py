@@ -317,7 +317,8 @@ async def test_the_memory_api_refusals(api: httpx.AsyncClient) -> None:
     r = await api.post("/memwire/v1/memories", content=b'{"text": "' + b"word " * 2000 + b'"}')
     assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_memory"
     assert r.content == v1("invalid_memory", r.json()["error"]["message"])
-    r = await api.post("/memwire/v1/memories", content=b'{"text": "the key is sk-proj-abcdefghijklmnopqrstuvwxyz012345"}')
+    r = await api.post("/memwire/v1/memories",
+                       content=b'{"text": "the key is sk-proj-abcdefghijklmnopqrstuvwxyz012345"}')
     assert r.status_code == 400 and r.json()["error"]["code"] == "secret_refused"
     assert r.content == v1("secret_refused", r.json()["error"]["message"])
     r = await api.get("/memwire/v1/memories", headers={"x-memwire-namespace": "a b"})

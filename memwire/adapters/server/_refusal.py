@@ -10,7 +10,8 @@ it in the format of the API the request was for:
 - ``"page"``: ``/memwire/ui``'s HTML page saying why.
 
 The server's own failures answered in an API's error format (an upstream unreachable, a store that
-cannot be used, a bug, each with its error id) are refusals too. Starlette's own errors (a 404 or
+cannot be used, a bug, each with its error id) are refusals too; the page tells of its own
+failures on pages of their own (``_ui``: "unavailable", "error"). Starlette's own errors (a 404 or
 405 of its routing) are rendered alike (:meth:`Refusal.of`).
 
 This module is light: ``memwire keys`` loads it through ``_keys``, whose access checks raise it.
