@@ -30,7 +30,9 @@ only before an event: "tomorrow's standup"), "the tomorrow package", "a today vi
 tomorrow", "the world of tomorrow" ("as of today" is a date), a capitalised "Today" inside a
 sentence (a title), "the next week" (relative to something else), "the last week of December";
 a bare weekday ("Friday", "Mondays", "every Monday": a weekday alone, or a habit); and "on Friday",
-"in a day" in a sentence that speaks of the past ("we did it in a day", "it was on Friday").
+"in a day", "within 2 weeks" in a sentence that speaks of the past or of a habit ("we did it in a
+day", "we shipped it in two weeks", "it was on Friday", "orders usually ship in 2 days"): one test,
+``_not_ahead``, for every phrase that counts forward from the day said.
 """
 
 from __future__ import annotations
@@ -129,10 +131,24 @@ _PAST_VERB = _Lazy(r"(?<!\bbe )(?<!\bis )(?<!\bare )(?<!\bbeen )(?<!\bbeing )(?<
                    r"[a-z]{2,}(?<!e)ed\b", re.IGNORECASE)
 
 
+# what a wish or an order puts before a participle: "we need this fixed in two days" is ahead
+_WANTED = _Lazy(r"\b(?:need|needs|want|wants|have|has|get|gets|let's\s+get)\s+(?:it|this|that|these|those|them|"
+                r"everything|all\s+of\s+it)\s+$", re.IGNORECASE)
+
+
 def _about_the_past(sentence: str) -> bool:
     """Whether a sentence speaks of the past: a past-tense word ("was", "went", "yesterday") or a
-    past-tense verb in -ed that no auxiliary makes future or passive."""
-    return _PAST.rx.search(sentence) is not None or _PAST_VERB.rx.search(sentence) is not None
+    past-tense verb in -ed that no auxiliary makes future or passive, nor a wish an order ("need it
+    fixed")."""
+    return _PAST.rx.search(sentence) is not None or any(
+        _WANTED.rx.search(sentence, 0, m.start()) is None for m in _PAST_VERB.rx.finditer(sentence))
+
+
+def _not_ahead(sentence: str) -> bool:
+    """Whether "on Friday", "in two days" in ``sentence`` are no day ahead of the one said: it speaks
+    of the past ("we shipped it in two weeks") or of a habit ("it usually ships in 2 days"). The one
+    test of every phrase that counts forward from that day."""
+    return _about_the_past(sentence) or _HABIT.rx.search(sentence) is not None
 
 
 def zone(name: str | tzinfo | None) -> tzinfo:
@@ -264,8 +280,8 @@ def _rewrite(text: str, m: re.Match[str], day: date, protected: list[tuple[int, 
     else:
         if _OF_AFTER.rx.match(text, end) or _VAGUE_AFTER.rx.match(text, end) or _THE_BEFORE.rx.search(before):
             return None  # "in two days of testing", "in a week or two"
-        if g["inmod"] and (_PAST.rx.search(sentence) or _HABIT.rx.search(sentence)):
-            return None  # "we did it in a day", "it usually ships in 2 days"
+        if g["inmod"] and _not_ahead(sentence):
+            return None  # "we did it in a day", "we shipped it in two weeks", "it usually ships in 2 days"
         n = g["n"] or g["n2"]
         count = _NUMBERS[n.lower()] if n.lower() in _NUMBERS else int(n)
         if g["n2"] and g["dir"].lower() == "ago":
@@ -286,7 +302,7 @@ def _weekday(day: date, mod: str, wd: int, sentence: str) -> date | None:
         if mod == "since" and ahead == 0:
             return None  # "since Monday" said on a Monday: today, or a week ago
         return day - timedelta(days=(day.weekday() - wd) % 7 or 7)
-    if mod not in ("coming", "this coming") and (_about_the_past(sentence) or _HABIT.rx.search(sentence)):
+    if mod not in ("coming", "this coming") and _not_ahead(sentence):
         return None  # "it was on Friday": the last one, not the coming one; "always on Friday": none; left as said
     return day + timedelta(days=ahead or 7)
 

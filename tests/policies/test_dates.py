@@ -36,6 +36,11 @@ REWRITTEN = [
     (SAT, "The index was rebuilt two days ago.", "The index was rebuilt two days ago (2026-11-26)."),
     (SAT, "Renew the domain 10 days from now.", "Renew the domain 10 days from now (2026-12-08)."),
     (SAT, "Ship the fix within 2 weeks.", "Ship the fix within 2 weeks (by 2026-12-12)."),
+    (SAT, "The freeze starts in two days.", "The freeze starts in two days (2026-11-30)."),
+    (SAT, "It will be released in two weeks.", "It will be released in two weeks (2026-12-12)."),  # -ed, not past
+    (SAT, "The patch is expected within 3 days.", "The patch is expected within 3 days (by 2026-12-01)."),
+    (SAT, "We need this fixed in two days.", "We need this fixed in two days (2026-11-30)."),  # a wish: ahead
+    (SAT, "Get this merged in a week.", "Get this merged in a week (2026-12-05)."),
     (SAT, "Tomorrow's standup is cancelled.", "Tomorrow's standup (2026-11-29) is cancelled."),
     (SAT, "Next week's release is 4.2.", "Next week's release (the week of 2026-11-30) is 4.2."),
     (SAT, "The API is frozen as of today.", "The API is frozen as of today (2026-11-28)."),
@@ -46,6 +51,7 @@ REWRITTEN = [
     (THU, "The review is on Monday.", "The review is on Monday (2026-11-30)."),
     (THU, "It will be deployed on Monday.", "It will be deployed on Monday (2026-11-30)."),  # -ed, not past
     (THU, "The release is scheduled on Friday.", "The release is scheduled on Friday (2026-11-27)."),
+    (THU, "Have it fixed by Friday.", "Have it fixed by Friday (2026-11-27)."),  # an order, not the past
     (THU, "Send the report by Thursday.", "Send the report by Thursday (2026-12-03)."),
     (THU, "Send the report this Thursday.", "Send the report this Thursday (2026-11-26)."),
     (THU, "We upgraded the cluster last Tuesday.", "We upgraded the cluster last Tuesday (2026-11-24)."),
@@ -103,6 +109,11 @@ LEFT = [
     "Support answers between Monday and Friday.",
     "Orders usually ship in 2 days.",
     "We did the migration in a day.",
+    "The build failed in two days.",                    # a past-tense verb in -ed: "in N days" counts
+    "We shipped the rewrite in two weeks.",             # no day ahead, as "on Friday" (one test for both)
+    "The team migrated the database in 3 days.",
+    "The fix landed within 2 weeks.",
+    "It crashed on Friday.",
     "The last week of December is quiet.",              # not relative to the day said
     "The next week was hard.",
     "Results come in a week or two.",                   # vague
