@@ -334,10 +334,17 @@ def cmd_inbox(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
-def _counts(added: int, already: int, skipped: Any, dry_run: bool) -> str:
-    why = ", ".join(f"{reason} {n}" for reason, n in sorted(skipped.items()))
-    return (f"{'would add' if dry_run else 'added'} {added}, already there {already}, "
-            f"skipped {sum(skipped.values())}{f' ({why})' if why else ''}")
+def _counts(r: Any, dry_run: bool) -> str:
+    """An import's counts (a file's or the total): added as a fact of its own, merged into an
+    active memory that says it (reinforced, nothing added) and added as a new value (the old one
+    archived) when there are any, already there, skipped."""
+    why = ", ".join(f"{reason} {n}" for reason, n in sorted(r.skipped.items()))
+    settled = (f", {'would merge' if dry_run else 'merged'} {r.merged} (said in other words by a memory there)"
+               if r.merged else "") + (
+        f", {'would replace' if dry_run else 'replaced'} {r.superseded} (new values: the older ones archived)"
+        if r.superseded else "")
+    return (f"{'would add' if dry_run else 'added'} {r.added}{settled}, already there {r.already}, "
+            f"skipped {sum(r.skipped.values())}{f' ({why})' if why else ''}")
 
 
 def _scope(args: argparse.Namespace, cfg: Config) -> Store:
@@ -404,10 +411,12 @@ def cmd_import(args: argparse.Namespace, cfg: Config) -> int:
 
     failed = [f for f in report.files if f.format == "?"]
     if args.json:
-        files = [{"path": f.path, "format": f.format, "added": f.added, "already_there": f.already,
-                  "skipped": dict(f.skipped), "imports": f.imports, "problems": f.problems} for f in report.files]
+        files = [{"path": f.path, "format": f.format, "added": f.added, "merged": f.merged,
+                  "superseded": f.superseded, "already_there": f.already, "skipped": dict(f.skipped),
+                  "imports": f.imports, "problems": f.problems} for f in report.files]
         print(json.dumps({"source": report.source, "target": report.target, "dry_run": report.dry_run,
-                          "added": report.added, "already_there": report.already, "skipped": dict(report.skipped),
+                          "added": report.added, "merged": report.merged, "superseded": report.superseded,
+                          "already_there": report.already, "skipped": dict(report.skipped),
                           "files": files, "ignored": [{"path": p, "why": w} for p, w in report.ignored]},
                          ensure_ascii=False, indent=2))
         return 1 if failed else 0
@@ -415,7 +424,7 @@ def cmd_import(args: argparse.Namespace, cfg: Config) -> int:
         if f in failed:
             print(f"{shown(f.path)}: not imported: {'; '.join(f.problems)}")
             continue
-        print(f"{shown(f.path)} ({f.format}): {_counts(f.added, f.already, f.skipped, report.dry_run)}")
+        print(f"{shown(f.path)} ({f.format}): {_counts(f, report.dry_run)}")
         for imp in f.imports:
             print(f"  {imp}: an import of CLAUDE.md, not followed (import that file on its own)")
         for problem in f.problems:
@@ -424,7 +433,7 @@ def cmd_import(args: argparse.Namespace, cfg: Config) -> int:
         print(f"{shown(path)}: left out ({why})")
     if not report.files:
         print(f"no memory files in {report.source}")
-    total = _counts(report.added, report.already, report.skipped, report.dry_run)
+    total = _counts(report, report.dry_run)
     print(f"total: {total} -> {report.target}{' (dry run: nothing written)' if report.dry_run else ''}")
     return 1 if failed else 0
 

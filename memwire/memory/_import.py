@@ -5,7 +5,12 @@ store with ``add_many(..., cue="imported")``, tagged ``imported`` (and with its 
 format has one), keeping its topic and date where the format says them (a dated memory is as old as
 its date in the lifecycle metadata). Importing the same PATH again adds nothing: a memory's id is
 derived from its text, and a text already in the scope is counted "already there" and left as it is
-(not even reinforced: reading the same file twice is no new evidence).
+(not even reinforced: reading the same file twice is no new evidence). What is new settles as every
+write does (``_supersede``), and the report says how: ``added`` (a fact of its own), ``merged`` (the
+same thing as an active memory in other words: that one is reinforced, nothing added, the text's id
+recorded in its ``merged`` link, so importing it again finds it "already there") and
+``superseded`` (a new value of an active memory's subject: added, the old value archived); a dry
+run says what the same decision would be.
 
 Formats (``auto`` looks at each file's name, front matter and lines):
 
@@ -42,6 +47,7 @@ from pathlib import Path
 
 from .._errors import InvalidMemoryError, MemwireError
 from ..policies._screen import screened
+from . import _supersede
 from ._markdown import MAX_TAG_CHARS, TAG_PATTERN, ParsedFile, _front_matter, parse
 from ._model import Memory
 from ._protocol import Store
@@ -85,8 +91,10 @@ class FileReport:
 
     path: str
     format: str
-    added: int = 0  # new in the scope (with ``dry_run``: would be)
+    added: int = 0  # new in the scope, a fact of its own (with ``dry_run``: would be)
     already: int = 0  # the same text is in the scope already (or came earlier in this import)
+    merged: int = 0  # said in other words by an active memory: that one reinforced, nothing added
+    superseded: int = 0  # a new value of an active memory: added, the older value archived
     skipped: Counter[str] = field(default_factory=Counter)  # why -> how many
     imports: list[str] = field(default_factory=list)  # CLAUDE.md `@path` lines: reported, not followed
     problems: list[str] = field(default_factory=list)  # what could not be read (the rest still was)
@@ -112,6 +120,14 @@ class ImportReport:
     @property
     def already(self) -> int:
         return sum(f.already for f in self.files)
+
+    @property
+    def merged(self) -> int:
+        return sum(f.merged for f in self.files)
+
+    @property
+    def superseded(self) -> int:
+        return sum(f.superseded for f in self.files)
 
     @property
     def skipped(self) -> Counter[str]:
@@ -441,7 +457,10 @@ def import_path(
     else:
         raise MemwireError(f"import: {root} is neither a file nor a directory")
     known = {m.id for m in store.memories()}  # the scope as it is: what is there stays untouched
-    new: list[Memory] = []
+    before = frozenset(known)
+    if store.track:  # a text merged into a memory before (an earlier import of it) is there too
+        known.update(o for links in store.lifecycle.links_many(before).values() for o in links.get("merged") or ())
+    new: list[tuple[Memory, FileReport]] = []
     for file in files:
         try:
             data = file.read_bytes()
@@ -472,9 +491,38 @@ def import_path(
                     fr.already += 1
                 else:
                     known.add(mem.id)
-                    new.append(mem)
+                    new.append((mem, fr))
                     fr.added += 1
-    if new and not dry_run:
-        store.add_many(new, cue="imported")  # its stability weighs how it got in (see lifecycle)
+    if new:
+        _settled(store, new, before, dry_run)
     return report
+
+
+def _settled(store: Store, new: list[tuple[Memory, FileReport]], before: frozenset[str], dry_run: bool) -> None:
+    """Write ``new`` (unless ``dry_run``) and move each one's count from ``added`` to ``merged`` or
+    ``superseded`` as the store's add path settled it (a dry run: as it would, the same decision)."""
+    mems = [m for m, _ in new]
+    if dry_run:
+        if not getattr(store, "settles", False):
+            return  # an archive, an inbox: nothing settles there
+        plan = _supersede.plan(mems, _supersede.candidates(store.search), lambda m: True)
+        outcome = ["merged" if m.id in plan.duplicates else "superseded" if m.id in plan.replaced else "added"
+                   for m in mems]
+    else:
+        stored = store.add_many(mems, cue="imported")  # its stability weighs how it got in (see lifecycle)
+        links = store.lifecycle.links_many([m.id for m in stored]) if store.track else {}
+        outcome = ["merged" if got.id != mem.id  # the memory that says it was returned, reinforced
+                   else "superseded" if any(o in before for o in links.get(got.id, {}).get("supersedes") or ())
+                   else "added" for mem, got in zip(mems, stored, strict=True)]
+        if store.track:  # each text merged, linked to the memory that says it: importing it again is no news
+            into: dict[str, list[str]] = {}
+            for mem, got in zip(mems, stored, strict=True):
+                if got.id != mem.id:
+                    into.setdefault(got.id, list(links.get(got.id, {}).get("merged") or [])).append(mem.id)
+            store.lifecycle.link({kept: {"merged": list(dict.fromkeys(ids))} for kept, ids in into.items()})
+    for (_, fr), how in zip(new, outcome, strict=True):
+        if how == "merged":
+            fr.added, fr.merged = fr.added - 1, fr.merged + 1
+        elif how == "superseded":
+            fr.added, fr.superseded = fr.added - 1, fr.superseded + 1
 
