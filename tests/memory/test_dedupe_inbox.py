@@ -189,3 +189,22 @@ async def test_the_memory_api_and_the_page_approve_a_merge(tmp_path: Path) -> No
     assert merge_members(items[0]) == [mems[TEXTS[0]].id, mems[TEXTS[3]].id]
     assert [m.id for m in store.archive if "merged" in m.tags] == [mems[TEXTS[3]].id]
     assert mems[TEXTS[2]].id in store and mems[TEXTS[4]].id in store  # the rejected cluster stays whole
+
+
+def test_the_page_approves_a_merge_as_proposed_and_refuses_an_edit(tmp_path: Path) -> None:
+    from memwire._sim.fake_provider import serve_in_thread
+    from memwire.adapters.server._proxy import create_app
+
+    store = MemoryStore(tmp_path / "mem")
+    _hand_written(store, TEXTS[2:5])
+    [item] = _proposed(store)
+    mw = Middleware(store=store)
+    with serve_in_thread(create_app(mw, openai_upstream="http://127.0.0.1:9")) as p:
+        post = lambda path, **data: httpx.post(p.base_url + path, data=data, headers={"origin": p.base_url})  # noqa: E731
+        assert item.text in httpx.get(p.base_url + "/memwire/ui").text.replace("&quot;", '"')
+        r = post(f"/memwire/ui/inbox/{item.id}/edit", text="Merge them all into one thing")
+        assert r.status_code == 400 and "as proposed" in r.text
+        assert len(store.memories()) == 3 and item.id in inbox_of(store)
+        assert post(f"/memwire/ui/inbox/{item.id}/approve").status_code == 303
+    assert [m.text for m in store.memories()] == ["I like dark mode.", "The ledger database is PostgreSQL 15."]
+    assert [m.text for m in store.archive] == ["User prefers dark mode."]
