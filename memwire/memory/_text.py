@@ -27,6 +27,7 @@ and each emoji of a joined sequence (👩‍💻) is a term.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import unicodedata
@@ -35,7 +36,7 @@ from typing import Any
 
 from ..policies._scripts import CJK_CHAR
 
-__all__ = ["CJK_CHAR", "COMMON_WORDS", "STOPWORDS", "analyze", "common_terms", "is_bigram"]
+__all__ = ["CJK_CHAR", "COMMON_WORDS", "STOPWORDS", "analyze", "common_terms", "generic_terms", "is_bigram"]
 
 # A compound is word parts joined by single hyphens/dots/apostrophes; we split it ourselves.
 _TOKEN = re.compile(r"[^\W_]+(?:[-'’.][^\W_]+)*")
@@ -130,6 +131,14 @@ COMMON_WORDS: frozenset[str] = frozenset(
      "near", "onto", "outside", "past", "per", "throughout", "till", "toward", "towards", "underneath", "unlike",
      "upon", "via", "within"]
 )
+
+# The few thousand most frequent English words ("implement", "step", "large", "column"), most
+# frequent first: package data that tools/common_words.py derives from tokenizer vocabularies
+# (see there). A wider net than COMMON_WORDS, for the relevance decision only: a question's words
+# in it say less of what it is about than its rarer words, names and identifiers.
+GENERIC_FILE = "common_words.txt"
+
+log = logging.getLogger("memwire")
 
 _stem_lock = threading.Lock()
 
@@ -252,6 +261,20 @@ def is_bigram(term: str) -> bool:
 def common_terms() -> frozenset[str]:
     """COMMON_WORDS as index terms (stemmed)."""
     return frozenset(analyze(" ".join(COMMON_WORDS)))
+
+
+@lru_cache(maxsize=1)
+def generic_terms() -> frozenset[str]:
+    """The words of GENERIC_FILE as index terms (stemmed), COMMON_WORDS' terms left out; none,
+    with one warning, when the file is missing (the relevance decision then knows fewer words)."""
+    from importlib.resources import files  # lazy: only a search needs the list
+
+    try:
+        words = files("memwire.memory").joinpath(GENERIC_FILE).read_text("utf-8")
+    except OSError as exc:
+        log.warning("memwire: the common word list %s cannot be read (%s)", GENERIC_FILE, type(exc).__name__)
+        return frozenset()
+    return frozenset(analyze(words)) - common_terms()
 
 
 def analyze(text: str) -> list[str]:
