@@ -140,7 +140,7 @@ def test_an_unchanged_store_is_restored_without_parsing_or_indexing(tmp_path: Pa
     want = view(MemoryStore(tmp_path, track=False))
     calls: list[str] = []
     monkeypatch.setattr(BM25Index, "add_many", lambda self, docs: calls.append("index"))
-    monkeypatch.setattr("memwire.memory._store.parse", lambda *a: calls.append("parse"))
+    monkeypatch.setattr("memwire.memory._store_files.parse", lambda *a: calls.append("parse"))
     assert view(MemoryStore(tmp_path, track=False)) == want
     assert calls == []
 

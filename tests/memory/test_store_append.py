@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memwire import MemoryStore
-from memwire.memory import _store as store_mod
+from memwire.memory import _store_write as store_mod  # the write path: what these tests patch
 from memwire.memory._markdown import format_line
 from memwire.memory._model import Memory
 

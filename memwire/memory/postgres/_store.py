@@ -56,18 +56,9 @@ from .._index import BM25Index
 from .._lifecycle import Lifecycle, Meta, Scoring, _Delta
 from .._model import Hit, Memory
 from .._protocol import CaptureQueue, LedgerKinds, LedgerT
-from .._store import (
-    ARCHIVE_REASONS,
-    MIN_ID_PREFIX,
-    _checked,
-    archived,
-    cue_of,
-    event_log_name,
-    full_id,
-    index_hits,
-    validate_namespace,
-    with_prior,
-)
+from .._store import index_hits, with_prior
+from .._store_checks import ARCHIVE_REASONS, _checked, archived, cue_of
+from .._store_names import MIN_ID_PREFIX, event_log_name, full_id, validate_namespace
 from .._table import kind_of
 from . import _pg
 
