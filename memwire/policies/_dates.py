@@ -24,7 +24,10 @@ What is rewritten (weeks start on Monday, ISO 8601):
 
 What is left as it is, where it can be told: code spans, URLs, paths and file names, e-mail
 addresses, identifiers (``$TODAY``, ``--today``, ``tomorrow_ts``, ``today-only``); a phrase
-already dated (a date in parentheses after it, or an explicit date next to it); idioms and names:
+already dated (a date in parentheses after it, or an explicit date next to it); a text made
+absolute already (one of its phrases followed by a date as written here): every phrase of it, so
+a memory restored or copied later is never dated again from that later day (what was left on the
+day said, "since Monday" said on a Monday, stays left); idioms and names:
 "today's best practice", "yesterday's news" (a possessive of today/tomorrow/yesterday is dated
 only before an event: "tomorrow's standup"), "the tomorrow package", "a today view", "no
 tomorrow", "the world of tomorrow" ("as of today" is a date), a capitalised "Today" inside a
@@ -99,6 +102,8 @@ _EXPLICIT = _Lazy(
     re.IGNORECASE)
 _NEAR = 24  # characters either side looked at for an explicit date
 _DATED_AFTER = _Lazy(r"\s*\([^()]*\d[^()]*\)")
+# a date as ``absolute_dates`` writes it after a phrase: the text was made absolute already
+_NOTE = _Lazy(r"\s*\((?:by\s+|the\s+week(?:end)?\s+of\s+)?\d{4}(?:-\d{2}){0,2}\)")
 _POSSESSIVE = _Lazy(r"['’]s\s+(?P<noun>[A-Za-z][\w-]*)")
 # what a day's possessive is dated before ("tomorrow's standup"); "today's world" is an idiom
 _EVENTS = frozenset(("meeting", "meetings", "standup", "stand-up", "standups", "call", "calls", "sync", "release",
@@ -216,10 +221,13 @@ def absolute_dates(text: str, day: date) -> str:
     ("starts tomorrow" → "starts tomorrow (2026-11-29)"). Idempotent: a dated phrase is left."""
     if not might_hold_dates(text):
         return text
+    phrases = list(_PHRASE.rx.finditer(text))
+    if not phrases or any(_NOTE.rx.match(text, _end_of(text, m)) for m in phrases):
+        return text  # none; or made absolute already (restored, copied): what is left was left on the day said
     protected: list[tuple[int, int]] | None = None  # found once a phrase is: most texts hold none
     out: list[str] = []
     done = 0
-    for m in _PHRASE.rx.finditer(text):
+    for m in phrases:
         if protected is None:
             protected = [p.span() for p in _PROTECTED.rx.finditer(text)]
         found = _rewrite(text, m, day, protected)
@@ -233,6 +241,12 @@ def absolute_dates(text: str, day: date) -> str:
         return text
     out.append(text[done:])
     return "".join(out)
+
+
+def _end_of(text: str, m: re.Match[str]) -> int:
+    """Where a phrase's date goes: after it, or after the noun of its possessive ("tomorrow's standup")."""
+    possessive = _POSSESSIVE.rx.match(text, m.end())
+    return m.end() if possessive is None else possessive.end()
 
 
 def _rewrite(text: str, m: re.Match[str], day: date, protected: list[tuple[int, int]]) -> tuple[int, str] | None:

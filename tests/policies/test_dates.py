@@ -130,6 +130,24 @@ def test_look_alikes_code_urls_paths_and_dated_text_are_left(said: str) -> None:
     assert absolute_dates(said, SAT) == said
 
 
+@pytest.mark.parametrize(("said", "later"), [
+    # "since Monday" said on a Monday is left (today, or a week ago?); on any later day it would get
+    # a date that was never meant: a text made absolute already is left whole
+    ("CI has been red since Monday; the freeze starts tomorrow.", date(2026, 11, 25)),
+    ("Since Monday the queue is slow, and the fix lands in two days.", date(2026, 12, 2)),
+])
+def test_a_text_made_absolute_is_never_dated_again_from_a_later_day(said: str, later: date) -> None:
+    monday = date(2026, 11, 23)
+    stored = absolute_dates(said, monday)
+    assert "since Monday (" not in stored.replace("Since", "since") and stored != said
+    assert absolute_dates(stored, later) == stored
+
+
+def test_a_phrase_in_parentheses_that_is_no_date_of_ours_does_not_stop_the_others() -> None:
+    assert absolute_dates("We ship tomorrow (v2.3) and the docs next week.", SAT) == (
+        "We ship tomorrow (v2.3) and the docs next week (the week of 2026-11-30).")
+
+
 def test_several_phrases_in_one_statement_each_get_their_date() -> None:
     assert absolute_dates("Freeze from tomorrow until next Friday; the retro was yesterday.", THU) == (
         "Freeze from tomorrow (2026-11-27) until next Friday (2026-12-04); the retro was yesterday (2026-11-25).")
