@@ -8,6 +8,13 @@ calibrated cut (``VectorIndex.threshold``: an unrelated prompt gets such a match
 of the time), so the semantic side abstains as BM25 does. Its score is set below every BM25 hit's,
 in the semantic order.
 
+It also abstains on a query that names something the store never mentions (a capitalized word
+inside a sentence or an identifier, ``_index_relevance.names``: "What desserts has Maria made?"
+asked of a store without Maria): static embeddings cannot tell one name from another, so such a
+query matches whatever the store holds on its topic (Joanna's desserts), and what it asks about is
+not there. On LoCoMo that was every semantic hit on another conversation's questions (0.8% of them
+at the cut, 0 with the rule; benchmarks/semantic.py), and no hit on a conversation's own.
+
 Nothing here distils: ``shared_embedder`` loads a model2vec directory or already-distilled static
 embeddings (``distil_now=False``), and a model that is not ready gives one warning and None, so
 opening a store (a namespace's, on a request) never waits minutes. Distil at start-up or with a
@@ -20,6 +27,7 @@ import contextlib
 import hashlib
 import os
 import threading
+from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 
@@ -27,6 +35,8 @@ from .. import _paths
 from .._errors import MemoryFileError
 from ._embed import StaticEmbedder, _warn_once, open_embedder
 from ._embed_vectors import VectorHit, VectorIndex
+from ._index_relevance import names
+from ._text import analyze
 
 __all__ = ["ALPHA", "VECTORS_NAME", "SemanticSide", "fuse", "load_vectors", "open_side", "save_vectors",
            "shared_embedder"]
@@ -73,6 +83,11 @@ class SemanticSide:
         self.embedder = embedder
         self.alpha = alpha
         self.index = VectorIndex(embedder.key, embedder.dims, embedder.null)
+        # the store's words (every memory's index terms, with or without a vector): a query naming
+        # something none of them is gets nothing from this side
+        self._terms: dict[str, frozenset[str]] = {}
+        self._known: Counter[str] = Counter()
+        self._terms_lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self.index)
@@ -91,6 +106,7 @@ class SemanticSide:
             self.index.remove(mid)
         else:
             self.index.add(mid, vec)
+        self._set_terms(mid, text)
 
     def add_many(self, items: Iterable[tuple[str, str]]) -> None:
         for mid, text in items:
@@ -98,24 +114,54 @@ class SemanticSide:
 
     def remove(self, mid: str) -> None:
         self.index.remove(mid)
+        self._set_terms(mid, None)
+
+    def _set_terms(self, mid: str, text: str | None) -> None:
+        terms = frozenset(analyze(text)) if text is not None else frozenset()
+        with self._terms_lock:
+            old = self._terms.pop(mid, None)
+            if old:
+                self._known.subtract(old)
+                for t in old:
+                    if self._known[t] <= 0:
+                        del self._known[t]
+            if text is not None:
+                self._terms[mid] = terms
+                self._known.update(terms)
+
+    def unknown_name(self, query: str) -> tuple[str, ...] | None:
+        """The first name in ``query`` of which the store holds no word (its terms), or None."""
+        with self._terms_lock:
+            for part in names(query):
+                for name in part:
+                    if not any(t in self._known for t in name):
+                        return name
+        return None
 
     def search(self, query: str, k: int, exclude: Collection[str] = ()) -> list[VectorHit]:
-        """The memories whose similarity to ``query`` passes the cut, best first, at most ``k``."""
+        """The memories whose similarity to ``query`` passes the cut, best first, at most ``k``;
+        none when the query names something the store never mentions."""
+        if k <= 0 or self.unknown_name(query) is not None:
+            return []
         vec = self.embedder.embed(query)
-        if vec is None or k <= 0:
+        if vec is None:
             return []
         return self.index.search(vec, k, self.index.threshold(self.alpha), tuple(exclude))
 
     def to_bytes(self) -> bytes:
         return self.index.to_bytes()
 
-    def load(self, data: bytes) -> bool:
-        """Take the vectors ``to_bytes`` wrote; False (and nothing changed) when they are not this
+    def load(self, data: bytes, items: Iterable[tuple[str, str]] = ()) -> bool:
+        """Take the vectors ``to_bytes`` wrote, and the words of ``items`` (the store's (id, search
+        text), what they were made from); False (and nothing changed) when they are not this
         model's or not readable: the caller then adds the memories again."""
         try:
-            self.index = VectorIndex.from_bytes(data, self.embedder.key, self.embedder.null)
+            index = VectorIndex.from_bytes(data, self.embedder.key, self.embedder.null)
         except ValueError:
             return False
+        self.index = index
+        for mid, text in items:
+            self._set_terms(mid, text)
         return True
 
 
@@ -145,13 +191,14 @@ def save_vectors(side: SemanticSide, root: Path, directory: Path, items: Iterabl
 def load_vectors(side: SemanticSide, root: Path, directory: Path, items: Iterable[tuple[str, str]]) -> bool:
     """Take the vectors ``save_vectors`` wrote when they were made, by this model, from exactly
     ``items``; False (nothing taken) otherwise: the caller embeds the memories."""
+    items = list(items)
     try:
         data = _paths.read_bytes(root, directory / VECTORS_NAME)
     except (OSError, MemoryFileError):
         return False
     if data[:_DIGEST] != _digest(items):
         return False
-    return side.load(data[_DIGEST:])
+    return side.load(data[_DIGEST:], items)
 
 
 def fuse(bm25: Sequence[tuple[str, float]], semantic: Sequence[VectorHit], k: int,

@@ -528,6 +528,39 @@ def test_the_side_reloads_its_own_bytes_only(embedder: Any, tmp_path: Path) -> N
     assert not fresh.load(data) and len(fresh) == 0
 
 
+def test_the_side_abstains_on_a_name_the_store_never_mentions(embedder: Any) -> None:
+    side = SemanticSide(embedder)
+    side.add_many(MEMORIES.items())
+    assert [h.id for h in side.search("Which package manager should I install pnpm with?", k=1)] == ["m3"]
+    # the same question about someone the store never heard of: about that one, not these memories
+    asked = "Which package manager should Maria install pnpm with?"
+    assert side.unknown_name(asked) == ("maria",) and side.search(asked, k=3) == []
+    side.add("m5", "Maria likes the haiku poem")  # now the store knows Maria (no vector needed to know her)
+    assert side.unknown_name(asked) is None
+    assert [h.id for h in side.search(asked, k=1)] == ["m3"]
+    side.add("m5", "the autumn leaves")  # edited: her name is gone again
+    assert side.search(asked, k=3) == []
+    side.add("m6", "maria"), side.add("m7", "Maria again")
+    side.remove("m6")  # one memory of two naming her is gone: still known
+    assert side.unknown_name(asked) is None
+    side.remove("m7")
+    assert side.unknown_name(asked) == ("maria",)
+    # words the store knows only inside a memory with no vector count too
+    side.add("m8", "☃ Maria")
+    assert side.unknown_name(asked) is None and "m8" not in side.index
+
+
+def test_reloaded_vectors_know_the_store_words(embedder: Any) -> None:
+    side = SemanticSide(embedder)
+    side.add_many([*MEMORIES.items(), ("m5", "Maria likes pnpm")])
+    again = SemanticSide(embedder)
+    asked = "Which package manager should Maria install pnpm with?"
+    assert again.load(side.to_bytes(), [*MEMORIES.items(), ("m5", "Maria likes pnpm")])
+    assert again.unknown_name(asked) is None and again.search(asked, k=1)
+    bare = SemanticSide(embedder)
+    assert bare.load(side.to_bytes()) and bare.search(asked, k=1) == []
+
+
 def test_fuse_keeps_bm25_and_fills_with_semantic_hits() -> None:
     from memwire.memory._embed_vectors import VectorHit
 
@@ -780,6 +813,8 @@ def test_vectors_are_saved_with_the_snapshot_and_taken_when_they_match(topic_mod
     again = MemoryStore(d, retrieval="hybrid", embedding_model=topic_model)
     assert len(again) == _snapshot.MIN_MEMORIES + 1 and embedded == []  # taken, not embedded
     assert again._semantic is not None and len(again._semantic) == _snapshot.MIN_MEMORIES + 1
+    assert again._semantic.unknown_name("Is the pnpm week on for Maria?") == ("maria",)
+    assert again._semantic.unknown_name("Is the Pnpm week on?") is None  # its words came with the vectors
     vec = again._semantic.embedder.embed(MEMORIES["m3"])
     m3 = next(m for m in again if m.text == MEMORIES["m3"])
     assert [h.id for h in again._semantic.index.search(vec, k=1, min_z=-100)] == [m3.id]
