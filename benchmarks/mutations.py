@@ -140,7 +140,7 @@ MUTATIONS = [
              "is skipped, not trusted\n            if entry.key != PROFILE_KEY:\n                self._apply(entry)"),
     Mutation("a pinned memory decays", "memwire/memory/_lifecycle.py",
              "decay = 1.0 if pinned else", "decay = 1.0 if False else"),
-    Mutation("the stability prior is not applied", "memwire/memory/_store.py",
+    Mutation("the stability prior is not applied", "memwire/memory/_store_base.py",
              "(mid, score * p, h)", "(mid, score, h)"),
     Mutation("forget deletes instead of archiving", "memwire/memory/_store_write.py",
              "                self.archive_copy([m for m in (d.files[name].get(full),) if m], reason)",

@@ -26,8 +26,8 @@ from proxy_phases import _MEMORY_ROUTE, _timed, wrap_step  # noqa: E402
 # (module, attribute path): the steps timed, outermost first
 STEPS = [
     ("memwire.memory._store", "MemoryStore.search"),
-    ("memwire.memory._store", "index_hits"),
-    ("memwire.memory._store", "with_prior"),
+    ("memwire.memory._store_base", "index_hits"),
+    ("memwire.memory._store_base", "with_prior"),
     ("memwire.memory._index", "BM25Index.search"),
     ("memwire.memory._index", "BM25Index._run"),
     ("memwire.memory._index", "BM25Index._weights"),

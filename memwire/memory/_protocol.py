@@ -4,7 +4,9 @@ Two backends implement it: the markdown directory (``MemoryStore``, ``_store``) 
 (``PgStore``, ``memory.postgres``). Callers (the middleware, the modes, the adapters, the server,
 the command line) type a store as ``Store`` and use only what is listed here; a new backend is a
 class with these members (``tests/memory/test_protocol.py`` compares every signature with both
-backends', ``tests/memory/test_store.py`` runs the behaviour on both).
+backends', ``tests/memory/test_store.py`` runs the behaviour on both). What the two backends share
+(the reads, ``add``, ``restore``, ...) is written once in ``_store_base.StoreBase`` over a few
+primitives; a new backend subclasses it (that module lists the primitives).
 """
 
 from __future__ import annotations

@@ -35,22 +35,25 @@ import os
 import stat
 import threading
 import weakref
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import _paths
-from .._errors import MemoryFileError, MemoryNotFoundError, NamespaceError, StoreBusyError
-from ..policies._query import Query
+from .._errors import MemoryFileError, NamespaceError, StoreBusyError
 from . import _snapshot
 from ._capture_queue import FileQueue
 from ._index import DEFAULT_MIN_SCORE, BM25Index
 from ._lifecycle import Lifecycle, Scoring
 from ._logfile import append_jsonl_many, read_jsonl
-from ._model import Hit, Memory
+from ._model import Memory
 from ._protocol import CaptureQueue, LedgerKinds, LedgerT
 
 # re-exported (``X as X``): what other modules and the tests import from here
+from ._store_base import _PRIOR_POOL as _PRIOR_POOL
+from ._store_base import Found as Found
+from ._store_base import index_hits as index_hits
+from ._store_base import with_prior as with_prior
 from ._store_checks import ARCHIVE_REASONS as ARCHIVE_REASONS
 from ._store_checks import DEFAULT_TOPIC as DEFAULT_TOPIC
 from ._store_checks import MAX_MEMORY_CHARS as MAX_MEMORY_CHARS
@@ -99,46 +102,6 @@ INBOX_DIR = "inbox"
 # a read that must not wait (a search on the event loop) still waits this long for the lock: a
 # background thread's read holds it for tens of microseconds, a hop to a worker thread costs more
 BUSY_WAIT_S = 0.002
-_PRIOR_POOL = 5  # the stability prior reorders the k best and this many more
-
-
-#: a hit before its Memory is built: its id, its index score, and the store's handle of it (what
-#: ``index_hits``' ``find`` returned: ``Merged.at``'s (table, row), or PgStore's Memory)
-Found = tuple[str, float, Any]
-
-
-def index_hits(index: BM25Index, find: Callable[[str], Any], query: str, k: int, cut: float | None,
-               context: Sequence[str], exclude: Collection[str]) -> list[Found]:
-    """What the index finds for ``query`` (``k`` and the prior's pool), with ``find``'s handle of
-    each memory the store still holds (None: gone): the first step of both stores' ``search``
-    (then ``with_prior``)."""
-    found = index.search(Query(query, tuple(context)), k + _PRIOR_POOL, cut, exclude)
-    return [(mid, score, h) for mid, score in found if (h := find(mid)) is not None]
-
-
-def with_prior(found: list[Found], k: int, track: bool, lifecycle: Callable[[], Lifecycle],
-               kind: Callable[[Any], Kind], build: Callable[[str, Any], Memory]) -> list[Hit]:
-    """The k best of ``found`` (``k + _PRIOR_POOL`` found by the index), reordered by the small
-    stability prior (see ``Scoring.prior``) when the store records metadata. The priors are read
-    from each handle's ``kind``; only the k kept are built (``build``)."""
-    if track and len(found) > 1:
-        lc = lifecycle()
-        if lc.scoring.rank_prior:
-            priors = lc.priors([f[0] for f in found], [kind(f[2]) for f in found])
-            found = sorted([(mid, score * p, h) for (mid, score, h), p in zip(found, priors, strict=True)], key=_rank)
-    return [Hit(build(mid, h), score) for mid, score, h in found[:k]]
-
-
-def _rank(f: Found) -> tuple[float, str]:
-    return -f[1], f[0]  # best first, ties by id
-
-
-def _row_kind(at: tuple[Table, int]) -> Kind:
-    return at[0].kind_at(at[1])
-
-
-def _row_memory(mid: str, at: tuple[Table, int]) -> Memory:
-    return at[0].memory_at(at[1], mid)
 
 
 class MemoryStore(MarkdownWrites):
@@ -268,13 +231,9 @@ class MemoryStore(MarkdownWrites):
 
     # ---------------------------------------------------------------- event logs
 
-    def append_event(self, log: str, record: Mapping[str, Any]) -> None:
-        """Append one record to an event log (``EVENT_LOGS``): ``DIR/.LOG.jsonl``, bounded (see
-        ``_logfile``), never through a symlink."""
-        self.append_events(log, (record,))
-
     def append_events(self, log: str, records: Sequence[Mapping[str, Any]]) -> None:
-        """``append_event`` of each of ``records``, in order, with one open of the log."""
+        """``append_event`` of each of ``records``, in order, with one open of the log:
+        ``DIR/.LOG.jsonl``, bounded (see ``_logfile``), never through a symlink."""
         append_jsonl_many(self.path / f".{event_log_name(log)}.jsonl", records, root=self.root)
 
     def read_events(self, log: str) -> list[dict[str, Any]]:
@@ -339,11 +298,11 @@ class MemoryStore(MarkdownWrites):
         return self._loaded and all(d.writing or d.current() for d in self._dirs)
 
     @contextlib.contextmanager
-    def _reading(self, refresh: bool, wait: bool) -> Iterator[None]:
+    def _reading(self, refresh: bool, wait: bool, strict: bool = False) -> Iterator[None]:
         """The store's lock for a read; ``wait=False`` raises ``StoreBusyError`` instead of waiting
         more than ``BUSY_WAIT_S`` (a caller on a time budget then reads elsewhere, under its
         budget): a background thread's short read (telemetry's ``known``) is waited out, a
-        re-read or a write is not."""
+        re-read or a write is not. Always ``strict``: a file that cannot be read raises."""
         if not (self._lock.acquire() if wait else self._lock.acquire(timeout=BUSY_WAIT_S)):
             raise StoreBusyError(f"{self.path}: being re-read or written by another thread")
         try:
@@ -414,64 +373,33 @@ class MemoryStore(MarkdownWrites):
         self.refresh()
         return [p for d in self._dirs for ps in d.problems.values() for p in ps]
 
-    def __iter__(self) -> Iterator[Memory]:
-        return iter(self.memories())
-
     def memories(self, *, refresh: bool = True, wait: bool = True) -> list[Memory]:
         """Every memory, in file order (the project's files after the global ones)."""
         with self._reading(refresh, wait):
             listing = self._merged.listing()
         return list(listing())  # built outside the lock (see Merged.listing)
 
-    def __len__(self) -> int:
-        self.refresh()
-        return len(self._merged)
+    # the primitives of ``StoreBase``'s reads: a handle is ``Merged.at``'s (table, row)
+    def _ids(self) -> Merged:
+        return self._merged
 
-    def __contains__(self, mid: object) -> bool:
-        self.refresh()
-        return mid in self._merged
+    def _at(self, mid: str) -> tuple[Table, int] | None:
+        return self._merged.at(mid)
 
-    def missing(self, ids: Iterable[str], *, refresh: bool = True, wait: bool = True) -> set[str]:
-        """The ids in ``ids`` that no longer name a memory (forgotten, or edited into another id).
-        ``refresh=False``: as of the last read, for a caller that just searched."""
-        with self._reading(refresh, wait):
-            merged = self._merged
-            return {mid for mid in ids if mid not in merged}
+    def _kind(self, handle: Any) -> Kind:
+        at: tuple[Table, int] = handle
+        return at[0].kind_at(at[1])
 
-    def known(self, ids: Iterable[str]) -> list[Memory]:
-        """The memories of these full ids as last read (no re-read; ids no longer there are left out).
-        Only found under the lock; built after it (a table's rows never change), so a search
-        waits the less for a background thread's read."""
-        with self._reading(False, True):
-            found = self._merged.rows(ids)
-        return [table.memory_at(row, mid) for table, mid, row in found]
+    def _build(self, mid: str, handle: Any) -> Memory:
+        at: tuple[Table, int] = handle
+        return at[0].memory_at(at[1], mid)  # a table's rows never change: built after the lock
 
-    def get(self, mid: str) -> Memory:
-        """The memory with id ``mid`` (or a unique prefix of it)."""
-        with self._reading(True, True):
-            found = self._merged.get(self._full_id(mid))  # an ambiguous prefix raises its own error
-            if found is None:
-                raise MemoryNotFoundError(f"no memory with id {mid!r} in {self.path}")
-            return found
-
-    def pinned(self) -> list[Memory]:
-        return [m for m in self if m.pinned]
-
-    def search(
-        self, query: str, k: int = 5, *, min_score: float | None = None, context: Sequence[str] = (),
-        exclude: Collection[str] = (), refresh: bool = True, wait: bool = True,
-    ) -> list[Hit]:
-        """The memories most relevant to ``query``, best first (score, then id); ids in ``exclude``
-        are left out of the k (the replay strategy's memories already in front of the model).
-        ``refresh=False`` searches the files as last read; ``wait=False`` raises ``StoreBusyError``
-        rather than wait for another thread."""
-        with self._reading(refresh, wait):
-            cut = min_score if min_score is not None else self.min_score
-            found = index_hits(self._index, self._merged.at, query, k, cut, context, exclude)
-            if self._semantic is not None:  # hybrid: semantic hits past their cut fill in after BM25's
-                found = self._with_semantic(found, query, k, cut, exclude)
-        # built after the lock: a table's rows never change
-        return with_prior(found, k, self.track, self._lifecycle_of, _row_kind, _row_memory)
+    def _found(self, query: str, k: int, cut: float | None, context: Sequence[str],
+               exclude: Collection[str]) -> list[Found]:
+        found = super()._found(query, k, cut, context, exclude)
+        if self._semantic is not None:  # hybrid: semantic hits past their cut fill in after BM25's
+            found = self._with_semantic(found, query, k, cut, exclude)
+        return found
 
     def _with_semantic(self, found: list[Found], query: str, k: int, cut: float | None,
                        exclude: Collection[str]) -> list[Found]:
@@ -496,9 +424,6 @@ class MemoryStore(MarkdownWrites):
         except Exception as exc:  # fail open: BM25's hits stand
             log.warning("memwire: semantic search failed in %s (%s); BM25 hits only", self.path, type(exc).__name__)
             return found
-
-    def _lifecycle_of(self) -> Lifecycle:
-        return self.lifecycle
 
     def __repr__(self) -> str:
         return f"MemoryStore({str(self.path)!r})"

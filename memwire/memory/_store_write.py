@@ -13,7 +13,7 @@ import os
 import re
 import stat
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 from .. import _paths
 from .._errors import InvalidMemoryError, MemoryFileError, MemoryNotFoundError
 from . import _supersede
-from ._lifecycle import Lifecycle
 from ._markdown import ParsedFile, format_line, parse
-from ._model import Hit, Memory
-from ._store_checks import ARCHIVE_REASONS, DEFAULT_TOPIC, _checked, archived, cue_of
+from ._model import Memory
+from ._store_base import StoreBase
+from ._store_checks import DEFAULT_TOPIC, _checked
 from ._store_files import (
     MAIN_FILE,
     _blind_append,
@@ -40,20 +40,16 @@ from ._store_files import (
 from ._store_names import full_id
 from ._table import Merged
 
-if TYPE_CHECKING:
-    from ._protocol import Store
-
 __all__ = ["MarkdownWrites"]
 
 log = logging.getLogger("memwire")
 
 
-class MarkdownWrites:
+class MarkdownWrites(StoreBase):
     """What writes a markdown store's files (a part of ``_store.MemoryStore``)."""
 
     if TYPE_CHECKING:  # what MemoryStore provides
         path: Path
-        track: bool
         screens: bool
         settles: bool
         timezone: str | None
@@ -62,51 +58,9 @@ class MarkdownWrites:
         _lock: threading.RLock
         _merged: Merged
 
-        @property
-        def lifecycle(self) -> Lifecycle: ...
-
-        @property
-        def archive(self) -> Store: ...
-
         def refresh(self) -> None: ...
 
-        def get(self, mid: str) -> Memory: ...
-
-        def search(self, query: str, k: int = 5, *, min_score: float | None = None, context: Sequence[str] = (),
-                   exclude: Collection[str] = (), refresh: bool = True, wait: bool = True) -> list[Hit]: ...
-
-        def __contains__(self, mid: object) -> bool: ...
-
         def _resolve(self, mid: str, old: Memory | None) -> None: ...
-
-
-    def add(
-        self,
-        text: str,
-        tags: Sequence[str] = (),
-        pinned: bool = False,
-        *,
-        topic: str | None = None,
-        date: str | None = None,
-        cue: str = "explicit",
-        replaces: str | None = None,
-    ) -> Memory:
-        """Write one memory to ``MEMORY.md`` (under ``## topic``). Adding a text that is already
-        stored returns the stored memory (with the new tags and pin merged in) and reinforces it.
-        What is returned is what reads back: text that cannot be stored exactly raises
-        ``InvalidMemoryError``. ``cue`` says how it got in (``explicit``: a person; ``captured``,
-        ``distilled``, ``imported``): it weighs in its stability (see ``lifecycle``).
-
-        Memory stays true (``_supersede``): a new value of an active memory's subject supersedes
-        it (archived as ``superseded``, linked both ways), the same thing in other words reinforces
-        the memory that says it (and is what is returned), a doubtful pair is kept and marked in
-        conflict. ``replaces`` (an id or a unique prefix): this memory supersedes that one, whatever
-        the words (an edit, a correction)."""
-        return self._add_many([Memory.create(text, tuple(tags), pinned, topic, date)], cue, replaces)[0]
-
-    def add_many(self, memories: Iterable[Memory | str], *, cue: str = "explicit") -> list[Memory]:
-        """Write many memories in one locked file write (each settled as ``add`` says)."""
-        return self._add_many(memories, cue)
 
     def _plan(self, d: _Dir, items: list[Memory], fresh: list[Memory], replaces: str | None,
               merge: bool) -> _supersede.Plan:
@@ -176,9 +130,6 @@ class MarkdownWrites:
                 self.lifecycle.forgotten([m.id for m in gone])
             self.lifecycle.link(_supersede.links_of(plan, result, self._conflicts_of))
         return result
-
-    def _conflicts_of(self, mid: str) -> list[str]:
-        return list(self.lifecycle.links(mid).get("conflicts", ()))
 
     def _append(self, d: _Dir, by_topic: dict[str, list[Memory]]) -> None:
         """Add the new lines to MEMORY.md: appended in place when they go at its end (the usual
@@ -309,14 +260,8 @@ class MarkdownWrites:
                 return mem
             return self._mark(d, name, mem, pinned=pinned)
 
-    def forget(self, mid: str, *, reason: str | None = "forgotten") -> Memory:
-        """Remove a memory's line(s) from its file, into the archive tagged ``reason`` (written
-        there first: a crash in between leaves a copy, never a loss). ``reason=None`` deletes it
-        outright (what moves between the inbox and the store). Returns what was removed. ``mid``
-        may be a unique prefix of the id."""
-        if reason is not None and reason not in ARCHIVE_REASONS:
-            raise ValueError(f"reason must be one of {', '.join(ARCHIVE_REASONS)}, got {reason!r}")
-
+    def _forget(self, mid: str, reason: str | None) -> Memory:
+        """``forget``: the memory's line(s) removed from its file, into the archive first."""
         with self._locked(mid) as (d, name, full):
             if reason is not None:
                 self.archive_copy([m for m in (d.files[name].get(full),) if m], reason)
@@ -326,25 +271,6 @@ class MarkdownWrites:
         if full in self:  # still visible from the other scope
             log.info("memwire: %s forgotten in %s but still present in another scope", full, d.path)
         return entry.memory  # type: ignore[no-any-return]
-
-    def archive_copy(self, mems: Iterable[Memory], reason: str) -> None:
-        """Write ``mems`` to the archive in one write, each tagged with why (only the latest why)
-        and dated today; the caller removes them where they were."""
-        self.archive.add_many([archived(m, reason) for m in mems])
-
-    def restore(self, mid: str) -> Memory:
-        """Bring a memory back from the archive (``mid``: its id or a unique prefix), without the
-        archive's reason tag; it counts as said again (its metadata goes on where it was)."""
-        archived = self.archive.get(mid)
-        back = Memory.create(archived.text, [t for t in archived.tags if t not in ARCHIVE_REASONS], archived.pinned,
-                             archived.topic)
-        # never merged into a look-alike (the archived copy goes next); a value it had been replaced
-        # by is superseded by it in turn (archived, linked): restoring an old value is going back to it
-        back = self._add_many([back], cue_of(archived), merge=False)[0]
-        self.archive.forget(archived.id, reason=None)
-        return back
-
-    # ---------------------------------------------------------------- whole files
 
     def edit_file(self, name: str, edit: Callable[[str | None], str | None]) -> None:
         """Change one memory file of this directory as a whole (the Anthropic memory tool edits

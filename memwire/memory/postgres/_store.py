@@ -54,12 +54,12 @@ from .. import _supersede
 from .._capture_queue import PgQueue
 from .._index import BM25Index
 from .._lifecycle import Lifecycle, Meta, Scoring, _Delta
-from .._model import Hit, Memory
+from .._model import Memory
 from .._protocol import CaptureQueue, LedgerKinds, LedgerT
-from .._store import index_hits, with_prior
-from .._store_checks import ARCHIVE_REASONS, _checked, archived, cue_of
+from .._store_base import StoreBase
+from .._store_checks import _checked, archived
 from .._store_names import MIN_ID_PREFIX, event_log_name, full_id, validate_namespace
-from .._table import kind_of
+from .._table import Kind, kind_of
 from . import _pg
 
 __all__ = ["EVENTS_KEEP", "KINDS", "PgStore"]
@@ -120,10 +120,6 @@ def _locked_namespace(conn: Any, namespace: str, column: str) -> int:
                        (namespace,)).fetchone()
     assert row is not None  # made above
     return int(row[0])
-
-
-def _itself(mid: str, mem: Memory) -> Memory:
-    return mem  # a search's hits are the cache's memories (see with_prior)
 
 
 def _no_nul(value: Any) -> Any:
@@ -207,7 +203,7 @@ class _Write:
         return result, new
 
 
-class PgStore:
+class PgStore(StoreBase):
     """Memories of one namespace in a PostgreSQL database (see the module), searchable with BM25.
 
     ``PgStore(url, namespace)``: ``url`` a libpq URL (``postgresql://user@host/db``), ``namespace``
@@ -432,8 +428,13 @@ class PgStore:
                         type(exc).__name__, exc)
 
     @contextlib.contextmanager
-    def _reading(self, refresh: bool, wait: bool) -> Iterator[None]:
-        self._fresh(refresh, wait)
+    def _reading(self, refresh: bool, wait: bool, strict: bool = False) -> Iterator[None]:
+        """The cache's lock for a read, caught up first (failing open unless ``strict``: then
+        ``StoreUnavailableError`` rather than an answer from a cache it could not bring up to date)."""
+        if strict:
+            self._catch_up(wait=True)
+        else:
+            self._fresh(refresh, wait)
         if not self._lock.acquire(blocking=wait):
             raise StoreBusyError(f"{self.location}: being written by another thread")
         try:
@@ -453,55 +454,20 @@ class PgStore:
         with self._reading(refresh, wait):
             return list(self._order())
 
-    def __iter__(self) -> Iterator[Memory]:
-        return iter(self.memories())
 
-    def __len__(self) -> int:
-        with self._reading(True, True):
-            return len(self._mems)
+    # the primitives of ``StoreBase``'s reads: a handle is the cached Memory itself
+    def _ids(self) -> dict[str, Memory]:
+        return self._mems
 
-    def __contains__(self, mid: object) -> bool:
-        with self._reading(True, True):
-            return mid in self._mems
+    def _at(self, mid: str) -> Memory | None:
+        return self._mems.get(mid)
 
-    def missing(self, ids: Iterable[str], *, refresh: bool = True, wait: bool = True) -> set[str]:
-        """The ids in ``ids`` that no longer name a memory. ``refresh=False``: as of the last read."""
-        with self._reading(refresh, wait):
-            mems = self._mems
-            return {mid for mid in ids if mid not in mems}
+    def _kind(self, handle: Any) -> Kind:
+        return kind_of(handle)
 
-    def known(self, ids: Iterable[str]) -> list[Memory]:
-        """The memories of these full ids as last read (ids no longer there are left out)."""
-        with self._reading(False, True):
-            mems = self._mems
-            return [mems[mid] for mid in ids if mid in mems]
-
-    def get(self, mid: str) -> Memory:
-        """The memory with id ``mid`` (or a unique prefix of it). Raises ``StoreUnavailableError``
-        rather than answer from a cache it could not bring up to date."""
-        self._catch_up(wait=True)
-        with self._lock:
-            found = self._mems.get(full_id(self._mems, mid))  # an ambiguous prefix raises its own error
-            if found is None:
-                raise MemoryNotFoundError(f"no memory with id {mid!r} in {self.location}")
-            return found
-
-    def pinned(self) -> list[Memory]:
-        return [m for m in self if m.pinned]
-
-    def search(
-        self, query: str, k: int = 5, *, min_score: float | None = None, context: Sequence[str] = (),
-        exclude: Collection[str] = (), refresh: bool = True, wait: bool = True,
-    ) -> list[Hit]:
-        """The memories most relevant to ``query``, best first (as ``MemoryStore.search``). Never
-        raises for the database: unreachable, it searches the cache."""
-        with self._reading(refresh, wait):
-            cut = min_score if min_score is not None else self.min_score
-            found = index_hits(self._index, self._mems.get, query, k, cut, context, exclude)
-        return with_prior(found, k, self.track, self._lifecycle_of, kind_of, _itself)
-
-    def _lifecycle_of(self) -> PgLifecycle:
-        return self.lifecycle
+    def _build(self, mid: str, handle: Any) -> Memory:
+        mem: Memory = handle  # a search's hits are the cache's memories
+        return mem
 
     # ---------------------------------------------------------------- writing
 
@@ -523,19 +489,6 @@ class PgStore:
                 self._apply(w.rows.get(self.kind, ()))
                 if self._loaded and self._held == version:  # nothing missed in between: current
                     self._held = w.version
-
-    def add(
-        self, text: str, tags: Sequence[str] = (), pinned: bool = False, *, topic: str | None = None,
-        date: str | None = None, cue: str = "explicit", replaces: str | None = None,
-    ) -> Memory:
-        """Add one memory (as ``MemoryStore.add``: the same text again merges its tags and pin and
-        reinforces it; a new value supersedes, other words reinforce, doubt marks a conflict;
-        ``replaces``: the id it supersedes)."""
-        return self._add_many([Memory.create(text, tuple(tags), pinned, topic, date)], cue, replaces)[0]
-
-    def add_many(self, memories: Iterable[Memory | str], *, cue: str = "explicit") -> list[Memory]:
-        """Add many memories in one transaction (each settled as ``add`` says)."""
-        return self._add_many(memories, cue)
 
     def _plan(self, w: _Write, items: list[Memory], replaces: str | None, merge: bool) -> _supersede.Plan:
         """What the write does to the active memories (``_supersede.plan``), in the transaction,
@@ -598,9 +551,6 @@ class PgStore:
             self.lifecycle.link(_supersede.links_of(plan, result, self._conflicts_of))
         return result
 
-    def _conflicts_of(self, mid: str) -> list[str]:
-        return list(self.lifecycle.links(mid).get("conflicts", ()))
-
     def pin(self, mid: str, pinned: bool = True) -> Memory:
         """Mark a memory pinned (or not). ``mid`` may be a unique prefix of the id."""
         with self._writing() as w:
@@ -611,11 +561,8 @@ class PgStore:
             w.put(self.kind, [(mem, pos)])
         return mem
 
-    def forget(self, mid: str, *, reason: str | None = "forgotten") -> Memory:
-        """Remove a memory, into the archive tagged ``reason`` in the same transaction;
-        ``reason=None`` deletes it outright. Returns what was removed."""
-        if reason is not None and reason not in ARCHIVE_REASONS:
-            raise ValueError(f"reason must be one of {', '.join(ARCHIVE_REASONS)}, got {reason!r}")
+    def _forget(self, mid: str, reason: str | None) -> Memory:
+        """``forget``: the memory removed, into the archive tagged ``reason`` in the same transaction."""
         if reason is not None and self.kind == "archive":
             raise UsageError(f"{self.location} is an archive: forget(id, reason=None) removes a memory from it")
         with self._writing() as w:
@@ -627,21 +574,6 @@ class PgStore:
             self.lifecycle.forgotten([mem.id])
         return mem
 
-    def archive_copy(self, mems: Iterable[Memory], reason: str) -> None:
-        """Write ``mems`` to the archive in one write, each tagged with why and dated today; the
-        caller removes them where they were."""
-        self.archive.add_many([archived(m, reason) for m in mems])
-
-    def restore(self, mid: str) -> Memory:
-        """Bring a memory back from the archive (``mid``: its id or a unique prefix), without the
-        archive's reason tag; it counts as said again."""
-        archived_mem = self.archive.get(mid)
-        back = Memory.create(archived_mem.text, [t for t in archived_mem.tags if t not in ARCHIVE_REASONS],
-                             archived_mem.pinned, archived_mem.topic)
-        back = self._add_many([back], cue_of(archived_mem), merge=False)[0]  # as MemoryStore.restore
-        self.archive.forget(archived_mem.id, reason=None)
-        return back
-
     def edit_file(self, name: str, edit: Any) -> None:
         raise UsageError(f"the PostgreSQL store ({self.location}) has no files: edit memories one by one "
                          "(add, forget, pin), or use a markdown directory for the memory tool's file edits")
@@ -650,11 +582,6 @@ class PgStore:
         self.edit_file(old, None)
 
     # ---------------------------------------------------------------- event logs
-
-    def append_event(self, log: str, record: Mapping[str, Any]) -> None:
-        """Append one record to an event log of the namespace (``EVENT_LOGS``); the newest
-        ``EVENTS_KEEP`` are kept."""
-        self.append_events(log, (record,))
 
     def append_events(self, log: str, records: Sequence[Mapping[str, Any]]) -> None:
         """``append_event`` of each of ``records``, in order, in one transaction."""
