@@ -18,22 +18,20 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import anyio
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Message
 
-from ... import _paths
-from ..._errors import MemoryFileError, NamespaceError
-from .._common import fold_namespace
+from ..._errors import NamespaceError
 from ._refusal import Refusal
 
 __all__ = ["NamespaceQuota", "read_all", "read_body"]
 
 _WINDOW_S = 60.0
 _CLIENTS = 10_000  # clients whose recent namespace starts are remembered (the oldest go first)
+_LIMITED = "memwire_namespace_limit"  # a namespace cap's refusal code
 
 
 async def read_body(request: Request, timeout: float, limit: int | None = None) -> AsyncIterator[bytes]:
@@ -122,11 +120,12 @@ class NamespaceQuota:
         """Whether ``namespace`` was admitted already (no look at the store)."""
         return namespace in self._known
 
-    def admit(self, namespace: str, client: str) -> str | None:
-        """None when the request may go on, else why not (for a 429). ``NamespaceError`` (a 400)
-        when ``namespace`` is another spelling of an existing namespace's name."""
+    def admit(self, namespace: str, client: str) -> None:
+        """Returns when the request may go on, else raises a 429 :class:`Refusal` saying why.
+        ``NamespaceError`` (each route's 400) when ``namespace`` is another spelling of an existing
+        namespace's name."""
         if namespace in self._known:
-            return None
+            return
         twin = self._twin(namespace)
         if twin is not None:
             raise NamespaceError(
@@ -135,44 +134,33 @@ class NamespaceQuota:
                 f"use {twin!r}")
         if self.store.has_namespace(namespace):
             self._known.add(namespace)
-            return None
+            return
         with self._lock:
             if namespace in self._known:
-                return None
+                return
             if self._count is None:
                 self._count = self.store.count_namespaces()
             if self._count >= self.total:
-                return (f"this proxy holds its limit of {self.total} namespaces "
-                        "(proxy_max_namespaces); use an existing one")
+                raise Refusal(429, f"this proxy holds its limit of {self.total} namespaces "
+                                   "(proxy_max_namespaces); use an existing one", _LIMITED)
             now = time.monotonic()
             starts = self._starts.setdefault(client, deque())
             self._starts.move_to_end(client)
             while starts and now - starts[0] > _WINDOW_S:
                 starts.popleft()
             if len(starts) >= self.per_minute:
-                return (f"too many new namespaces: at most {self.per_minute} a minute per client "
-                        "(proxy_new_namespaces_per_minute); try again later")
+                raise Refusal(429, f"too many new namespaces: at most {self.per_minute} a minute per client "
+                                   "(proxy_new_namespaces_per_minute); try again later", _LIMITED)
             starts.append(now)
             while len(self._starts) > _CLIENTS:
                 self._starts.popitem(last=False)
             self._known.add(namespace)
             self._count += 1
-            return None
 
     def _twin(self, namespace: str) -> str | None:
         """An existing namespace whose name folds to ``namespace``'s, if ``namespace`` itself does
         not exist (two that exist already, made before this rule, keep being served). A directory
-        tree only: a database's names are never one another's."""
-        root = getattr(self.store, "root", None)
-        if not isinstance(root, Path):
-            return None
-        try:
-            with _paths.scandir(root, root / "namespaces") as it:
-                names = [e.name for e in it if e.is_dir(follow_symlinks=False)]
-        except (FileNotFoundError, NotADirectoryError, MemoryFileError):  # none yet, or not memwire's to read
-            return None
-        if namespace in names:
-            return None
-        folded = fold_namespace(namespace)
-        return next((n for n in names if fold_namespace(n) == folded), None)
+        tree only: a database's names are never one another's (``Store.case_twin``)."""
+        twin: str | None = self.store.case_twin(namespace)
+        return twin
 

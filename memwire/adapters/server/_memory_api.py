@@ -94,12 +94,10 @@ def memory_api(middleware: Middleware, *, proxy_key: str | None = None, access: 
         except NamespaceError as exc:
             raise Refusal(400, f"x-memwire-namespace: {exc}", "invalid_namespace") from None
         if write and quota is not None and ns not in (None, "default"):
-            try:
-                refused = quota.admit(ns, caller.budget(request.client.host if request.client else None))
+            try:  # a cap reached: a 429 Refusal
+                quota.admit(ns, caller.budget(request.client.host if request.client else None))
             except NamespaceError as exc:  # another spelling of an existing namespace's name
                 raise Refusal(400, f"x-memwire-namespace: {exc}", "invalid_namespace") from None
-            if refused:
-                raise Refusal(429, refused, "memwire_namespace_limit")
         return s
 
     def limit(request: Request) -> int:

@@ -331,15 +331,13 @@ class _Proxy:
             except NamespaceError as exc:
                 raise Refusal(400, f"x-memwire-namespace: {exc}", "invalid_namespace") from None
             try:  # a namespace not seen yet is looked up in the store: off the event loop (a database)
-                client = caller.budget(request.client.host if request.client else None)
-                refused = (None if self.quota.known(namespace)
-                           else await run_in_threadpool(self.quota.admit, namespace, client))
+                if not self.quota.known(namespace):  # a cap reached: a 429 Refusal
+                    client = caller.budget(request.client.host if request.client else None)
+                    await run_in_threadpool(self.quota.admit, namespace, client)
             except NamespaceError as exc:  # the name of an existing namespace but for its case
                 raise Refusal(400, f"x-memwire-namespace: {exc}", "invalid_namespace") from None
             except (OSError, StoreUnavailableError) as exc:  # the namespaces cannot be read: no memory for this call
                 return (*_unchanged(raw, exc), "")
-            if refused:
-                raise Refusal(429, refused, "memwire_namespace_limit")
         big = len(raw) > OFFLOAD_BYTES  # parsing and searching a huge body must not hold the event loop
         data = await _run(big, _parse, raw, api)
         model = data.get("model")

@@ -123,13 +123,11 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
                     same_origin(request)
                 ns = namespace(request, who)
                 if creates and quota is not None and ns is not None:
-                    try:
-                        refused = await run_in_threadpool(
+                    try:  # a cap reached: a 429 Refusal
+                        await run_in_threadpool(
                             quota.admit, ns, who.budget(request.client.host if request.client else None))
                     except NamespaceError as exc:  # the name of another namespace but for its case
                         raise Refusal(400, public_message(exc)) from None
-                    if refused:
-                        raise Refusal(429, refused)
                 form = await _form(request, middleware.config.proxy_body_timeout) if write else {}
                 response = await run_in_threadpool(handler, request, ns, form)
                 failures.ok()
