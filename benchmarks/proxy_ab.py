@@ -1,7 +1,8 @@
 """Two (or more) versions of memwire's proxy side by side: added latency and CPU at one client.
 
-Each source tree (a checkout, e.g. ``git worktree add --detach /tmp/base HEAD~1``) runs its own
-``memwire proxy`` (``PYTHONPATH=TREE``) on its own copy of ``proxy.py``'s 200 memories, all in
+Each source tree (a checkout, e.g. ``git worktree add --detach /tmp/base HEAD~1``, or ``@REV``: that
+commit of this repository, which ``git archive`` unpacks into the run's temporary directory) runs
+its own ``memwire proxy`` (``PYTHONPATH=TREE``) on its own copy of ``proxy.py``'s 200 memories, all in
 front of one fake upstream; rounds are interleaved (the order alternates), so a machine that
 slows down mid-run slows every version alike. A tree may carry environment settings for its proxy
 after ``|``: ``/tmp/base|MEMWIRE_CAPTURE=off``. Per version: the median over rounds of the added
@@ -9,6 +10,7 @@ latency p50 and p99 (over calling the upstream directly, ~12 KB bodies, every re
 and of the proxy's CPU per request (its process tree, background threads included).
 
     python benchmarks/proxy_ab.py TREE [TREE ...] [--rounds 10] [--requests 600] [--tool-loop] [--after-load S]
+    python benchmarks/proxy_ab.py @94f39b3 @HEAD --rounds 10    # two commits of this repository
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ import proxy as bench
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("trees", nargs="+", help="source trees to compare (TREE or 'TREE|NAME=VALUE|...')")
+    parser.add_argument("trees", nargs="+", help="source trees to compare (TREE or 'TREE|NAME=VALUE|...'; "
+                                                 "@REV: that commit of this repository)")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--requests", type=int, default=600, help="requests per version and round")
     parser.add_argument("--tool-loop", action="store_true", help="an agent's tool loop instead of new turns")
@@ -46,6 +49,8 @@ def main() -> int:
             for i, spec in enumerate(args.trees):
                 tree, *settings = spec.split("|")
                 work = Path(tmp) / f"v{i}"
+                if tree.startswith("@"):
+                    tree = _unpack(tree[1:], work / "src")
                 MemoryStore(work / "memory").add_many(bench.memories())
                 env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMWIRE_")},
                        "MEMWIRE_HOME": str(work / "home"), "MEMWIRE_HISTORY": "replay", "PYTHONPATH": tree,
@@ -87,6 +92,15 @@ def main() -> int:
         print(f"{spec[:40]:<40} {statistics.median(p50[i]):>+10.2f} {min(p50[i]):>+7.2f} "
               f"{statistics.median(p99[i]):>+10.2f} {statistics.median(cpu[i]):>11.2f}")
     return 0
+
+
+def _unpack(rev: str, into: Path) -> str:
+    """The source tree of commit ``rev`` of the repository this script is in, unpacked in ``into``."""
+    into.mkdir(parents=True)
+    repo = Path(__file__).resolve().parent.parent
+    archive = subprocess.run(["git", "-C", str(repo), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return str(into)
 
 
 if __name__ == "__main__":
