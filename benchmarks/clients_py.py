@@ -335,8 +335,10 @@ def run_aider_message(h: Harness, venv: Path, model: str, header: bool = False) 
         d.mkdir()
         (d / "app.py").write_text(APP)
         if header:
+            # as docs/clients.md sets it up: `aider/extra_params` adds the header to every model's own
+            # settings (an entry named after the model would replace aider's settings for it)
             (d / ".aider.model.settings.yml").write_text(
-                f"- name: {model}\n  extra_params:\n    extra_headers:\n      x-memwire-session: aider-{s}\n")
+                f"- name: aider/extra_params\n  extra_params:\n    extra_headers:\n      x-memwire-session: aider-{s}\n")
 
     def turn(session: str, message: str, restore: bool) -> Any:
         cmd = [str(venv / "bin" / "aider"), "--model", model, *AIDER_FLAGS, "--message", message, "app.py"]
