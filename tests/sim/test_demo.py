@@ -11,17 +11,38 @@ import pytest
 from memwire.cli import main
 
 
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
-    """One `memwire demo --json --html FILE` run: its JSON and its page."""
+def _run_demo(into: Path) -> str:
+    """`memwire demo --json --html into/demo.html`: what it printed."""
     import contextlib
     import io
 
-    out, page = io.StringIO(), tmp_path_factory.mktemp("demo") / "demo.html"
+    out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert main(["demo", "--json", "--html", str(page)]) == 0
+        assert main(["demo", "--json", "--html", str(into / "demo.html")]) == 0
     logging.getLogger("memwire").setLevel(logging.NOTSET)
-    return json.loads(out.getvalue()), page
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def demo_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    """One `memwire demo --json --html FILE` run for the whole test run: its JSON and its page.
+    A module fixture runs once in each xdist worker that gets a test of the module (worksteal
+    can split it: the demo twice, ~16 s each): the first worker runs it, the others wait for it
+    under a lock in the run's directory all workers share and read what it printed."""
+    if not hasattr(request.config, "workerinput"):  # not under xdist
+        into = tmp_path_factory.mktemp("demo")
+        return json.loads(_run_demo(into)), into / "demo.html"
+    import fcntl
+
+    shared = tmp_path_factory.getbasetemp().parent / "memwire-demo"  # this run's (pytest-N), not the worker's
+    shared.mkdir(exist_ok=True)
+    printed = shared / "demo.json"
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not printed.exists():
+            text = _run_demo(shared)
+            printed.write_text(text)  # only once the run succeeded: a failed run fails in every worker
+    return json.loads(printed.read_text()), shared / "demo.html"
 
 
 @pytest.fixture(scope="module")
