@@ -54,6 +54,7 @@ class Store(Protocol):
     version: int  # bumps whenever the memory set this store holds changes
     min_score: float | None
     scoring: Scoring | None
+    timezone: str | None  # the day a dateless new memory was said in (its relative dates), None: the local one
 
     @property
     def location(self) -> str:
@@ -66,6 +67,22 @@ class Store(Protocol):
     def has_namespace(self, namespace: str) -> bool: ...
 
     def count_namespaces(self) -> int: ...
+
+    def case_twin(self, namespace: str) -> str | None:
+        """An existing namespace whose name folds to ``namespace``'s (``fold_namespace``), when
+        ``namespace`` itself does not exist: a directory tree's names could be one directory on a
+        case-insensitive filesystem; a database's never are one another's (None)."""
+        ...
+
+    def queued_namespaces(self) -> list[str]:
+        """The namespaces of this store's tree or database whose capture queues hold entries (what a
+        restart left; a database's own namespace left out)."""
+        ...
+
+    def exists(self) -> bool:
+        """Whether the store's place is there: a markdown store's directory (made on first write), a
+        database's namespace always (whether the database answers is another matter)."""
+        ...
 
     @property
     def archive(self) -> Store: ...

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _paths
 from .._errors import MemoryFileError, NamespaceError, StoreBusyError
 from . import _snapshot
-from ._capture_queue import FileQueue
+from ._capture_queue import FileQueue, queue_files
 from ._index import DEFAULT_MIN_SCORE, BM25Index
 from ._lifecycle import Lifecycle, Scoring
 from ._logfile import append_jsonl_many, read_jsonl
@@ -69,7 +69,7 @@ from ._store_files import _read_all as _read_all
 from ._store_files import fine_tick_ns as fine_tick_ns
 from ._store_names import EVENT_LOGS as EVENT_LOGS
 from ._store_names import MIN_ID_PREFIX as MIN_ID_PREFIX
-from ._store_names import _case_twin
+from ._store_names import _case_twin, namespace_dirs
 from ._store_names import event_log_name as event_log_name
 from ._store_names import fold_namespace as fold_namespace
 from ._store_names import full_id as full_id
@@ -198,11 +198,25 @@ class MemoryStore(MarkdownWrites):
 
     def count_namespaces(self) -> int:
         """How many named namespaces the tree of this store holds."""
-        try:
-            with _paths.scandir(self.root, self.root / "namespaces") as it:
-                return sum(1 for e in it if e.is_dir(follow_symlinks=False))
-        except (FileNotFoundError, NotADirectoryError, MemoryFileError):
-            return 0
+        return len(namespace_dirs(self.root))
+
+    def case_twin(self, namespace: str) -> str | None:
+        """An existing namespace of this tree whose name folds to ``namespace``'s, when ``namespace``
+        itself does not exist (two that exist already, made before this rule, keep being served)."""
+        names = namespace_dirs(self.root)
+        if namespace in names:
+            return None
+        folded = fold_namespace(namespace)
+        return next((n for n in names if fold_namespace(n) == folded), None)
+
+    def queued_namespaces(self) -> list[str]:
+        """The namespaces of this tree whose capture queue files are there (entries may wait)."""
+        return [n for n in namespace_dirs(self.root) if queue_files(self.root / "namespaces" / n, self.root)]
+
+    def exists(self) -> bool:
+        """Whether the memory directory is there (it is made on first write)."""
+        return self.path.is_dir()
+
     @property
     def lifecycle(self) -> Lifecycle:
         """The memories' metadata (created, reinforced, evidence, cue, uses) and their scores."""

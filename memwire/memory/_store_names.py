@@ -11,7 +11,15 @@ from pathlib import Path
 from .. import _paths
 from .._errors import MemoryFileError, MemoryNotFoundError, NamespaceError
 
-__all__ = ["EVENT_LOGS", "MIN_ID_PREFIX", "event_log_name", "fold_namespace", "full_id", "validate_namespace"]
+__all__ = [
+    "EVENT_LOGS",
+    "MIN_ID_PREFIX",
+    "event_log_name",
+    "fold_namespace",
+    "full_id",
+    "namespace_dirs",
+    "validate_namespace",
+]
 
 _NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")  # fullmatch: "$" would let a trailing newline in
 MIN_ID_PREFIX = 4  # forget/pin/get accept a unique prefix of an id this long or longer
@@ -44,6 +52,16 @@ def _case_twin(root: Path, name: str) -> str | None:
             return next((e.name for e in it if e.name != name and fold_namespace(e.name) == folded), None)
     except (OSError, MemoryFileError):
         return None
+
+
+def namespace_dirs(root: Path) -> list[str]:
+    """The namespaces of ``root``'s tree: the directories of ``root/namespaces`` (none reached
+    through a symlink); none when there is none yet or it is not memwire's to read."""
+    try:
+        with _paths.scandir(root, root / "namespaces") as it:
+            return [e.name for e in it if e.is_dir(follow_symlinks=False)]
+    except (FileNotFoundError, NotADirectoryError, MemoryFileError):
+        return []
 
 
 def event_log_name(log: str) -> str:

@@ -104,8 +104,7 @@ def sweep_if_due(store: Store) -> None:
         if now - _last_sweep.get(key, -SWEEP_INTERVAL_S) < SWEEP_INTERVAL_S:
             return
         _last_sweep[key] = now
-    path = getattr(store, "path", None)  # a markdown store's directory (the PostgreSQL store has none)
-    if path is not None and not path.is_dir():
+    if not store.exists():
         return
     try:
         sweep(store)

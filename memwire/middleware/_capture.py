@@ -68,15 +68,13 @@ import time
 import weakref
 from collections.abc import Callable, Mapping
 from functools import partial
-from pathlib import Path
 from typing import Any, cast
 
-from .. import _paths
 from .._errors import MemoryFileError, StoreBusyError, StoreUnavailableError
 from .._logs import describe
 from .._lru import LRU
 from .._worker import MAX_DEFER_S, QUIET_S, Traffic, dropped
-from ..memory._capture_queue import FileQueue, MemoryQueue, PgQueue, Retry, queue_files
+from ..memory._capture_queue import FileQueue, MemoryQueue, PgQueue, Retry
 from ..memory._inbox import CAPTURED_TAG, inbox_of, log_event, read_log, reject, was_rejected
 from ..memory._model import Memory, memory_id, normalized
 from ..memory._protocol import Store
@@ -490,7 +488,7 @@ class Capture:
                 if mem.text.lower().startswith(_ZONE_KEYS) and (stated := zone_named(mem.text)) is not None:
                     break
             known = self._zones[store.location] = (version, stated)
-        return known[1] or self.timezone or getattr(store, "timezone", None)
+        return known[1] or self.timezone or store.timezone
 
     def _dated(self, store: Store, text: str, at: float | None) -> str:
         """``text`` with its relative dates written from the day it was said (``at``; None: now)."""
@@ -703,17 +701,8 @@ def _new_queue(store: Store) -> FileQueue | PgQueue | MemoryQueue:
 
 def _namespaces_with_queues(store: Store) -> list[Store]:
     """The other namespaces of ``store``'s tree or database whose queues hold entries (a restart's)."""
-    path = getattr(store, "path", None)
     try:
-        if isinstance(q := _new_queue(store), PgQueue):
-            names = [n for n in q.namespaces() if n != q.namespace]
-        elif path is not None and not getattr(store, "remote", False):
-            root = Path(getattr(store, "root", path))
-            with _paths.scandir(root, root / "namespaces") as it:
-                names = [e.name for e in it if e.is_dir(follow_symlinks=False)
-                         and queue_files(root / "namespaces" / e.name, root)]
-        else:
-            return []
+        names = store.queued_namespaces()
     except Exception:
         return []
     out = []

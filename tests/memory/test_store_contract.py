@@ -203,6 +203,24 @@ def test_namespaces(make_store: StoreSpec) -> None:
     assert alice.namespace_store(None).memories() == root.memories()
 
 
+@covers("timezone", "case_twin", "queued_namespaces", "exists")
+def test_timezone_case_twins_queues_and_place(make_store: StoreSpec) -> None:
+    root = make_store(timezone="Europe/Paris")
+    assert root.timezone == "Europe/Paris" and make_store().timezone is None
+    assert root.namespace_store("alice").timezone == "Europe/Paris"
+    carol = root.namespace_store("carol")
+    assert carol.exists() is (make_store.backend == "postgres")  # a directory is made on first write
+    carol.add("Carol owns the release checklist")
+    assert carol.exists()
+    # another spelling of an existing namespace: a directory tree's could be one directory
+    twin = "carol" if make_store.backend == "markdown" else None
+    assert root.case_twin("CAROL") == twin and root.case_twin("carol") is None and root.case_twin("dave") is None
+    assert root.queued_namespaces() == []
+    entry = {"key": "k1", "kind": "remember", "text": "x", "session": "s1", "turn": "t", "at": 0.0}
+    root.namespace_store("alice").capture_queue().put([entry])
+    assert root.queued_namespaces() == ["alice"]
+
+
 @covers("edit_file", "rename_file")
 def test_whole_files_are_edited_or_refused(make_store: StoreSpec) -> None:
     """A store of files (markdown) edits and renames a file as a whole (the memory tool's way); a

@@ -32,12 +32,12 @@ import os
 import re
 import threading
 import time
+import weakref
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..._errors import ConfigError, MissingDependencyError, StoreUnavailableError
-from .._lifecycle import _OPEN
 
 if TYPE_CHECKING:
     import psycopg
@@ -349,6 +349,17 @@ class Database:
             self._pool = None
 
 
+class _Flushes(Protocol):
+    """A PostgreSQL store's lifecycle (``_store.PgLifecycle``): counts waiting for the database of
+    ``url`` until ``flush``."""
+
+    url: str
+
+    def flush(self) -> None: ...
+
+
+# the lifecycles of this process's PostgreSQL stores (``opened``): ``close`` saves their counts first
+_LIFECYCLES: weakref.WeakSet[_Flushes] = weakref.WeakSet()
 _DATABASES: dict[str, Database] = {}
 _ORPHANS: list[Database] = []  # a forked child keeps its parent's objects alive, unused: never closed
 _pid = os.getpid()
@@ -372,14 +383,18 @@ def database(url: str) -> Database:
     return db
 
 
+def opened(lifecycle: _Flushes) -> None:
+    """Count ``lifecycle`` among those ``close`` of its URL flushes first."""
+    _LIFECYCLES.add(lifecycle)
+
+
 def close(url: str) -> None:
     """Close this process's pool and listener of ``url``, once the metadata counts waiting for it
     are saved (the next use makes new ones)."""
     if _pid != os.getpid() or url not in _DATABASES:
         return
-    for lc in list(_OPEN):
-        store = getattr(lc, "_store", None)  # a PostgreSQL store's (see _store.PgLifecycle)
-        if store is not None and getattr(store, "url", None) == url:
+    for lc in list(_LIFECYCLES):
+        if lc.url == url:
             with contextlib.suppress(Exception):
                 lc.flush()
     with _registry_lock:

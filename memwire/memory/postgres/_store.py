@@ -283,6 +283,19 @@ class PgStore(StoreBase):
         assert row is not None  # count(*): always one row
         return int(row[0])
 
+    def case_twin(self, namespace: str) -> str | None:
+        """None: a database's namespaces are never one another's, whatever their case."""
+        return None
+
+    def queued_namespaces(self) -> list[str]:
+        """The other namespaces of the database whose queue tables hold entries (a restart's)."""
+        q = PgQueue(self)
+        return [n for n in q.namespaces() if n != q.namespace]
+
+    def exists(self) -> bool:
+        """True: a namespace is there as soon as it is named (its rows appear on first write)."""
+        return True
+
     def namespace_store(self, namespace: str | None) -> PgStore:
         """The store of ``namespace`` in the same database, with this store's settings."""
         return PgStore(self.url, namespace, min_score=self.min_score, scoring=self.scoring, track=self.track,
@@ -628,8 +641,10 @@ class PgLifecycle(Lifecycle):
     def __init__(self, store: PgStore) -> None:
         super().__init__("", scoring=store.scoring)  # no directory: the hooks below use the table
         self._store, self._ns = store, store.namespace
+        self.url = store.url  # the database ``_pg.close`` flushes this for
         self._version = 0  # the namespace's meta_version the cache is as of
         self._pulled = False
+        _pg.opened(self)
 
     @property
     def _db(self) -> _pg.Database:
