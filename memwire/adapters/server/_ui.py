@@ -136,15 +136,15 @@ def ui_routes(middleware: Middleware, proxy_key: str | None = None, *, access: A
                 return refusal_response(exc, "page")
             except (OSError, MemwireError) as exc:  # the store cannot be used: its details go to the log only
                 eid = failures.failed(exc)
-                return page_html("memwire: unavailable", f'<p class="error">The memory store cannot be used now (error '
-                             f"{escape(eid)}; the proxy's log has the details).</p>", 503)
+                return page_html("memwire: unavailable", f'<p class="error">The memory store cannot be used now '
+                                 f"(error {escape(eid)}; the proxy's log has the details).</p>", 503)
             except Exception as exc:  # a bug: one line, and a page, never a server's path
                 eid = error_id()
                 log.error("memwire: memory page: %s %s failed: unexpected %s [error %s]", request.method,
                           request.url.path, type(exc).__name__, eid)
                 log.debug("memwire: memory page: error %s", eid, exc_info=exc)
                 return page_html("memwire: error", f'<p class="error">memwire failed on this request (error '
-                             f"{escape(eid)}; the proxy's log has the details).</p>", 500)
+                                 f"{escape(eid)}; the proxy's log has the details).</p>", 500)
         return endpoint
 
     async def login(request: Request) -> Response:
@@ -548,5 +548,5 @@ def _login(request: Request, failed: bool, tenants: bool = False) -> HTMLRespons
     which = "the proxy key or your client key" if tenants else "the proxy key"
     wrong = f'<p class="error">That is not {which}.</p>' if failed else ""
     return page_html("memwire: key", f"<h1>memwire</h1>{wrong}<form method=\"post\" action=\"{UI_PREFIX}/login\">"
-                 f'<input type="password" name="key" placeholder="{which}" aria-label="{which}" required autofocus>'
-                 f" <button>open</button></form>", 401)
+                     f'<input type="password" name="key" placeholder="{which}" aria-label="{which}" required autofocus>'
+                     f" <button>open</button></form>", 401)
