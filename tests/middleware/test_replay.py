@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -260,13 +259,12 @@ def test_shared_memos_off_writes_no_memo(tmp_path: Path) -> None:
     assert not (tmp_path / ".ledger").exists()
 
 
-def _commit_many(path: str, who: int, n: int, start: float) -> None:
+def _commit_many(path: str, who: int, n: int, start: Any) -> None:
     from memwire.policies.modes import _ledger
 
     _ledger.MAX_LINES, _ledger.MAX_ENTRIES = 25, 10_000  # rewrites (a new file renamed over) all along
     ledger = _ledger.Ledger.load(Path(path), "s")
-    while time.time() < start:
-        time.sleep(0.001)
+    start.wait(60)  # a barrier: go once all four have loaded the ledger
     for i in range(n):
         ledger.sync()
         base = ledger.snapshot()
@@ -283,9 +281,9 @@ def test_no_ledger_write_is_lost_when_processes_commit_at_once(tmp_path: Path) -
 
     from memwire.policies.modes._ledger import Ledger
 
-    start = time.time() + 3  # all four commit at once, once the three children have started
-    procs = [multiprocessing.get_context("spawn").Process(target=_commit_many, args=(str(tmp_path), w, 80, start))
-             for w in range(3)]
+    spawn = multiprocessing.get_context("spawn")
+    start = spawn.Barrier(4)  # all four commit at once, once the three children have started (not a fixed 3 s)
+    procs = [spawn.Process(target=_commit_many, args=(str(tmp_path), w, 80, start)) for w in range(3)]
     for p in procs:
         p.start()
     _commit_many(str(tmp_path), 9, 80, start)
