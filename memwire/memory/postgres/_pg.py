@@ -350,7 +350,7 @@ class Database:
 
 
 class _Flushes(Protocol):
-    """A PostgreSQL store's lifecycle (``_store.PgLifecycle``): counts waiting for the database of
+    """A PostgreSQL store's lifecycle (``_store_meta.PgLifecycle``): counts waiting for the database of
     ``url`` until ``flush``."""
 
     url: str

@@ -29,38 +29,35 @@ notification.
 Failing open: a read that the database cannot serve (down, timed out, or in the short pause after a
 failure) answers from the cache — empty if it never loaded — and the outage is logged once; writes
 raise ``StoreUnavailableError`` naming the database. Metadata counts wait in memory until it is back.
+
+Its parts: ``_store_rows`` (a write transaction's rows), ``_store_meta`` (the lifecycle metadata).
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import logging
 import math
 import threading
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..._errors import (
-    InvalidMemoryError,
-    MemoryNotFoundError,
-    StoreBusyError,
-    StoreUnavailableError,
-    UsageError,
-)
+from ..._errors import InvalidMemoryError, StoreBusyError, StoreUnavailableError, UsageError
 from .. import _supersede
 from .._capture_queue import PgQueue
 from .._index import BM25Index
-from .._lifecycle import Lifecycle, Meta, Scoring, _Delta
+from .._lifecycle import Scoring
 from .._model import Memory
 from .._protocol import CaptureQueue, LedgerKinds, LedgerT
 from .._store_base import StoreBase
 from .._store_checks import _checked, archived
-from .._store_names import MIN_ID_PREFIX, event_log_name, full_id, validate_namespace
+from .._store_names import event_log_name, validate_namespace
 from .._table import Kind, kind_of
 from . import _pg
+from ._store_meta import PgLifecycle
+from ._store_rows import COLUMNS, Write, insert_events, locked_namespace
 
 __all__ = ["EVENTS_KEEP", "KINDS", "PgStore"]
 
@@ -71,136 +68,6 @@ DEFAULT_NAMESPACE = "default"
 POLL_S = 1.0  # while the listener is down, a store looks at the database at most this often
 EVENTS_KEEP = 10_000  # records kept per namespace and event log
 TRIM_EVERY = 100  # a store trims an event log after this many appends (and after its first)
-
-_COLUMNS = "id, text, tags, pinned, topic, date, position"
-_UPSERT = """
-INSERT INTO memwire_memories (namespace, kind, id, text, tags, pinned, topic, date, position, version)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (namespace, kind, id) DO UPDATE SET
-    text = excluded.text, tags = excluded.tags, pinned = excluded.pinned, topic = excluded.topic,
-    date = excluded.date, position = excluded.position, version = excluded.version, deleted = false,
-    created_at = CASE WHEN memwire_memories.deleted THEN now() ELSE memwire_memories.created_at END
-"""
-_META_COLUMNS = "id, created, reinforced, evidence, cue, uses, injected, forgotten, links"
-# links: this process's changes (a key set to null is removed) applied to what is saved
-_META_UPSERT = """
-INSERT INTO memwire_lifecycle AS l (namespace, id, created, reinforced, evidence, cue, uses, injected, forgotten,
-                                    links, version)
-VALUES (%(ns)s, %(id)s, %(created)s, %(reinforced)s, %(evidence)s, %(cue)s, %(uses)s, %(injected)s, %(forgotten)s,
-        %(links)s, %(version)s)
-ON CONFLICT (namespace, id) DO UPDATE SET
-    links = CASE WHEN %(d_links)s::jsonb IS NULL THEN l.links
-                 ELSE NULLIF(jsonb_strip_nulls(COALESCE(l.links, '{}'::jsonb) || %(d_links)s::jsonb), '{}'::jsonb) END,
-    reinforced = GREATEST(l.reinforced, %(d_reinforced)s::timestamptz),
-    evidence = l.evidence + %(d_evidence)s,
-    uses = l.uses + %(d_uses)s,
-    injected = l.injected + %(d_injected)s,
-    forgotten = CASE WHEN %(d_forgotten)s::timestamptz IS NOT NULL THEN %(d_forgotten)s::timestamptz
-                     WHEN %(d_restored)s THEN NULL ELSE l.forgotten END,
-    version = excluded.version
-"""
-
-
-def _ts(t: float | None) -> _dt.datetime | None:
-    return None if t is None else _dt.datetime.fromtimestamp(t, _dt.timezone.utc)
-
-
-def _meta(row: Sequence[Any]) -> tuple[str, Meta]:
-    """A row of ``_META_COLUMNS`` as (id, Meta)."""
-    mid, created, reinforced, evidence, cue, uses, injected, forgotten, links = row
-    return mid, Meta(created.timestamp(), reinforced.timestamp(), evidence, cue, uses, injected,
-                     forgotten.timestamp() if forgotten is not None else None, links=links or None)
-
-
-def _locked_namespace(conn: Any, namespace: str, column: str) -> int:
-    """Lock the namespace's row (made if missing) until the transaction ends; its ``column``. The
-    writes of a namespace wait for each other here, so its versions commit in order."""
-    conn.execute("INSERT INTO memwire_namespaces (namespace) VALUES (%s) ON CONFLICT DO NOTHING", (namespace,))
-    row = conn.execute(f"SELECT {column} FROM memwire_namespaces WHERE namespace = %s FOR UPDATE",
-                       (namespace,)).fetchone()
-    assert row is not None  # made above
-    return int(row[0])
-
-
-def _no_nul(value: Any) -> Any:
-    """PostgreSQL text and jsonb cannot hold NUL: event records lose theirs."""
-    if isinstance(value, str):
-        return value.replace("\0", "\ufffd")
-    if isinstance(value, Mapping):
-        return {_no_nul(k): _no_nul(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_no_nul(v) for v in value]
-    return value
-
-
-class _Write:
-    """One write transaction of a namespace, its row locked (see ``PgStore._writing``)."""
-
-    def __init__(self, store: PgStore, conn: Any, version: int) -> None:
-        self.store, self.conn, self.version = store, conn, version
-        self.rows: dict[str, list[tuple[Any, ...]]] = {}  # kind -> rows written (as the cache reads them)
-
-    def rows_of(self, kind: str, ids: Collection[str]) -> dict[str, tuple[Memory, int]]:
-        found = self.conn.execute(
-            f"SELECT {_COLUMNS} FROM memwire_memories WHERE namespace = %s AND kind = %s AND id = ANY(%s) "
-            "AND NOT deleted", (self.store.namespace, kind, list(ids))).fetchall()
-        return {r[0]: (Memory(r[0], r[1], tuple(r[2]), r[3], r[4], r[5]), r[6]) for r in found}
-
-    def find(self, kind: str, mid: str) -> tuple[Memory, int]:
-        """The memory of ``kind`` with id ``mid`` or a unique prefix of it, as the database has it."""
-        where = self.store._where(kind)
-        if len(mid) >= MIN_ID_PREFIX and mid.isascii():  # ids are hex: a prefix is the range [mid, mid+1)
-            ids = [r[0] for r in self.conn.execute(
-                "SELECT id FROM memwire_memories WHERE namespace = %s AND kind = %s AND id >= %s AND id < %s "
-                "AND NOT deleted", (self.store.namespace, kind, mid, mid[:-1] + chr(ord(mid[-1]) + 1))
-            ).fetchall()]
-            mid = full_id(ids, mid)
-        found = self.rows_of(kind, [mid]).get(mid)
-        if found is None:
-            raise MemoryNotFoundError(f"no memory with id {mid!r} in {where}")
-        return found
-
-    def put(self, kind: str, rows: list[tuple[Memory, int]]) -> None:
-        ns, v = self.store.namespace, self.version
-        self.conn.cursor().executemany(_UPSERT, [(ns, kind, m.id, m.text, list(m.tags), m.pinned, m.topic, m.date,
-                                                  pos, v) for m, pos in rows])
-        self.rows.setdefault(kind, []).extend(
-            (m.id, m.text, list(m.tags), m.pinned, m.topic, m.date, pos, False) for m, pos in rows)
-
-    def delete(self, kind: str, mid: str) -> None:
-        self.conn.execute("UPDATE memwire_memories SET deleted = true, version = %s "
-                          "WHERE namespace = %s AND kind = %s AND id = %s",
-                          (self.version, self.store.namespace, kind, mid))
-        self.rows.setdefault(kind, []).append((mid, None, None, None, None, None, None, True))
-
-    def merge(self, kind: str, items: list[Memory]) -> tuple[list[Memory], set[str]]:
-        """Add ``items`` (checked) to ``kind``: a new one at the end, one already there with its
-        tags and pin merged in. Returns what is stored for each item and the ids that are new."""
-        have = self.rows_of(kind, {m.id for m in items})
-        fresh = len({m.id for m in items if m.id not in have})
-        positions = iter(sorted(r[0] for r in self.conn.execute(
-            "SELECT nextval('memwire_position') FROM generate_series(1, %s)", (fresh,)).fetchall()) if fresh else ())
-        result: list[Memory] = []
-        new: set[str] = set()
-        changed: dict[str, tuple[Memory, int]] = {}
-        for mem in items:
-            old = have.get(mem.id)
-            if old is None:
-                have[mem.id] = changed[mem.id] = (mem, next(positions))
-                new.add(mem.id)
-                result.append(mem)
-                continue
-            stored, pos = old
-            add_tags = tuple(t for t in mem.tags if t not in stored.tags)
-            if not add_tags and (stored.pinned or not mem.pinned):
-                result.append(stored)
-                continue
-            merged = replace(stored, tags=stored.tags + add_tags, pinned=stored.pinned or mem.pinned)
-            have[mem.id] = changed[mem.id] = (merged, pos)
-            result.append(merged)
-        if changed:
-            self.put(kind, list(changed.values()))
-        return result, new
 
 
 class PgStore(StoreBase):
@@ -362,7 +229,7 @@ class PgStore(StoreBase):
                 whole = version < self._held  # the database went back (restored): load it whole
                 since = 0 if whole else self._held
                 rows = conn.execute(
-                    f"SELECT {_COLUMNS}, deleted FROM memwire_memories WHERE namespace = %s AND kind = %s "
+                    f"SELECT {COLUMNS}, deleted FROM memwire_memories WHERE namespace = %s AND kind = %s "
                     "AND version > %s AND (%s > 0 OR NOT deleted) ORDER BY position",
                     (self.namespace, self.kind, since, since)).fetchall() if version != self._held else []
                 metas = lc.changed_rows(conn, meta_version) if lc is not None else None
@@ -485,12 +352,12 @@ class PgStore(StoreBase):
     # ---------------------------------------------------------------- writing
 
     @contextlib.contextmanager
-    def _writing(self) -> Iterator[_Write]:
+    def _writing(self) -> Iterator[Write]:
         """One write transaction, the namespace's row locked; afterwards the cache is patched and
         the namespace marked stale for this process's other stores."""
         with self._db.connection() as conn, conn.transaction():
-            version = _locked_namespace(conn, self.namespace, "version")
-            w = _Write(self, conn, version + 1)
+            version = locked_namespace(conn, self.namespace, "version")
+            w = Write(self, conn, version + 1)
             yield w
             if w.rows:
                 conn.execute("UPDATE memwire_namespaces SET version = %s WHERE namespace = %s",
@@ -503,7 +370,7 @@ class PgStore(StoreBase):
                 if self._loaded and self._held == version:  # nothing missed in between: current
                     self._held = w.version
 
-    def _plan(self, w: _Write, items: list[Memory], replaces: str | None, merge: bool) -> _supersede.Plan:
+    def _plan(self, w: Write, items: list[Memory], replaces: str | None, merge: bool) -> _supersede.Plan:
         """What the write does to the active memories (``_supersede.plan``), in the transaction,
         the namespace locked and the cache brought up to it (``_sync``)."""
         if self.kind != "memories" or not self.settles or not items:
@@ -519,7 +386,7 @@ class PgStore(StoreBase):
             plan.duplicates.clear()
         return plan
 
-    def _sync(self, w: _Write) -> None:
+    def _sync(self, w: Write) -> None:
         """Bring the cache to the version the write locked (other replicas' writes included), read
         on the write's own connection: the decision sees every memory committed before it."""
         with self._lock:
@@ -527,7 +394,7 @@ class PgStore(StoreBase):
         if held == w.version - 1:
             return
         rows = w.conn.execute(
-            f"SELECT {_COLUMNS}, deleted FROM memwire_memories WHERE namespace = %s AND kind = %s "
+            f"SELECT {COLUMNS}, deleted FROM memwire_memories WHERE namespace = %s AND kind = %s "
             "AND version > %s ORDER BY position", (self.namespace, self.kind, held)).fetchall()
         with self._lock:
             if self._held == held:
@@ -598,23 +465,14 @@ class PgStore(StoreBase):
 
     def append_events(self, log: str, records: Sequence[Mapping[str, Any]]) -> None:
         """``append_event`` of each of ``records``, in order, in one transaction."""
-        from psycopg.types.json import Jsonb
-
         if not records:
             return
         name = event_log_name(log)
         before = self._appended.get(name, 0)
         count = self._appended[name] = before + len(records)
+        trim = (count - 1) // TRIM_EVERY != (before - 1) // TRIM_EVERY  # passed the 1st, 101st, ... append
         with self._db.connection() as conn:
-            with conn.cursor() as cur:
-                cur.executemany("INSERT INTO memwire_events (namespace, log, record) VALUES (%s, %s, %s)",
-                                [(self.namespace, name, Jsonb(_no_nul(dict(r)))) for r in records])
-            if (count - 1) // TRIM_EVERY != (before - 1) // TRIM_EVERY:  # passed the 1st, 101st, ... append
-                conn.execute(
-                    "DELETE FROM memwire_events WHERE namespace = %(ns)s AND log = %(log)s AND seq < ("
-                    " SELECT seq FROM memwire_events WHERE namespace = %(ns)s AND log = %(log)s"
-                    " ORDER BY seq DESC OFFSET %(skip)s LIMIT 1)",
-                    {"ns": self.namespace, "log": name, "skip": EVENTS_KEEP - 1})
+            insert_events(conn, self.namespace, name, records, EVENTS_KEEP if trim else None)
 
     def read_events(self, log: str) -> list[dict[str, Any]]:
         """The records of an event log of the namespace, oldest first."""
@@ -631,87 +489,3 @@ class PgStore(StoreBase):
     def capture_queue(self) -> CaptureQueue:
         """The namespace's queue table of captured statements (``Store.capture_queue``)."""
         return PgQueue(self)
-
-
-class PgLifecycle(Lifecycle):
-    """A store's lifecycle metadata in ``memwire_lifecycle``: loaded with the store's refreshes
-    (rows changed since the cached ``meta_version``), saved by merging this process's changes with
-    an upsert that adds the counts, so replicas add up."""
-
-    def __init__(self, store: PgStore) -> None:
-        super().__init__("", scoring=store.scoring)  # no directory: the hooks below use the table
-        self._store, self._ns = store, store.namespace
-        self.url = store.url  # the database ``_pg.close`` flushes this for
-        self._version = 0  # the namespace's meta_version the cache is as of
-        self._pulled = False
-        _pg.opened(self)
-
-    @property
-    def _db(self) -> _pg.Database:
-        return self._store._db
-
-    @property
-    def where(self) -> str:
-        return f"{self._db.shown} namespace {self._ns}"
-
-    def changed_rows(self, conn: Any, meta_version: int) -> list[tuple[Any, ...]] | None:
-        """The rows changed since the cached version (None when none did)."""
-        if self._pulled and meta_version == self._version:
-            return None
-        rows: list[tuple[Any, ...]] = conn.execute(
-            f"SELECT {_META_COLUMNS} FROM memwire_lifecycle WHERE namespace = %s AND version > %s",
-            (self._ns, 0 if meta_version < self._version else self._version)).fetchall()
-        return rows
-
-    def took(self, rows: list[tuple[Any, ...]], meta_version: int) -> None:
-        """Merge rows read by ``changed_rows`` into the cache; it is now as of ``meta_version``."""
-        metas = dict(map(_meta, rows))
-        with self._lock:
-            self._disk = {**self._disk, **metas}
-            self._version, self._pulled = meta_version, True
-
-    def _load(self) -> dict[str, Meta] | None:
-        """Kept current by the store's refreshes (``took``): here (at most once a second) the store
-        catches up when it is stale, never waiting for another thread's refresh; the metadata is
-        loaded here only when used before the store read anything."""
-        if self._pulled:
-            if self._store._loaded:  # a store that never read (a writer) is not loaded for its metadata
-                with contextlib.suppress(StoreBusyError):
-                    self._store._fresh(True, False)
-            return None
-        try:
-            with self._db.connection() as conn, conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                row = conn.execute("SELECT meta_version FROM memwire_namespaces WHERE namespace = %s",
-                                   (self._ns,)).fetchone()
-                meta_version = row[0] if row is not None else 0
-                rows = self.changed_rows(conn, meta_version) or []
-        except StoreUnavailableError:
-            return None  # the scores use what is cached meanwhile
-        self.took(rows, meta_version)
-        return None  # took() set the cache
-
-    def _save(self, delta: Mapping[str, _Delta]) -> dict[str, Meta]:
-        from psycopg.types.json import Jsonb
-
-        now = self.clock()
-        with self._db.connection() as conn, conn.transaction():
-            version = _locked_namespace(conn, self._ns, "meta_version") + 1
-            params = []
-            for mid, d in delta.items():
-                new = d.apply(None, now)
-                params.append({
-                    "ns": self._ns, "id": mid, "created": _ts(new.created), "reinforced": _ts(new.reinforced),
-                    "evidence": new.evidence, "cue": new.cue, "uses": new.uses, "injected": new.injected,
-                    "forgotten": _ts(new.forgotten), "version": version, "d_reinforced": _ts(d.reinforced),
-                    "d_evidence": d.evidence, "d_uses": d.uses, "d_injected": d.injected,
-                    "d_forgotten": _ts(d.forgotten), "d_restored": d.restored,
-                    "links": Jsonb(new.links) if new.links else None,
-                    "d_links": Jsonb(d.links) if d.links else None})
-            conn.cursor().executemany(_META_UPSERT, params)
-            conn.execute("UPDATE memwire_namespaces SET meta_version = %s WHERE namespace = %s", (version, self._ns))
-            conn.execute("SELECT pg_notify(%s, %s)", (_pg.CHANNEL, self._ns))
-            rows = conn.execute(f"SELECT {_META_COLUMNS} FROM memwire_lifecycle WHERE namespace = %s AND id = ANY(%s)",
-                                (self._ns, list(delta))).fetchall()
-        with self._lock:
-            return {**self._disk, **dict(map(_meta, rows))}
