@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ._config_model import Config
     from .memory._model import Memory
     from .memory._protocol import Store
+    from .middleware._core import Middleware, Prepared
 
 __all__ = ["main"]
 
@@ -128,9 +129,20 @@ def cmd_search(args: argparse.Namespace, cfg: Config) -> int:
     store = _store(args, cfg)
     if args.archive:
         store = store.archive
-    hits = store.search(" ".join(args.query), k=args.k, min_score=args.min_score)
-    _out(args, [{**_mem_json(h.memory), "score": h.score} for h in hits],
-         [f"{h.score:7.3f}  {_mem_line(h.memory)}" for h in hits] or ["no relevant memories"])
+    from .memory._why import explain_hits, why_nothing  # start-up time
+
+    query = " ".join(args.query)
+    hits = store.search(query, k=args.k, min_score=args.min_score)
+    if not hits:  # one line: why nothing came (on standard error with --json, which stays a list)
+        why = f"no relevant memories: {why_nothing(store, query, min_score=args.min_score).text}"
+        _out(args, [], [why])
+        if args.json:
+            print(_printable(why), file=sys.stderr)
+        return 0
+    whys = explain_hits(store, query, [h.memory for h in hits], k=args.k, min_score=args.min_score)
+    _out(args, [{**_mem_json(h.memory), "score": h.score, **w.to_json()} for h, w in zip(hits, whys, strict=True)],
+         [line for h, w in zip(hits, whys, strict=True)
+          for line in (f"{h.score:7.3f}  {_mem_line(h.memory)}", f"{'':9}{w.line()}")])
     return 0
 
 
@@ -504,17 +516,23 @@ def cmd_preview(args: argparse.Namespace, cfg: Config) -> int:
     mw = Middleware(store=_store(args, cfg), config=cfg, history="drop", timeout_ms=_NO_BUDGET_MS)
     p = mw.prepare_request(body, api=args.api, session_id=args.session, namespace=None)
     inj = p.injection
+    why = _preview_why(mw, p)
     if args.json:
-        print(_json_text({"body": p.body, "injection": asdict(inj) if inj else None}))
+        print(_json_text({"body": p.body, "injection": asdict(inj) if inj else None, "why": why}))
         return 0
     print(f"mode: {mw.mode}   api: {args.api}")
     if inj is None or not inj.injected:
-        print(f"nothing injected ({inj.skipped if inj else 'no user message'})")
+        print(_printable(f"nothing injected: {why['text']}"))
     else:
         print(f"injected {len(inj.memory_ids)} memories, {inj.tokens} tokens, {inj.elapsed_ms:.2f} ms "
               f"({inj.placement}{'' if inj.position is None else f' at {inj.position}'})")
+        for m in why["memories"] if inj.mode != "startup" else ():
+            print(_printable(f"  {m['id']}  {m['line']}"))
+        if inj.mode == "startup":
+            print(f"  ({_PROFILE})")
     if inj is not None and inj.profile_ids:
-        print(f"profile block: {len(inj.profile_ids)} memories, {inj.profile_tokens} tokens")
+        print(f"profile block: {len(inj.profile_ids)} memories, {inj.profile_tokens} tokens "
+              f"({_PROFILE})")
     print()
     if args.api == "anthropic.messages" and p.body.get("system"):
         print(f"[system] {_show(p.body['system'], inj)}")
@@ -526,6 +544,55 @@ def cmd_preview(args: argparse.Namespace, cfg: Config) -> int:
         role = m.get("role") or m.get("type") if isinstance(m, dict) else "?"
         print(f"{mark} [{i}] {role}: {_show(m.get('content') if isinstance(m, dict) else m, inj)}")
     return 0
+
+
+_PROFILE = "the session's profile: pinned first, then by category; shown whatever the prompt"
+
+# why nothing was injected, for each reason the middleware reports (``Injection.skipped``) but
+# nothing_relevant, which the search explains (``_why``)
+_SKIPPED = {
+    "gate": 'the prompt is a social closer ("thanks", "ok", 👍): the gate skips retrieval for it',
+    "side_request": "a side request (a client's own call for a title or a summary): memwire leaves it as it is",
+    "stateful": "a stateful Responses call: the provider keeps the history, and the block went in with the "
+                "session's first call",
+}
+
+
+def _preview_why(mw: Middleware, p: Prepared) -> dict[str, Any]:
+    """Why the preview's request got the memories it got, or none: the reason the middleware gave
+    (``Injection.skipped``), and for a search, what the search says of its hits or of finding none."""
+    from .memory._why import explain_hits, why_nothing  # start-up time
+
+    inj, q, cfg, store = p.injection, p.query, mw.config, mw.store
+    if inj is None:
+        return {"reason": "no_user_message", "text": "the request has no user message to retrieve for"}
+    startup = inj.mode == "startup"
+    if inj.injected:
+        if startup or q is None:
+            return {"memories": [{"id": mid, "line": _PROFILE, "via": "profile"} for mid in inj.memory_ids]}
+        mems = store.known(inj.memory_ids)
+        whys = explain_hits(store, q.text, mems, k=cfg.top_k, min_score=cfg.min_score, context=q.context,
+                            exclude=inj.profile_ids)
+        return {"memories": [{"id": w.id, "line": w.line(), **w.to_json()} for w in whys]}
+    reason = inj.skipped or "nothing_relevant"
+    if reason in _SKIPPED:
+        text = _SKIPPED[reason]
+    elif reason == "over_budget":
+        setting = "startup_max_tokens" if startup else "max_tokens"
+        text = f"memories were found, but none fits the block's token budget ({setting} = {getattr(cfg, setting)})"
+    elif reason == "timeout":
+        text = f"retrieval took longer than its time budget (timeout_ms = {cfg.timeout_ms:g})"
+    elif reason == "error":
+        text = f"retrieval failed ({inj.error}); the request goes out unchanged"
+    elif reason == "nothing_relevant" and startup:
+        text = "no memory for the session's profile" + ("" if len(store) else f": {store.location} holds none")
+    elif reason == "nothing_relevant" and q is not None:
+        nothing = why_nothing(store, q.text, min_score=cfg.min_score, context=q.context, exclude=inj.profile_ids,
+                              lower="min_score = {0} (MEMWIRE_MIN_SCORE={0})")
+        return {**nothing.to_json(), "skipped": reason}
+    else:
+        text = reason
+    return {"reason": reason, "text": text, "skipped": reason}
 
 
 def _show(content: Any, inj: Any) -> str:

@@ -260,7 +260,8 @@ class Middleware:
             plan = m.plan(turn)
             if isinstance(plan, Skip):
                 self._offer(turn, distill_with)
-                return Prepared(dict(body), Injection(m.name, skipped=plan.reason, session=turn.session), api)
+                return Prepared(dict(body), Injection(m.name, skipped=plan.reason, session=turn.session), api,
+                                turn.query)
             block = plan.memo.get()
             reused = block is not None
             if block is None:
@@ -426,7 +427,7 @@ class Middleware:
             skipped=skipped, error=block.error, compacted=block.compacted and not reused,
             elapsed_ms=(time.perf_counter() - start) * 1000, **extra,
         )
-        return Prepared(placed.body, injection, turn.fmt.api)
+        return Prepared(placed.body, injection, turn.fmt.api, turn.query)
 
 
 def _distiller(config: Config) -> Distiller | None:

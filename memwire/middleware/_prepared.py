@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..policies._query import Query
 
 __all__ = ["Injection", "Prepared"]
 
@@ -44,6 +47,9 @@ class Prepared:
     body: dict[str, Any]
     injection: Injection | None
     api: str = "openai.chat"
+    # the turn's retrieval query, kept (not computed) so ``memwire preview`` can say why memories
+    # came or did not; None when the request was not read as a turn (no user message, a side request)
+    query: Query | None = None
 
     @property
     def messages(self) -> Any:
