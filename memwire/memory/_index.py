@@ -89,7 +89,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._index_data import IndexData
 from ._index_postings import load_numpy, member
-from ._index_relevance import abstains, names, parts
+from ._index_relevance import abstains, code_weights, names, parts
 from ._index_scoring import Scorer, passes, top
 from ._index_topn import best, pool
 from ._text import analyze, recent_terms
@@ -340,7 +340,10 @@ class BM25Index:
         others.
         """
         np = load_numpy()
-        text, ctx = self._weights(query)
+        own, ctx = self._weights(query)
+        text: Mapping[str, float] = own
+        if cut > 0 and self._data.slot:  # an unknown file or function name weighs one word at most
+            text = code_weights(self._data.lex, query if isinstance(query, str) else query.text, own)
         weights: dict[str, float] = dict(text)
         for t, w in ctx.items():
             weights[t] = weights.get(t, 0) + w
@@ -348,7 +351,7 @@ class BM25Index:
         data, sc = self._data, self._scorer
         if not data.slot or not weights:
             return empty, np.zeros(0), 0.0, weights
-        if cut > 0 and self._abstains(query, text) is not None:  # about nothing the store knows
+        if cut > 0 and self._abstains(query, own) is not None:  # about nothing the store knows
             return empty, np.zeros(0), 0.0, weights
         # normalize by the text's ideal score; by the context's when the text has no terms
         norm, norm_common = sc.ideal(text if text else ctx)

@@ -18,6 +18,14 @@ when every part is about something the store does not know:
    Caroline abstains; "Should I indent this Python file with tabs or spaces?" asked of a store
    about indenting, not Python, does not. A part naming only things the store knows in every
    word ("What did Gina research?") is about it: the score cut judges.
+   A coding prompt's own identifiers are no names: a file or a path ("app.py", "src/api",
+   "refund_service.py"), a snake_case or lower camelCase name ("parse_invoice", "uploadAvatar")
+   is what the prompt works on, and a coding agent's store rarely knows it while the rest of the
+   prompt says what it is about ("Fix the failing test in refund_service.py" in a store that says
+   how to run the tests). Its terms weigh one word between them, in rule 2 and in the score cut
+   (``code_weights``), when the store lacks them. A library's dotted name ("numpy.argsort"), a
+   product ("LaunchDarkly", "Next.js") and a host ("acme.dev") stay names: a question naming one
+   asks about it.
 2. **Unknown topic.** A part abstains when most (``UNKNOWN_SHARE``) of its specific weight (the
    idf of its words that are neither common English words, ``text.COMMON_WORDS``, nor numbers)
    is in words no memory holds: what it asks about is mostly not in the store. "How do I undo
@@ -28,10 +36,13 @@ when every part is about something the store does not know:
    store about refunds and approvals is about them, though it never said "implement". In a store of
    fewer than ``SMALL_STORE`` memories, where most words of any question are missing by chance
    and document frequencies say little, words are counted instead (a common word the store lacks
-   for ``COMMON_WEIGHT``) and a part abstains when more than ``SMALL_UNKNOWN_SHARE`` of them are
-   unknown: "Should I use tabs in this file?" is about a store that holds only "User prefers
-   tabs". A part of numbers and common words only ("What's 17 times 23?") names no topic at all:
-   it abstains.
+   for ``COMMON_WEIGHT``, a frequent one for ``SMALL_GENERIC_WEIGHT``; one the store holds, for a
+   whole word: it is what the question shares with the store, "staging" in "What's the staging
+   URL?") and a part abstains when more than ``SMALL_UNKNOWN_SHARE`` of them are unknown: "Should
+   I use tabs in this file?" is about a store that holds only "User prefers tabs". A weekday or
+   month name the store lacks weighs nothing ("Can I deploy this on Friday?" asked of a store
+   whose deploys go out on Tuesdays: when, not what about). A part of numbers and common words
+   only ("What's 17 times 23?") names no topic at all: it abstains.
 
 Capitalization only says something in text that has lower-case words after its first one: in
 Title Case or ALL CAPS text only identifiers are names. A sentence's first word, weekday and month
@@ -54,7 +65,10 @@ from ._index_postings import Lexicon
 from ._index_scoring import COMMON_WEIGHT, SMALL_STORE, idf
 from ._text import CJK_CHAR, analyze, common_terms, generic_terms
 
-__all__ = ["GENERIC_WEIGHT", "NAME_WEIGHT", "SMALL_UNKNOWN_SHARE", "UNKNOWN_SHARE", "abstains", "names", "parts"]
+__all__ = [
+    "GENERIC_WEIGHT", "NAME_WEIGHT", "SMALL_GENERIC_WEIGHT", "SMALL_UNKNOWN_SHARE", "UNKNOWN_SHARE", "Code", "abstains",
+    "code_weights", "names", "parts",
+]
 
 # Rule 2: a query abstains when this share of its specific weight is in words the store lacks.
 # Chosen on LoCoMo conversations 1-3 and the tune half of benchmarks/relevance_data.py: 0.4-0.5
@@ -77,17 +91,32 @@ NAME_WEIGHT = 2.0
 # the approval step for large refunds" is about approvals and refunds, not steps). On LoCoMo
 # conversations 1-3 (4-5), against full weight: false injection on another conversation's
 # questions 4.2% -> 0.4% (6.6% -> 1.0%), on everyday prompts 5.6% -> 5.6% (13.3% -> 6.7%), the
-# evidence share unchanged; 0.1 and 0.5 give about the same. Not in a small store, where words
-# are counted: there it let a related coding question abstain ("What's the staging URL?").
+# evidence share unchanged; 0.1 and 0.5 give about the same.
 GENERIC_WEIGHT = 0.25
+# Rule 2 in a smaller store, where words are counted: a frequent English word the store lacks
+# weighs this much of a word; one it holds, a whole word (at a quarter, "What's the staging URL?"
+# abstained: "staging" is a frequent word, "URL" is not in the store). On
+# benchmarks/relevance_small.py's dev set, related prompts found: 93.8% at 1.0, 100% at 0.5 and
+# 0.25, false injection 0.7% at all three.
+SMALL_GENERIC_WEIGHT = 0.5
 
+_DAYS_MONTHS = (
+    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february", "march",
+    "april", "may", "june", "july", "august", "september", "october", "november", "december",
+)
 # English capitalizes these by rule, not because they are names
 _CALENDAR = frozenset([
-    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
-    "mon", "tue", "tues", "wed", "thu", "thur", "thurs", "fri", "sat", "sun",
-    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-    "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+    *_DAYS_MONTHS, "mon", "tue", "tues", "wed", "thu", "thur", "thurs", "fri", "sat", "sun",
+    "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
 ])
+
+
+
+@lru_cache(maxsize=1)
+def _time_terms() -> frozenset[str]:
+    """The index terms of weekday and month names."""
+    return frozenset(analyze(" ".join(_DAYS_MONTHS)))
+
 
 # a word (inner apostrophes, dots, hyphens and underscores kept: "Caroline's", "Next.js",
 # "snake_case"), a short option ("-p"), or what ends a sentence or opens a quote (the next word
@@ -100,16 +129,33 @@ _PIECE = re.compile(
 # LaunchDarkly, iPhone, SQLAlchemy (mixed case); py3, gpt4 (letters, then a digit); Next.js,
 # os.path (dotted)
 _IDENTIFIER = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]|^[^\W\d_]+.*\d|^[^\W_]{2,}(?:\.[^\W_]{2,})+$")
+# A coding prompt's own identifiers: a file or a path ("app.py", "src/app", "refund_service.py"), a
+# snake_case or lower camelCase name ("parse_args", "getUser"). Not a library's dotted name
+# ("numpy.argsort", "os.path"), a product ("LaunchDarkly", "Next.js": a capitalized name in ".js" is
+# a JavaScript library's) nor a host ("acme.dev"): a question naming one asks about it, and the
+# store must know it (a name, rule 1).
+_CODE = re.compile(
+    r"_|^[a-z][a-z\d]*[A-Z]|\.(?i:py|pyi|ipynb|js|jsx|ts|tsx|mjs|cjs|go|rs|rb|java|kt|kts|swift|c|h|cc|cpp|hpp|cs"
+    r"|php|sh|sql|md|rst|txt|json|ya?ml|toml|ini|cfg|conf|lock|html?|css|scss|vue|svelte|proto|tf|xml|gradle|csv)$")
+_JS_LIBRARY = re.compile(r"^[A-Z][a-z\d]*\.js$")
 _LOWER_AFTER = re.compile(r"[\s\"'(“‘][^\W\d_A-Z]")  # a word after the first in lower case (or uncased)
 _CJK = re.compile(CJK_CHAR)
 _ABBREVIATION = 3  # a capitalized word this short followed by "." ("Dr.", "St.") continues a name
+
+
+class Code(tuple[str, ...]):
+    """A code identifier's index terms ("refund_service.py": refund, servic, py): among ``names``,
+    but weighed as one word, not as a name (see the module docstring)."""
+
+    __slots__ = ()
 
 
 @lru_cache(maxsize=1024)
 def names(text: str) -> tuple[tuple[tuple[str, ...], ...], ...]:
     """The names and identifiers ``text`` mentions (see the module docstring), sentence by
     sentence: for each sentence that asks (ends with "?"; every sentence when none does), the
-    index terms of each name in it; () when it names nothing."""
+    index terms of each name in it, a code identifier's as a ``Code``; () when it names
+    nothing."""
     # capitalization is informative only when some word after the first is in lower case
     cased = _LOWER_AFTER.search(text) is not None
     sentences: list[tuple[list[list[str]], bool]] = []  # each sentence's names, and whether it asks
@@ -118,6 +164,7 @@ def names(text: str) -> tuple[tuple[tuple[str, ...], ...], ...]:
     start = True  # the next word starts a sentence
     named = False
     last = 0  # where the previous piece ended
+    code_end = -2  # where the last code identifier ended
     for m in _PIECE.finditer(text):
         if run and m.start() > last and not text[last : m.start()].isspace():  # "Gina, Jon": two names
             runs.append(run)
@@ -137,6 +184,21 @@ def names(text: str) -> tuple[tuple[tuple[str, ...], ...], ...]:
             start = True
             continue
         word = m.group()
+        if kind == "word" and ((_CODE.search(word) and not _JS_LIBRARY.match(word))
+                               or text[m.end() : m.end() + 1] == "/" or text[m.start() - 1 : m.start()] == "/"):
+            # a file, a path, a function: what the prompt works on, not what it is about
+            if run:
+                runs.append(run)
+                run = []
+            if terms := analyze(word):
+                if runs and runs[-1][0] == _CODE_MARK and code_end == m.start() - 1:  # "src/api": one path
+                    runs[-1] += terms
+                else:
+                    runs.append([_CODE_MARK, *terms])
+                named = True
+            code_end = m.end()
+            start = False
+            continue
         if kind == "opt":
             name = True
         elif word.isalpha() and word[1:].islower():  # most words: no identifier, at most capitalized
@@ -163,8 +225,13 @@ def names(text: str) -> tuple[tuple[tuple[str, ...], ...], ...]:
     return tuple(tuple(t for r in rs if (t := _terms(r))) for rs in asking)
 
 
+_CODE_MARK = "\0code"  # heads a run of a code identifier's terms in ``names``
+
+
 def _terms(run: list[str]) -> tuple[str, ...]:
-    """A name's index terms (none for "I", "The")."""
+    """A name's index terms (none for "I", "The"), a ``Code`` for an identifier's."""
+    if run[0] == _CODE_MARK:
+        return Code(dict.fromkeys(run[1:]))
     return tuple(dict.fromkeys(t for w in run for t in (_option(w) if w.startswith("-") else analyze(w))))
 
 
@@ -197,6 +264,22 @@ def parts(text: str) -> tuple[str, ...]:
     return tuple(c for s in asking for c in _CLAUSE.split(s) if c.strip())
 
 
+def code_weights(lex: Lexicon, text: str, terms: Mapping[str, float]) -> Mapping[str, float]:
+    """``terms`` (the query ``text``'s) with the terms of its code identifiers that the store lacks
+    weighing one word between them: "refund_service.py" in "Fix the failing test in
+    refund_service.py" is what the prompt works on, and its three unseen terms would otherwise be
+    most of the score cut's ideal (a memory about running the tests would not cover a fifth)."""
+    code = [c for sentence in names(text) for c in sentence if isinstance(c, Code)]
+    if not code:
+        return terms
+    out = dict(terms)
+    for c in code:
+        for t in c:
+            if t in out and not lex.df(t):
+                out[t] = min(out[t], terms[t] / len(c))
+    return out
+
+
 def abstains(lex: Lexicon, n: int, asked: Iterable[tuple[Mapping[str, float], Iterable[Iterable[tuple[str, ...]]]]]
              ) -> str | None:
     """Why a query gets no memory from a store of ``n`` memories whose terms are ``lex``:
@@ -216,11 +299,15 @@ def _unknown(lex: Lexicon, n: int, text: Mapping[str, float], named: Iterable[It
     """Whether a part of a query (its terms ``text``, its ``names``) is about what the store does
     not know: None when it is not, else whether it names something the store never saw."""
     absent: set[str] = set()  # the terms of the names of which the store holds no word
+    share: dict[str, float] = {}  # a code identifier's terms: one word's weight between them
     known = False
     for sentence in named:
         for terms in sentence:
             held = sum(1 for t in terms if lex.df(t))
-            if not held:
+            if isinstance(terms, Code):
+                for t in terms:
+                    share[t] = min(share.get(t, 1.0), 1 / len(terms))
+            elif not held:
                 absent.update(terms)
             known |= held == len(terms)
     if known and not absent:
@@ -237,6 +324,8 @@ def _unknown(lex: Lexicon, n: int, text: Mapping[str, float], named: Iterable[It
             numbers |= term.isdigit()
             continue
         df = lex.df(term)
+        if not df and term in _time_terms():
+            continue  # "on Friday", "in May": when, not what about (known, it is: dated memories)
         topic |= term not in common
         if small:
             # in a small store document frequencies say little (see ``_index``): words are
@@ -248,8 +337,11 @@ def _unknown(lex: Lexicon, n: int, text: Mapping[str, float], named: Iterable[It
             part = idf(df, n) if df else unseen
         if term in absent:
             part *= NAME_WEIGHT
-        elif term in generic and not small:
-            part *= GENERIC_WEIGHT
+        elif term in generic and not (small and df):
+            # a frequent word says less of what a query is about; in a small store only when the
+            # store lacks it (missing by chance): held, it is what the query shares with the store
+            part *= GENERIC_WEIGHT if not small else SMALL_GENERIC_WEIGHT
+        part *= share.get(term, 1.0)
         total += part
         if not df:
             lacking += part

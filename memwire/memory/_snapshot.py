@@ -46,7 +46,8 @@ log = logging.getLogger("memwire")
 SNAPSHOT_NAME = ".index"
 FORMAT = 2
 MIN_MEMORIES = 2000
-_PROBE = "Caroline's friends went to the de-stress yoga café in May 2023: 用户喜欢 🍕 #rust, productivity -p aws"
+_PROBE = ("Caroline's friends went to the de-stress yoga café in May 2023: 用户喜欢 🍕 #rust, productivity -p aws"
+          " important indentation linter")
 
 
 class MemoryStore(Protocol):

@@ -3,7 +3,9 @@
 ``analyze`` case-folds, strips accents, splits on anything that is not a letter or digit, drops
 English stopwords and one-letter words, and stems with the Snowball English stemmer (PyStemmer),
 guarded: a stem that drops a long derivational suffix ("productivity" -> "product", the stem of
-"production" too) is not taken, and a word of three letters or fewer ("aws") is not stemmed. A
+"production" too) is not taken (but a noun of action in "-ation" keeps its verb's stem:
+"indentation" is "indent"), a word of three letters or fewer ("aws") is not stemmed, and a few
+words are stemmed by hand ("linter" is "lint", "important" is no "import"). A
 short command-line option ("-p") is a term of its own, so "the -p flag" is not just "flag".
 A hyphenated compound ("de-stress", "e-mail") also yields its joined form
 ("destress", "email"), so either spelling matches. Possessives ("Caroline's") lose the "'s".
@@ -158,7 +160,18 @@ def _stemmer() -> Any:
 # "studies" -> "studi", but "productivity", "organization", "international" stay themselves. A
 # word of three letters or fewer is not stemmed: the "s" of "aws" or "ios" is no plural.
 _DERIVED = 4
+# A noun of action in "-ation" keeps its verb's stem ("indentation" -> "indent", "configuration" ->
+# "configur", "documentation" -> "document"): "Which indentation style?" is about "indents with
+# tabs". Five letters, not more: "installation" -> "instal" stays, and so does "productivity".
+_ACTION = 5
 _SHORT = 3
+# Words the stemmer gets wrong for a coding store, by hand. Tools named after what they do, which
+# it leaves whole ("linter" is no "lint"): "How do I run the linter?" is about "Use ruff for
+# linting". A list, not a rule: most nouns in "-er" are no agent of a verb ("user", "paper",
+# "docker", "letter").
+_TOOLS = {"linter": "lint", "linters": "lint", "formatter": "format", "formatters": "format",
+          # and a word the stemmer joins to another's: "important" is no "import" (of a module)
+          "important": "important", "importance": "important", "importantly": "important"}
 _INFLECTIONS = (("ies", "y"), ("ied", "y"), ("ily", "y"), ("ing", ""), ("ing", "e"), ("ed", ""), ("ed", "e"),
                 ("es", ""), ("s", ""), ("ly", ""))
 
@@ -193,6 +206,8 @@ def _uninflected(word: str, stem: str) -> str:
 
 @lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
+    if word in _TOOLS:
+        return _TOOLS[word]
     word = _IRREGULAR.get(word, word)
     if len(word) <= _SHORT:
         return word
@@ -200,7 +215,8 @@ def _stem(word: str) -> str:
     if _dropped(word, stem) <= _DERIVED:
         return stem
     base = _uninflected(word, stem)
-    return stem if _dropped(base, stem) <= _DERIVED else base
+    most = _ACTION if base.endswith("ation") else _DERIVED
+    return stem if _dropped(base, stem) <= most else base
 
 
 def _fold(text: str) -> str:
