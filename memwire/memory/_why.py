@@ -193,10 +193,11 @@ def why_nothing(store: Store, query: str, *, min_score: float | None = None, con
     best, closest = _closest(found, tiny, cut)
     if best is None or closest is None:
         return Nothing("not_passed", f"no memory passed the score cut {cut:.2f}", cut=cut)
-    shown = math.floor(best * 100) / 100
+    # the cut to suggest, in two decimals: the nearest when the search takes it, else the one below
+    shown = round(best, 2) if 0 < round(best, 2) < cut and found(round(best, 2)) else math.floor(best * 100) / 100
     option = lower.format(f"{shown:.2f}" if shown > 0 else 0)
-    text = (f"the closest memory, {closest.id} ({_brief(closest.text)}), passes a score cut of {best:.3f} at most, "
-            f"and the cut is {cut:.2f}: {option} shows it")
+    text = (f"the closest memory, {closest.id} ({_brief(closest.text)}), passes a score cut of "
+            f"{max(shown, math.floor(best * 1000) / 1000):.3f} at most, and the cut is {cut:.2f}: {option} shows it")
     return Nothing("under_cut", text, best=best, cut=cut, closest=closest.id)
 
 
