@@ -503,7 +503,7 @@ def _settled(store: Store, new: list[tuple[Memory, FileReport]], before: frozens
     ``superseded`` as the store's add path settled it (a dry run: as it would, the same decision)."""
     mems = [m for m, _ in new]
     if dry_run:
-        if not getattr(store, "settles", False):
+        if not store.settles:
             return  # an archive, an inbox: nothing settles there
         plan = _supersede.plan(mems, _supersede.candidates(store.search), lambda m: True)
         outcome = ["merged" if m.id in plan.duplicates else "superseded" if m.id in plan.replaced else "added"

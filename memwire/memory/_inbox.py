@@ -26,7 +26,7 @@ from .._errors import InvalidMemoryError
 from ._logfile import LOG_MAX_BYTES
 from ._model import Memory
 from ._protocol import Store
-from ._store import cue_of
+from ._store_checks import cue_of
 from ._supersede import merge
 
 __all__ = [

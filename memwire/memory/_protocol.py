@@ -51,6 +51,9 @@ class Store(Protocol):
     # -- settings and identity
     remote: bool  # reads are database round trips: an async caller runs them in a thread
     track: bool  # lifecycle metadata is recorded (not for the inbox and the archive)
+    # new memories settle against the active ones (supersede, reinforce, conflict: ``_supersede``);
+    # not in the inbox and the archive, which take what they are given
+    settles: bool
     version: int  # bumps whenever the memory set this store holds changes
     min_score: float | None
     scoring: Scoring | None

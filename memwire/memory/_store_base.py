@@ -15,10 +15,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any
 
 from .._errors import MemoryNotFoundError
 from ..policies._query import Query
+from ._inbox import is_merge
 from ._index import BM25Index
 from ._lifecycle import Lifecycle
 from ._model import Hit, Memory
@@ -26,7 +28,7 @@ from ._store_checks import ARCHIVE_REASONS, archived, cue_of
 from ._store_names import full_id
 from ._table import Kind
 
-__all__ = ["Found", "StoreBase", "index_hits", "with_prior"]
+__all__ = ["Found", "StoreBase", "index_hits", "undated", "with_prior"]
 
 _PRIOR_POOL = 5  # the stability prior reorders the k best and this many more
 
@@ -55,6 +57,12 @@ def with_prior(found: list[Found], k: int, track: bool, lifecycle: Callable[[], 
             priors = lc.priors([f[0] for f in found], [kind(f[2]) for f in found])
             found = sorted([(mid, score * p, h) for (mid, score, h), p in zip(found, priors, strict=True)], key=_rank)
     return [Hit(build(mid, h), score) for mid, score, h in found[:k]]
+
+
+def undated(mems: Sequence[Memory], restored: bool) -> list[Memory]:
+    """``mems`` as ``_supersede.plan`` weighs them: a restored memory without its date (restoring an
+    old value is going back to it now, not a value older than the one that replaced it)."""
+    return [replace(m, date=None) for m in mems] if restored else list(mems)
 
 
 def _rank(f: Found) -> tuple[float, str]:
@@ -94,9 +102,12 @@ class StoreBase(ABC):
 
     @abstractmethod
     def _add_many(self, memories: Iterable[Memory | str], cue: str, replaces: str | None = None,
-                  merge: bool = True) -> list[Memory]:
-        """Write ``memories`` (settled against the active ones, ``_supersede``; ``merge=False``:
-        never merged into a look-alike)."""
+                  restored: bool = False) -> list[Memory]:
+        """Write ``memories`` (checked, ``_checked``; settled against the active ones, ``_supersede``,
+        where ``settles``). ``restored``: memories back from the archive, kept as they were (no date
+        rewritten from today: ``_checked(dates=False)``), never merged into a look-alike, and their
+        own date never making them the older value of what had replaced them (``_plan``: see
+        ``undated``)."""
 
     @abstractmethod
     def _forget(self, mid: str, reason: str | None) -> Memory:
@@ -114,6 +125,10 @@ class StoreBase(ABC):
     @property
     @abstractmethod
     def archive(self) -> StoreBase: ...
+
+    @property
+    @abstractmethod
+    def inbox(self) -> StoreBase: ...
 
     @abstractmethod
     def memories(self, *, refresh: bool = True, wait: bool = True) -> list[Memory]: ...
@@ -229,17 +244,24 @@ class StoreBase(ABC):
 
     def archive_copy(self, mems: Iterable[Memory], reason: str) -> None:
         """Write ``mems`` to the archive in one write, each tagged with why (only the latest why)
-        and dated today; the caller removes them where they were."""
+        and with its own date; the caller removes them where they were."""
         self.archive.add_many([archived(m, reason) for m in mems])
 
     def restore(self, mid: str) -> Memory:
         """Bring a memory back from the archive (``mid``: its id or a unique prefix), without the
-        archive's reason tag; it counts as said again (its metadata goes on where it was)."""
+        archive's reason tag, as it was: its text (relative dates not made absolute from today)
+        and the date it was said. It counts as said again (its metadata goes on where it was).
+        A rejected merge proposal (``_inbox.is_merge``) is no memory: it goes back to the inbox,
+        to be approved or rejected again."""
         was = self.archive.get(mid)
-        back = Memory.create(was.text, [t for t in was.tags if t not in ARCHIVE_REASONS], was.pinned, was.topic)
-        # never merged into a look-alike (the archived copy goes next); a value it had been replaced
-        # by is superseded by it in turn (archived, linked): restoring an old value is going back to it
-        back = self._add_many([back], cue_of(was), merge=False)[0]
+        back = Memory.create(was.text, [t for t in was.tags if t not in ARCHIVE_REASONS], was.pinned, was.topic,
+                             was.date)
+        if is_merge(back):
+            back = self.inbox._add_many([back], cue_of(was), restored=True)[0]
+        else:
+            # never merged into a look-alike (the archived copy goes next); a value it had been replaced
+            # by is superseded by it in turn (archived, linked): restoring an old value is going back to it
+            back = self._add_many([back], cue_of(was), restored=True)[0]
         self.archive.forget(was.id, reason=None)
         return back
 

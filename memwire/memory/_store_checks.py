@@ -5,7 +5,6 @@ backends use them (``_store``, ``postgres._store``)."""
 from __future__ import annotations
 
 import re
-import time
 import unicodedata
 from dataclasses import replace
 
@@ -26,14 +25,15 @@ ARCHIVE_REASONS = _supersede.ARCHIVE_REASONS  # "merged": a duplicate merged int
 _TAG_RE = re.compile(TAG_PATTERN)
 
 
-def _checked(mem: Memory, *, screen: bool = True, timezone: str | None = None) -> Memory:
+def _checked(mem: Memory, *, screen: bool = True, timezone: str | None = None, dates: bool = True) -> Memory:
     """The memory ``add`` will write, validated: it must read back as exactly this memory. With
     ``screen`` (every new memory; not a copy into the archive) what may never be stored (a secret,
     control characters: ``policies._screen``) is refused, naming the rule, never the text, and
-    relative dates become absolute ones from the day it was said (its date, else today in
-    ``timezone``; ``policies._dates``), the memory then dated that day."""
+    with ``dates`` too, relative dates become absolute ones from the day it was said (its date,
+    else today in ``timezone``; ``policies._dates``), the memory then dated that day. ``dates=False``:
+    a restore, which is no new saying (its text was said on its own day, not today's)."""
     text = " ".join(mem.text.split())  # one memory is one line
-    if screen and might_hold_dates(text):
+    if screen and dates and might_hold_dates(text):
         day = said_day(mem.date, timezone)
         if (dated := absolute_dates(text, day)) != text:
             text, mem = dated, replace(mem, date=mem.date or day.isoformat())
@@ -70,9 +70,11 @@ def _checked(mem: Memory, *, screen: bool = True, timezone: str | None = None) -
 
 
 def archived(mem: Memory, reason: str) -> Memory:
-    """``mem`` as the archive keeps it: tagged with why it left (only the latest why), dated today."""
+    """``mem`` as the archive keeps it: tagged with why it left (only the latest why), with its own
+    date, the day it was said (a restore brings it back with it; when it left is the lifecycle's
+    ``forgotten``)."""
     return Memory.create(mem.text, [t for t in mem.tags if t not in ARCHIVE_REASONS] + [reason], mem.pinned,
-                         mem.topic, time.strftime("%Y-%m-%d"))
+                         mem.topic, mem.date)
 
 
 def cue_of(mem: Memory) -> str:

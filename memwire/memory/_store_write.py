@@ -23,7 +23,7 @@ from .._errors import InvalidMemoryError, MemoryFileError, MemoryNotFoundError
 from . import _supersede
 from ._markdown import ParsedFile, format_line, parse
 from ._model import Memory
-from ._store_base import StoreBase
+from ._store_base import StoreBase, undated
 from ._store_checks import DEFAULT_TOPIC, _checked
 from ._store_files import (
     MAIN_FILE,
@@ -63,7 +63,7 @@ class MarkdownWrites(StoreBase):
         def _resolve(self, mid: str, old: Memory | None) -> None: ...
 
     def _plan(self, d: _Dir, items: list[Memory], fresh: list[Memory], replaces: str | None,
-              merge: bool) -> _supersede.Plan:
+              restored: bool) -> _supersede.Plan:
         """What the write does to the active memories (``_supersede.plan``), under the write lock.
         Not in the archive, the inbox or a store that settles nothing."""
         if not self.settles or not items:
@@ -79,15 +79,15 @@ class MarkdownWrites(StoreBase):
                 return _supersede.Plan({}, {}, {})
             kept = {items[0].id: [old]}
             return _supersede.Plan({}, kept, {}) if here(old) else _supersede.Plan({}, {}, kept)
-        plan = _supersede.plan(fresh, _supersede.candidates(self.search), here)
-        if not merge:
+        plan = _supersede.plan(undated(fresh, restored), _supersede.candidates(self.search), here)
+        if restored:  # never merged into a look-alike: the restore asked for this memory
             plan.duplicates.clear()
         return plan
 
     def _add_many(self, memories: Iterable[Memory | str], cue: str, replaces: str | None = None,
-                  merge: bool = True) -> list[Memory]:
-        items = [_checked(Memory.create(m) if isinstance(m, str) else m, screen=self.screens, timezone=self.timezone)
-                 for m in memories]
+                  restored: bool = False) -> list[Memory]:
+        items = [_checked(Memory.create(m) if isinstance(m, str) else m, screen=self.screens, timezone=self.timezone,
+                          dates=not restored) for m in memories]
         d = self._dirs[-1]
         by_topic: dict[str, list[Memory]] = {}
         result: list[Memory] = []
@@ -95,7 +95,7 @@ class MarkdownWrites(StoreBase):
             with self._lock:
                 self.refresh()
                 found = [(mem, d.find(mem.id)) for mem in items]
-            plan = self._plan(d, items, [mem for mem, name in found if name is None], replaces, merge)
+            plan = self._plan(d, items, [mem for mem, name in found if name is None], replaces, restored)
             found = list(zip(_supersede.pinned_on(plan, [mem for mem, _ in found]), [n for _, n in found], strict=True))
             gone = plan.removed()
             if gone:  # into the archive first: a crash in between leaves a copy, never a loss

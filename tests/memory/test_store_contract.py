@@ -41,7 +41,7 @@ def _protocol_members() -> set[str]:
                    and (not name.startswith("_") or name in ("__iter__", "__len__", "__contains__"))}
 
 
-@covers("remote", "track", "min_score", "scoring", "location")
+@covers("remote", "track", "settles", "min_score", "scoring", "location")
 def test_settings_and_location(make_store: StoreSpec) -> None:
     from memwire.memory._lifecycle import Scoring
 
@@ -51,6 +51,7 @@ def test_settings_and_location(make_store: StoreSpec) -> None:
     assert store.min_score == 0.25 and store.scoring is scoring and store.track is True
     assert store.remote is (make_store.backend == "postgres")
     assert store.archive.track is False and store.inbox.track is False  # their memories have no lifecycle
+    assert store.settles is True and store.archive.settles is False and store.inbox.settles is False
     assert make_store().scoring is None and make_store().min_score is None
     assert isinstance(store.location, str) and store.location
     assert store.namespace_store("alice").location != store.location

@@ -140,8 +140,8 @@ def test_a_new_value_supersedes_the_old_one_archived_and_linked(make_store: Stor
     new = s.add("The staging database now listens on port 6543.")
     assert {m.text for m in s} == {redis.text, prod.text, new.text}  # look-alikes stay
     gone = s.archive.get(old.id)
-    assert "superseded" in gone.tags and gone.text == old.text  # archived, as it was, dated
-    assert gone.date
+    assert "superseded" in gone.tags and gone.text == old.text  # archived, as it was
+    assert gone.date == old.date  # the day it was said (a restore brings it back); the day it left: below
     assert _links(s, new.id)["supersedes"] == [old.id]
     assert _links(s, old.id)["superseded_by"] == new.id
     assert s.lifecycle.get(old).forgotten is not None  # never injected again, its record kept

@@ -51,7 +51,7 @@ from .._index import BM25Index
 from .._lifecycle import Scoring
 from .._model import Memory
 from .._protocol import CaptureQueue, LedgerKinds, LedgerT
-from .._store_base import StoreBase
+from .._store_base import StoreBase, undated
 from .._store_checks import _checked, archived
 from .._store_names import event_log_name, validate_namespace
 from .._table import Kind, kind_of
@@ -92,7 +92,7 @@ class PgStore(StoreBase):
         self.min_score = min_score
         self.scoring = scoring
         self.track = track  # record lifecycle metadata (the inbox and the archive do not)
-        self.settles = True  # new memories settle against the active ones (only where kind is "memories")
+        self.settles = kind == "memories"  # new memories settle against the active ones (not in the archive, the inbox)
         self.timezone = timezone  # the day a dateless new memory was said, for its relative dates
         _pg.database(url)  # checks the URL and that psycopg is installed
         self._lock = threading.RLock()  # the cache
@@ -370,19 +370,19 @@ class PgStore(StoreBase):
                 if self._loaded and self._held == version:  # nothing missed in between: current
                     self._held = w.version
 
-    def _plan(self, w: Write, items: list[Memory], replaces: str | None, merge: bool) -> _supersede.Plan:
+    def _plan(self, w: Write, items: list[Memory], replaces: str | None, restored: bool) -> _supersede.Plan:
         """What the write does to the active memories (``_supersede.plan``), in the transaction,
         the namespace locked and the cache brought up to it (``_sync``)."""
-        if self.kind != "memories" or not self.settles or not items:
+        if not self.settles or not items:
             return _supersede.Plan({}, {}, {})
         if replaces is not None:
             old, _ = w.find(self.kind, replaces)
             return _supersede.Plan({}, {items[0].id: [old]} if old.id != items[0].id else {}, {})
         have = w.rows_of(self.kind, {m.id for m in items})
         self._sync(w)
-        plan = _supersede.plan([m for m in items if m.id not in have], _supersede.candidates(self.search),
-                               lambda m: True)
-        if not merge:
+        plan = _supersede.plan(undated([m for m in items if m.id not in have], restored),
+                               _supersede.candidates(self.search), lambda m: True)
+        if restored:  # never merged into a look-alike: the restore asked for this memory
             plan.duplicates.clear()
         return plan
 
@@ -402,9 +402,9 @@ class PgStore(StoreBase):
                 self._held = w.version - 1
 
     def _add_many(self, memories: Iterable[Memory | str], cue: str, replaces: str | None = None,
-                  merge: bool = True) -> list[Memory]:
+                  restored: bool = False) -> list[Memory]:
         items = [_checked(Memory.create(m) if isinstance(m, str) else m, screen=self.kind != "archive",
-                          timezone=self.timezone) for m in memories]
+                          timezone=self.timezone, dates=not restored) for m in memories]
         for m in items:
             if any("\0" in s for s in (m.text, m.topic or "", m.date or "", *m.tags)):
                 raise InvalidMemoryError(f"a memory cannot hold a NUL character: {m.text[:80]!r}")
@@ -413,7 +413,7 @@ class PgStore(StoreBase):
         if self.kind == "memories" and not self._loaded:
             self._catch_up(wait=True)  # loaded before the write's connection is taken (the pool is small)
         with self._writing() as w:
-            plan = self._plan(w, items, replaces, merge)
+            plan = self._plan(w, items, replaces, restored)
             items = _supersede.pinned_on(plan, items)
             gone = plan.removed()
             for old in gone:  # archived and removed in the same transaction
