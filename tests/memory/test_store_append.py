@@ -27,7 +27,7 @@ _PIECES = st.sampled_from([
 ])
 
 
-@settings(max_examples=80, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pieces=st.lists(_PIECES, max_size=8), topic=st.sampled_from(["Notes", "Work", "New topic"]))
 @example(pieces=["# Memory\n", "## Notes\n", "- a fact\n", "\n"], topic="Notes")  # a blank line at the end
 @example(pieces=["# Memory\n", "## Notes\n", "- no newline at the end"], topic="Notes")
