@@ -219,6 +219,14 @@ def load_vectors(side: SemanticSide, root: Path, directory: Path, items: Iterabl
     return side.load(data[_DIGEST:], items)
 
 
+def fills_in(found: int, k: int, rank_prior: float) -> bool:
+    """Whether a semantic hit can be among the ``k`` a search returns after ``found`` BM25 hits: it
+    is scored ``_FILL`` of the lowest BM25 score (``fuse``), so with ``k`` lexical hits or more only
+    a stability prior (a factor ``1 ± rank_prior/2``; 0 when none is applied) wide enough to lift it
+    past one of them could place it. When none can, the vector search is skipped: most queries."""
+    return found < k or _FILL * (1 + rank_prior / 2) >= 1 - rank_prior / 2
+
+
 def fuse(bm25: Sequence[tuple[str, float]], semantic: Sequence[VectorHit], k: int,
          cut: float = 0.0) -> list[tuple[str, float]]:
     """BM25's (id, score) hits as they are, then the semantic hits BM25 did not find, in their

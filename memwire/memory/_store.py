@@ -412,7 +412,10 @@ class MemoryStore(MarkdownWrites):
                exclude: Collection[str]) -> list[Found]:
         found = super()._found(query, k, cut, context, exclude)
         if self._semantic is not None:  # hybrid: semantic hits past their cut fill in after BM25's
-            found = self._with_semantic(found, query, k, cut, exclude)
+            from ._embed_side import fills_in  # loaded with the semantic side
+
+            if fills_in(len(found), k, self.lifecycle.scoring.rank_prior if self.track else 0.0):
+                found = self._with_semantic(found, query, k, cut, exclude)
         return found
 
     def _with_semantic(self, found: list[Found], query: str, k: int, cut: float | None,

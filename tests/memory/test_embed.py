@@ -25,7 +25,7 @@ pytest.importorskip("tokenizers")
 from memwire.memory import _embed, _embed_distil, _embed_model, _embed_side
 from memwire.memory._embed import EmbeddingModelError, load_static, open_embedder, prepare
 from memwire.memory._embed_model import read_safetensors, write_safetensors
-from memwire.memory._embed_side import SemanticSide, fuse, shared_embedder
+from memwire.memory._embed_side import SemanticSide, fills_in, fuse, shared_embedder
 from memwire.memory._embed_vectors import VectorIndex
 
 WORDS = ["the", "a", "of", "and", "to", "in", "is", "for", "on", "with", "that", "be", "by", "at", "from",
@@ -674,6 +674,34 @@ def test_a_failing_semantic_side_leaves_bm25_hits(topic_model: Path, tmp_path: P
 
     monkeypatch.setattr(store._semantic, "search", broken)
     assert [h.memory.text for h in store.search("production deploys", k=3)] == [stored.text]
+
+
+def test_the_vector_search_is_skipped_when_no_semantic_hit_can_be_among_the_k() -> None:
+    # a fill scores half the lowest BM25 score: only a prior of 1 ± 1/3 or wider lifts it past one
+    assert fills_in(2, 3, 0.0) and fills_in(0, 1, 0.1)
+    assert not fills_in(3, 3, 0.0) and not fills_in(8, 3, 0.1) and not fills_in(3, 3, 0.6)
+    assert fills_in(3, 3, 0.7) and fills_in(3, 3, 1.0)
+
+
+def test_a_hybrid_store_searches_vectors_only_while_bm25_leaves_room(topic_model: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from memwire.memory._lifecycle import Scoring
+    from memwire.memory._store import MemoryStore
+
+    calls: list[str] = []
+    for prior, wide in ((0.1, False), (1.0, True)):
+        store = MemoryStore(tmp_path / f"mem{prior}", retrieval="hybrid", embedding_model=topic_model,
+                            scoring=Scoring(rank_prior=prior))
+        for text in MEMORIES.values():
+            store.add(text)
+        assert store._semantic is not None
+        search = store._semantic.search
+        monkeypatch.setattr(store._semantic, "search", lambda *a, _s=search, **kw: calls.append("v") or _s(*a, **kw))
+        calls.clear()
+        assert len(store.search("docker npm redis production", k=2, min_score=0)) == 2
+        assert calls == (["v"] if wide else [])  # two lexical hits: a fill could only come after them
+        assert [h.memory.text for h in store.search("yarn library", k=2)] == [MEMORIES["m3"]]
+        assert calls == ["v", "v"] if wide else ["v"]  # no lexical hit: the vectors fill in
 
 
 def test_a_snapshot_restored_store_embeds_its_memories(topic_model: Path, tmp_path: Path) -> None:
