@@ -375,8 +375,9 @@ def test_a_store_that_cannot_be_written_keeps_the_statement_queued(store: Memory
         time.sleep(0.3)  # a few retries, each failing
         assert captured(store) == []
         full.clear()
-        deadline = time.monotonic() + 10
-        while captured(store) != ["The build needs Java 21."] and time.monotonic() < deadline:
+        # the memory, then its capture event: wait for both (a bound for a broken worker only)
+        deadline = time.monotonic() + 60
+        while (captured(store) != ["The build needs Java 21."] or not read_log(store)) and time.monotonic() < deadline:
             time.sleep(0.05)
     assert captured(store) == ["The build needs Java 21."]
     said = [r.getMessage() for r in caplog.records]
@@ -476,6 +477,9 @@ def test_urgent_statements_do_not_wait_for_a_quiet_moment(store: MemoryStore, cl
     monkeypatch.setattr(_capture, "URGENT", 3)
     monkeypatch.setattr(_capture, "MAX_DEFER_S", 60.0)
     mw = middleware(store, clock)
+    # quiet means no request for 2 s here: a busy machine that stalls the toucher thread for the
+    # default 20 ms must not make a quiet moment the test did not mean
+    mw.capture.settle_s = 2.0
     busy = threading.Event()
     busy.set()
 
@@ -492,7 +496,7 @@ def test_urgent_statements_do_not_wait_for_a_quiet_moment(store: MemoryStore, cl
         time.sleep(0.5)
         assert captured(store) == []  # held for a quiet moment
         mw.prepare(chat("Remember that server 2 runs Debian 12."), session_id="s2")
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60  # a bound for a broken worker, not a time the test needs
         while len(captured(store)) < 3 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert len(captured(store)) == 3  # written while the traffic goes on

@@ -135,7 +135,7 @@ def full_keys(fmt: Format, v: View) -> dict[int, str]:
 
 
 @pytest.mark.parametrize("api", APIS)
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=40)  # 150 caught no mutation more: see test_incremental_in_place
 @given(data=st.data())
 def test_incremental_view_equals_the_full_read(api: str, data: st.DataObject) -> None:
     fmt = FORMATS[api]
