@@ -28,6 +28,9 @@ os.environ.setdefault("LITELLM_LOG", "ERROR")
 TEST_POSTGRES = os.environ.get("MEMWIRE_TEST_POSTGRES")
 for _name in [n for n in os.environ if n.startswith("MEMWIRE_") and not n.startswith("MEMWIRE_TEST_")]:
     del os.environ[_name]  # a developer's own settings must not leak into the tests
+# The retrieval budget (1000 ms by default) must not decide a test on a loaded machine: a cold
+# first search there can take longer. Tests of the budget itself pass their own timeout_ms.
+os.environ["MEMWIRE_TIMEOUT_MS"] = "60000"
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
