@@ -151,7 +151,8 @@ class Code(tuple[str, ...]):
 
 
 @lru_cache(maxsize=1024)
-def names(text: str) -> tuple[tuple[tuple[str, ...], ...], ...]:
+# complexity over 15: a scanner with one branch per kind of name (quoted, capitalised run, identifier, path, option)
+def names(text: str) -> tuple[tuple[tuple[str, ...], ...], ...]:  # noqa: C901
     """The names and identifiers ``text`` mentions (see the module docstring), sentence by
     sentence: for each sentence that asks (ends with "?"; every sentence when none does), the
     index terms of each name in it, a code identifier's as a ``Code``; () when it names
@@ -294,7 +295,8 @@ def abstains(lex: Lexicon, n: int, asked: Iterable[tuple[Mapping[str, float], It
     return why
 
 
-def _unknown(lex: Lexicon, n: int, text: Mapping[str, float], named: Iterable[Iterable[tuple[str, ...]]]
+# complexity over 15: the decision's rules (module docstring) written out together, so the code reads as the rule does
+def _unknown(lex: Lexicon, n: int, text: Mapping[str, float], named: Iterable[Iterable[tuple[str, ...]]]  # noqa: C901
              ) -> bool | None:
     """Whether a part of a query (its terms ``text``, its ``names``) is about what the store does
     not know: None when it is not, else whether it names something the store never saw."""

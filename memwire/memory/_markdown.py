@@ -133,7 +133,8 @@ def _str_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _parse_lines(lines: list[str], path: str, out: ParsedFile) -> ParsedFile:
+# complexity over 15: a line scanner: one branch per form of a memory file (front matter, topic, entry, continuation)
+def _parse_lines(lines: list[str], path: str, out: ParsedFile) -> ParsedFile:  # noqa: C901
     start, meta, paragraphs = _front_matter(lines, path, out)
     tags_value = meta.get("tags")
     file_tags = [_slug_tag(t) for t in tags_value if isinstance(t, str)] if isinstance(tags_value, list) else []

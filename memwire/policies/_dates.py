@@ -249,7 +249,8 @@ def _end_of(text: str, m: re.Match[str]) -> int:
     return m.end() if possessive is None else possessive.end()
 
 
-def _rewrite(text: str, m: re.Match[str], day: date, protected: list[tuple[int, int]]) -> tuple[int, str] | None:
+# complexity over 15: one branch per kind of relative-date phrase (day word, weekday, span, count)
+def _rewrite(text: str, m: re.Match[str], day: date, protected: list[tuple[int, int]]) -> tuple[int, str] | None:  # noqa: C901
     """Where to put the date after ``m`` and what it says, or None to leave it."""
     start, end = m.span()
     if any(a < end and start < b for a, b in protected):

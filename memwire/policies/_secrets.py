@@ -562,7 +562,8 @@ def _looks_made(v: str) -> bool:
             or _random(v))
 
 
-def _secret_value(v: _Value, name: _Name, strength: str) -> bool:
+# complexity over 15: one test per shape a secret value takes, cheapest first: split, one decision would be scattered
+def _secret_value(v: _Value, name: _Name, strength: str) -> bool:  # noqa: C901
     """Whether ``v``, said as the value of ``name`` (with ``strength``: "strong" after ``=``,
     "colon" after ``:``, "is" after a verb, "weak" after "to"/"of", "direct" right after the
     name, "before" when it came first), is one."""

@@ -116,7 +116,8 @@ def _is_loopback(host: str) -> bool:
         return False  # a host name other than localhost may resolve anywhere
 
 
-def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:
+# complexity over 15: one check per option of the command, in the order its --help lists them
+def cmd_proxy(args: argparse.Namespace, cfg: Config) -> int:  # noqa: C901
     # start-up time: `memwire --help` loads this module; only the proxy command needs a server
     import uvicorn
     from pydantic import ValidationError
