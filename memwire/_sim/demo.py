@@ -212,8 +212,10 @@ def run_mode(cfg: Config_, provider: str, model: str) -> ModeResult:
     """Play the whole script through the proxy (or straight to the provider) for one configuration."""
     start = time.perf_counter()
     result = ModeResult(cfg.label)
-    with tempfile.TemporaryDirectory(prefix="memwire-demo-") as tmp:
+    # a file a background writer adds as the directory goes must not fail the demo (flushed below)
+    with tempfile.TemporaryDirectory(prefix="memwire-demo-", ignore_cleanup_errors=True) as tmp:
         store = MemoryStore(Path(tmp) / "memory")
+        mw: Middleware | None = None
         _seed(store)
         fake = FakeProvider()
         upstream = serve_in_thread(fake)
@@ -240,6 +242,11 @@ def run_mode(cfg: Config_, provider: str, model: str) -> ModeResult:
         finally:
             for s in servers:
                 s.stop()
+            # what runs in the background (captures, replay ledgers, the memories' metadata) is
+            # written before the directory is removed: a write into it as it goes failed the run
+            if mw is not None:
+                mw.flush(timeout=30)
+            store.lifecycle.flush()
         usages: list[Usage] = [r.usage for r in fake.requests if r.usage is not None]
         result.requests = len(usages)
         result.prompt_tokens = sum(u.prompt_tokens for u in usages)

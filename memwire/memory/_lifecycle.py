@@ -459,8 +459,11 @@ class Lifecycle:
 
     def _save(self, delta: Mapping[str, _Delta]) -> dict[str, Meta]:
         """Merge ``delta`` into what is stored, under the file's lock (the counts of processes
-        sharing the directory add up); returns everything stored."""
-        _paths.makedirs(self.root, self.path)
+        sharing the directory add up); returns everything stored. A memory directory removed
+        meanwhile is not made again for its metadata alone: the memories it described are gone."""
+        if not self.path.is_dir():
+            log.debug("memwire: memory metadata not saved: %s is gone", self.where)
+            return {}
         with write_lock(_paths.under(self.root, self.path / ".meta.lock")):
             disk = self._read()
             now = self.clock()

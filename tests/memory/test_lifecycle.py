@@ -147,6 +147,19 @@ def test_metadata_is_saved_beside_the_markdown_not_in_it(tmp_path: Path, clock: 
     assert again.lifecycle.get(mem) == s.lifecycle.get(mem)
 
 
+def test_metadata_does_not_make_a_removed_directory_again(tmp_path: Path, clock: Clock) -> None:
+    import shutil
+
+    d = tmp_path / "mem"
+    s = store_at(d, clock)
+    mem = s.add("Prefers pytest over unittest")
+    s.lifecycle.flush()
+    s.lifecycle.injected([mem.id])  # a change pending as the directory goes (memwire demo's temporary one)
+    shutil.rmtree(d)
+    s.lifecycle.flush()
+    assert not d.exists()
+
+
 def test_two_processes_add_up_their_counts(make_store: StoreSpec, clock: Clock) -> None:
     a = open_at(make_store, clock)
     mem = a.add("Prefers pytest over unittest")
