@@ -26,6 +26,7 @@ from ._lifecycle import Lifecycle
 from ._model import Hit, Memory
 from ._store_checks import ARCHIVE_REASONS, archived, cue_of
 from ._store_names import full_id
+from ._supersede import Plan, links_of
 from ._table import Kind
 
 __all__ = ["Found", "StoreBase", "index_hits", "undated", "with_prior"]
@@ -232,6 +233,19 @@ class StoreBase(ABC):
 
     def _conflicts_of(self, mid: str) -> list[str]:
         return list(self.lifecycle.links(mid).get("conflicts", ()))
+
+    def _record_write(self, result: Sequence[Memory], new: Collection[str], gone: Sequence[Memory], plan: Plan,
+                      cue: str) -> None:
+        """A write's lifecycle records (both backends' ``_add_many`` end with it): ``new`` added with
+        ``cue``, the rest of ``result`` reinforced (said again), ``gone`` forgotten (superseded),
+        and the supersession links of ``plan``."""
+        if not self.track:
+            return
+        self.lifecycle.added([m for m in result if m.id in new], cue)
+        self.lifecycle.reinforce([m.id for m in result if m.id not in new])
+        if gone:
+            self.lifecycle.forgotten([m.id for m in gone])
+        self.lifecycle.link(links_of(plan, result, self._conflicts_of))
 
     def forget(self, mid: str, *, reason: str | None = "forgotten") -> Memory:
         """Remove a memory, into the archive tagged ``reason`` (written there first: a crash in

@@ -122,13 +122,7 @@ class MarkdownWrites(StoreBase):
                     result.append(self._mark(d, name, old, add_tags=new_tags, pinned=old.pinned or mem.pinned))
             if by_topic:
                 self._append(d, by_topic)
-        if self.track:
-            new = {m.id for ms in by_topic.values() for m in ms}
-            self.lifecycle.added([m for m in result if m.id in new], cue)
-            self.lifecycle.reinforce([m.id for m in result if m.id not in new])
-            if gone:
-                self.lifecycle.forgotten([m.id for m in gone])
-            self.lifecycle.link(_supersede.links_of(plan, result, self._conflicts_of))
+        self._record_write(result, {m.id for ms in by_topic.values() for m in ms}, gone, plan, cue)
         return result
 
     def _append(self, d: _Dir, by_topic: dict[str, list[Memory]]) -> None:

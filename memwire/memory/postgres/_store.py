@@ -423,12 +423,7 @@ class PgStore(StoreBase):
             stored, new = w.merge(self.kind, kept) if kept else ([], set())
         got = iter(stored)
         result = [plan.duplicates[m.id] if m.id in plan.duplicates else next(got) for m in items]
-        if self.track:
-            self.lifecycle.added([m for m in result if m.id in new], cue)
-            self.lifecycle.reinforce([m.id for m in result if m.id not in new])
-            if gone:
-                self.lifecycle.forgotten([m.id for m in gone])
-            self.lifecycle.link(_supersede.links_of(plan, result, self._conflicts_of))
+        self._record_write(result, new, gone, plan, cue)
         return result
 
     def pin(self, mid: str, pinned: bool = True) -> Memory:
