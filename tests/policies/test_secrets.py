@@ -567,23 +567,34 @@ def warm() -> None:
     find_secret("warm up: password is x, https://a:b@c, 4111 1111 1111 1111")
 
 
-@pytest.mark.parametrize("unit", _UNITS)
-def test_a_mebibyte_of_repeats_is_checked_quickly(warm: None, unit: str) -> None:
-    """Each takes about 0.1 to 0.3 s of CPU; a regex that backtracks takes minutes (1 MiB of "eyJ"
-    took 270 s before its pattern looked behind its start). CPU time: other processes on the
-    machine do not count."""
-    text = (unit * (_MIB // len(unit) + 1))[:_MIB]
+def _cpu(text: str) -> float:
+    """The least CPU time of two checks of ``text`` (other processes on the machine do not count)."""
     best = float("inf")
     for _ in range(2):
         started = time.process_time()
         find_secret(text)
         best = min(best, time.process_time() - started)
-    assert best < 1.0, f"{best:.2f} s for 1 MiB of {unit!r}"
+    return best
 
 
-def test_a_mebibyte_of_distinct_credential_names_is_refused_not_slow(warm: None) -> None:
+@pytest.fixture(scope="module")
+def prose(warm: None) -> float:
+    """What checking 1 MiB of ordinary prose costs on this machine, now: the yardstick (a fixed
+    number of seconds would let the machine's speed decide the tests below)."""
+    return _cpu(("The staging database listens on port 5433 and the deploy script is ship.sh. " * 14_000)[:_MIB])
+
+
+@pytest.mark.parametrize("unit", _UNITS)
+def test_a_mebibyte_of_repeats_is_checked_in_linear_time(prose: float, unit: str) -> None:
+    """Each costs 0.5x to 2x as much as prose; a regex that backtracks costs hundreds of times more
+    (1 MiB of "eyJ" took 270 s before its pattern looked behind its start)."""
+    best = _cpu((unit * (_MIB // len(unit) + 1))[:_MIB])
+    assert best < 10 * prose, f"{best:.2f} s for 1 MiB of {unit!r}, prose {prose:.2f} s"
+
+
+def test_a_mebibyte_of_distinct_credential_names_is_refused_not_slow(prose: float) -> None:
     text = "".join(f"the key {i} " for i in range(120_000))[:_MIB]
     started = time.process_time()
     kind = find_secret(text)
-    assert time.process_time() - started < 1.0
+    assert time.process_time() - started < 10 * prose
     assert kind in KINDS  # more names than any memory holds: refused rather than left unread
