@@ -196,21 +196,10 @@ def test_startup_says_its_block_is_the_profile(coding: StoreSpec, capsys: pytest
 def topic_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A tiny model2vec model whose words of one topic lie together (``tests/memory/test_embed``)."""
     pytest.importorskip("tokenizers")
-    import numpy as np
-
     from memwire.memory import _embed_side
-    from memwire.memory._embed_model import write_safetensors
-    from tests.memory.test_embed import FILLER, TOPICS, make_model2vec
+    from tests.memory.test_embed import make_topic_model
 
-    d = make_model2vec(tmp_path / "topics", dims=24)
-    vocab = json.loads((d / "tokenizer.json").read_text())["model"]["vocab"]
-    rng = np.random.default_rng(5)
-    table = rng.normal(0, 0.05, (len(vocab), 24)).astype(np.float32)
-    for words in [*TOPICS, *([w] for w in FILLER)]:
-        direction = rng.normal(size=24)
-        for w in words:
-            table[vocab[w]] = direction / np.linalg.norm(direction) + rng.normal(0, 0.1, 24)
-    write_safetensors(d / "model.safetensors", {"embeddings": table})
+    d = make_topic_model(tmp_path / "topics")
     monkeypatch.setattr(_embed_side, "_embedders", {})
     monkeypatch.setenv("MEMWIRE_HOME", str(tmp_path / "home"))
     return d

@@ -17,22 +17,11 @@ from memwire.cli import main
 from memwire.memory import _supersede
 from memwire.memory._inbox import approve, inbox_of, is_merge, merge_members, propose_merges, read_log, reject
 from memwire.memory._model import Memory
+from tests.memory.test_supersede import _hand_written
 from tests.stores import StoreSpec
 
 TEXTS = ["The ledger runs on PostgreSQL 15.", "The deploy script is ship.sh.", "I like dark mode.",
          "The ledger database is PostgreSQL 15.", "User prefers dark mode.", "The staging Redis port is 6380."]
-
-
-def _hand_written(s: Any, texts: list[str]) -> dict[str, Memory]:
-    """Write ``texts`` as a person would by hand (the add path would merge the twins)."""
-    if hasattr(s, "path"):
-        s.path.mkdir(parents=True, exist_ok=True)
-        (s.path / "MEMORY.md").write_text("# Memory\n\n## Notes\n" + "".join(f"- {t}\n" for t in texts))
-    else:  # PostgreSQL: rows as an older memwire (no add-path settling) left them
-        for t in texts:
-            with s._writing() as w:
-                w.merge(s.kind, [Memory.create(t, (), False, "Notes")])
-    return {m.text: m for m in s.memories()}
 
 
 def _proposed(s: Any) -> list[Memory]:

@@ -372,9 +372,9 @@ TOPICS = [
 ]
 
 
-@pytest.fixture
-def embedder(tmp_path: Path) -> Any:
-    d = make_model2vec(tmp_path / "topics", dims=24)
+def make_topic_model(d: Path) -> Path:
+    """A tiny model2vec model in ``d`` whose words of one topic (``TOPICS``) lie together."""
+    d = make_model2vec(d, dims=24)
     vocab = json.loads((d / "tokenizer.json").read_text())["model"]["vocab"]
     rng = np.random.default_rng(5)
     table = rng.normal(0, 0.05, (len(vocab), 24)).astype(np.float32)
@@ -383,7 +383,12 @@ def embedder(tmp_path: Path) -> Any:
         for w in words:
             table[vocab[w]] = direction / np.linalg.norm(direction) + rng.normal(0, 0.1, 24)
     write_safetensors(d / "model.safetensors", {"embeddings": table})
-    emb = open_embedder(d, tmp_path / "home")
+    return d
+
+
+@pytest.fixture
+def embedder(tmp_path: Path) -> Any:
+    emb = open_embedder(make_topic_model(tmp_path / "topics"), tmp_path / "home")
     assert emb is not None
     return emb
 
