@@ -5,7 +5,10 @@ All beside the memory files, as plain markdown a person can read and edit:
 - ``DIR/inbox/MEMORY.md``: captures waiting for approval (``capture = "review"``), and merges of
   near-duplicates ``memwire dedupe --apply`` proposes (``propose_merges``: one item a cluster,
   tagged ``#merge``, naming the memory kept and the ones archived in its tags; approving it merges
-  them, rejecting it leaves them and the cluster is not proposed again). The store of ``DIR`` reads
+  them, rejecting it leaves them and the cluster is not proposed again). A capture that corrects an
+  active memory (a conversation's correction, a distilled update) names it in a tag
+  (``replaces-<id>``): that memory stays active until a person approves, then the approved one
+  supersedes it (archived, linked both ways); rejecting it leaves it. The store of ``DIR`` reads
   only the files of ``DIR`` itself, so nothing here is ever injected.
 - ``DIR/archive/MEMORY.md``: what capture took back ("forget that …", a superseded fact), what
   a person rejected and what a merge archived, tagged ``#forgotten``, ``#superseded``, ``#rejected``
@@ -22,7 +25,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .._errors import InvalidMemoryError
+from .._errors import InvalidMemoryError, MemoryNotFoundError
 from ._logfile import LOG_MAX_BYTES
 from ._model import Memory
 from ._protocol import Store
@@ -34,6 +37,7 @@ __all__ = [
     "LOG_MAX_BYTES",
     "LOG_NAME",
     "MERGE_TAG",
+    "added",
     "approve",
     "inbox_of",
     "is_merge",
@@ -42,6 +46,8 @@ __all__ = [
     "propose_merges",
     "read_log",
     "reject",
+    "replaced",
+    "replaces_tag",
     "was_rejected",
 ]
 
@@ -52,6 +58,7 @@ MERGE_TAG = "merge"  # an inbox item that proposes a merge of duplicates, not a 
 # its members, as tags (they survive export, import, hand edits); joined by "-", never "/": a word and
 # hex so joined is an id to the secret screen, hex after a "/" a random-looking key
 _KEEP, _DROP = "merge-keep-", "merge-drop-"
+_REPLACES = "replaces-"  # an item that corrects an active memory: the id it supersedes once approved
 _SHOWN, _CHARS = 10, 300  # what its text quotes of a cluster (the tags name every member)
 
 
@@ -71,10 +78,33 @@ def approve(store: Store, ids: Iterable[str]) -> list[Memory]:
             inbox.forget(mid, reason=None)
             log_event(store, "approved", mem)
             continue
-        moved.append(store.add(mem.text, mem.tags, mem.pinned, topic=mem.topic, date=mem.date, cue=cue_of(mem)))
+        moved.append(added(store, mem))
         inbox.forget(mid, reason=None)
         log_event(store, "approved", moved[-1])
     return moved
+
+
+def added(store: Store, item: Memory, text: str | None = None) -> Memory:
+    """Add inbox ``item`` to ``store`` (``text``: the reviewer's words for it). One that replaces a
+    memory (``replaced``) supersedes it when it is still active, in the same write; else (forgotten
+    or replaced since) it is added like any other, settled by its words. The bookkeeping tag is not
+    stored with it."""
+    old = replaced(item)
+    tags = [t for t in item.tags if not t.startswith(_REPLACES)]
+    words = item.text if text is None else text
+    date = item.date if words == item.text else None  # the reviewer's words: not what was said that day
+
+    def add(replaces: str | None) -> Memory:
+        return store.add(words, tags, item.pinned, topic=item.topic, date=date, cue=cue_of(item), replaces=replaces)
+
+    try:
+        before = store.get(old) if old is not None and old in store else None
+        mem = add(None if before is None else before.id)
+    except MemoryNotFoundError:  # forgotten in between
+        return add(None)
+    if before is not None and before.id not in store:  # superseded (the same text again leaves it as it was)
+        log_event(store, "superseded", before, {"by": mem.id})
+    return mem
 
 
 def reject(store: Store, ids: Iterable[str]) -> list[Memory]:
@@ -83,7 +113,9 @@ def reject(store: Store, ids: Iterable[str]) -> list[Memory]:
     inbox, gone = inbox_of(store), []
     for mid in _resolved(inbox, ids):
         mem = inbox.get(mid)
-        store.archive_copy([mem], "rejected")
+        # what it would have replaced stays as it is; a restore brings it back as a plain memory
+        store.archive_copy([Memory.create(mem.text, [t for t in mem.tags if not t.startswith(_REPLACES)], mem.pinned,
+                                          mem.topic, mem.date)], "rejected")
         gone.append(inbox.forget(mid, reason=None))
         log_event(store, "rejected", mem)
     return gone
@@ -92,6 +124,16 @@ def reject(store: Store, ids: Iterable[str]) -> list[Memory]:
 def is_merge(mem: Memory) -> bool:
     """Whether an inbox item proposes a merge (``propose_merges``) rather than a memory to add."""
     return MERGE_TAG in mem.tags and any(t.startswith(_KEEP) for t in mem.tags)
+
+
+def replaces_tag(mid: str) -> str:
+    """The tag of an inbox item that, once approved, supersedes memory ``mid`` (``added``)."""
+    return _REPLACES + mid
+
+
+def replaced(mem: Memory) -> str | None:
+    """The id of the memory an inbox item replaces once approved (None: it replaces none)."""
+    return next((t[len(_REPLACES):] for t in mem.tags if t.startswith(_REPLACES)), None)
 
 
 def merge_members(mem: Memory) -> list[str]:

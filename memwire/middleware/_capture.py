@@ -42,7 +42,9 @@ just before it in the same message, else what the previous user message captured
 call continuing a stored history, whose earlier messages are not in the request: the session's
 latest captures). A retraction archives it; a correction archives it as ``superseded`` and
 captures the corrected statement (X itself, or the memory with X in place of the value it
-corrects: ``policies._capture.corrected``; named by "not Y" when said). Nothing to act on, a
+corrects: ``policies._capture.corrected``; named by "not Y" when said), in one write that links
+the two. In review mode a correction of an active memory waits in the inbox naming it; that memory
+stays until a person approves (``_inbox.added``). Nothing to act on, a
 retraction does nothing and "correction: X" captures X. Only captured memories are ever taken
 back, and only this conversation's: what a person wrote by hand, or another session captured, stays.
 
@@ -75,7 +77,7 @@ from .._logs import describe
 from .._lru import LRU
 from .._worker import MAX_DEFER_S, QUIET_S, Traffic, dropped
 from ..memory._capture_queue import FileQueue, MemoryQueue, PgQueue, Retry
-from ..memory._inbox import CAPTURED_TAG, inbox_of, log_event, read_log, reject, was_rejected
+from ..memory._inbox import CAPTURED_TAG, inbox_of, log_event, read_log, reject, replaces_tag, was_rejected
 from ..memory._model import Memory, memory_id, normalized
 from ..memory._protocol import Store
 from ..memory._supersede import ALTERNATIVES
@@ -499,8 +501,9 @@ class Capture:
         """The one write path of explicit and distilled memories: dates made absolute, cooldown,
         near-duplicates reinforced, rejected ones not proposed again, profile facts superseded,
         review inbox. ``replaces``: the id of the store's memory it corrects (archived as
-        superseded and linked to it by the store). Returns the memory written or reinforced (None:
-        skipped)."""
+        superseded and linked to it by the store, in the same write; in review mode the inbox item
+        names it and nothing active changes before a person approves). Returns the memory written
+        or reinforced (None: skipped)."""
         day = day_of(at, self._zone(store))  # the day it was said, in the user's zone
         text = absolute_dates(text, day)
         now = self._clock()
@@ -523,8 +526,10 @@ class Capture:
         if kind == "fact" and text.startswith(_PROFILE_PREFIX) and inbox is None and replaces is None:
             profile = self._supersede(store, text, source)
             replaces = profile.id if profile is not None else None
-        mem = (store if inbox is None else inbox).add(text, tags=[kind, CAPTURED_TAG, *extra_tags],
-                                                      topic=TOPICS[kind], date=day.isoformat(),
+        tags = [kind, CAPTURED_TAG, *extra_tags]
+        if inbox is not None and replaces is not None:  # approving it supersedes that one (``_inbox.added``)
+            tags.append(replaces_tag(replaces))
+        mem = (store if inbox is None else inbox).add(text, tags=tags, topic=TOPICS[kind], date=day.isoformat(),
                                                       cue="distilled" if DISTILLED_TAG in extra_tags else "captured",
                                                       replaces=replaces if inbox is None else None)
         if profile is not None:
@@ -543,9 +548,14 @@ class Capture:
             source = {"kind": p.kind, "session": session, "turn": turn, "cue": "distilled",
                       "confidence": f"{p.confidence:.2f}"}
             old = next((m for m in existing if p.replaces and m.id.startswith(p.replaces)), None)
-            if p.action == "update" and old is not None and old.id in store and _near_duplicate(store, p.text) is None:
-                self._event(store, "superseded", store.forget(old.id, reason="superseded"), source)
-            self._write(store, p.kind, p.text, source, extra_tags=(DISTILLED_TAG,))
+            # an update whose text is already stored reinforces that memory; the old one stays
+            if not (p.action == "update" and old is not None and old.id in store
+                    and _near_duplicate(store, p.text) is None):
+                old = None
+            written = self._write(store, p.kind, p.text, source, extra_tags=(DISTILLED_TAG,),
+                                  replaces=None if old is None else old.id)  # one write: both linked
+            if old is not None and written is not None and old.id not in store:
+                self._event(store, "superseded", old, {**source, "by": written.id})
 
     def _supersede(self, store: Store, text: str, source: dict[str, str]) -> Memory | None:
         """A new "User's timezone is X" replaces the captured "User's timezone is Y": the first such
@@ -646,10 +656,13 @@ class Capture:
                 log.info("memwire: a correction found no captured value of this conversation to replace")
             return
         kind = next((k for k in ("fact", "preference", "instruction") if k in target.tags), "fact")
-        if inbox is not None:  # review: the correction waits in the inbox; what it corrects leaves now
-            self._take_back(store, inbox, [target], "superseded" if target.id not in inbox else "forgotten",
+        if inbox is not None and target.id in inbox:  # never memory: rejected; the correction waits for review
+            self._take_back(store, inbox, [target], "forgotten",
                             {**source, "by": memory_id(self._dated(store, new, at))})
             self._write(store, kind, new, source, at=at)
+            return
+        if inbox is not None:  # review: it waits in the inbox naming what it corrects, which stays until approved
+            self._write(store, kind, new, source, at=at, replaces=target.id)
             return
         written = self._write(store, kind, new, source, at=at, replaces=target.id)  # the store links the two
         by = {**source, "by": written.id if written else ""}

@@ -11,9 +11,12 @@ from typing import Any
 import pytest
 
 from memwire import MemoryStore, Middleware
-from memwire.memory._inbox import inbox_of, read_log
+from memwire.memory._inbox import approve, inbox_of, read_log, reject, replaced
+from memwire.memory._model import Memory
+from memwire.memory._supersede import history
 from memwire.middleware._capture import Capture
 from memwire.middleware._distill import PROMPT, Distiller
+from tests.stores import StoreSpec
 
 SYSTEM = "You are a coding agent. Always answer in English."
 
@@ -40,7 +43,7 @@ def store(tmp_path: Path) -> MemoryStore:
     return s
 
 
-def middleware(store: MemoryStore, model: Model, capture: str = "auto", **kw: Any) -> Middleware:
+def middleware(store: Any, model: Model, capture: str = "auto", **kw: Any) -> Middleware:
     mw = Middleware(store=store, mode="contextPerTurn", capture=capture)
     mw.capture = Capture(capture, distiller=Distiller(model, **kw))
     mw.warm_up()
@@ -218,3 +221,93 @@ def test_distill_model_without_litellm_costs_a_log_line_naming_the_extra(store: 
     assert p.injection.injected
     assert any("MissingDependencyError" in r.getMessage() and "memwire[litellm]" in r.getMessage()
                for r in caplog.records)
+
+
+# ------------------------------------------------------------------ updates go through supersession (issue 33)
+
+UPDATE = "Packages are installed with pnpm"  # other words: the store alone would keep both
+
+
+def updating(make_store: StoreSpec, capture: str = "auto") -> tuple[Any, Memory, Middleware]:
+    """A store holding a captured "npm" memory, and a middleware whose model updates it."""
+    store = make_store()
+    store.add("Deploys go out on Tuesdays only", tags=["process"])
+    old = store.add("The project uses npm", tags=["fact", "captured"])
+    model = Model({"memories": [{"text": UPDATE, "kind": "fact", "confidence": 0.95, "action": "update",
+                                 "replaces": old.id[:8]}]})
+    return store, old, middleware(store, model, capture=capture)
+
+
+def chain(store: Any, mid: str) -> list[tuple[str, str]]:
+    return [(st.memory.text, st.state) for st in history(store, mid)]
+
+
+def test_an_update_supersedes_the_old_memory_linked_both_ways(make_store: StoreSpec) -> None:
+    store, old, mw = updating(make_store)
+    mw.prepare(conversation(EXCHANGE), session_id="s")
+    mw.flush()
+    store = make_store()  # as another process reads it
+    [new] = [m for m in store.memories() if "distilled" in m.tags]
+    assert new.text == UPDATE and old.id not in store and "superseded" in store.archive.get(old.id).tags
+    assert store.lifecycle.links(new.id).get("supersedes") == [old.id]
+    assert store.lifecycle.links(old.id).get("superseded_by") == new.id
+    assert chain(store, new.id) == [("The project uses npm", "superseded"), (UPDATE, "current")]
+    [event] = [e for e in read_log(store) if e["event"] == "superseded"]
+    assert (event["id"], event["by"], event["cue"]) == (old.id, new.id, "distilled")
+
+
+def test_an_update_is_one_write_a_failed_one_leaves_the_old_value(make_store: StoreSpec,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    store, old, mw = updating(make_store)
+    forgotten: list[str] = []
+    monkeypatch.setattr(store, "forget", lambda mid, **kw: forgotten.append(mid))  # never a separate forget
+
+    def fails(*args: Any, **kw: Any) -> Memory:
+        raise RuntimeError("the write did not happen")
+
+    monkeypatch.setattr(store, "add", fails)
+    mw.prepare(conversation(EXCHANGE), session_id="s")
+    mw.flush()
+    assert forgotten == [] and old.id in make_store() and distilled(make_store()) == []
+
+
+def test_an_update_already_stored_reinforces_it_and_the_old_stays(make_store: StoreSpec) -> None:
+    store, old, mw = updating(make_store)
+    said = store.add(UPDATE, tags=["fact"])
+    mw.prepare(conversation(EXCHANGE), session_id="s")
+    mw.flush()
+    assert {m.id for m in make_store().memories()} >= {old.id, said.id} and distilled(make_store()) == []
+    assert [e["event"] for e in read_log(store)] == ["reinforced"]
+
+
+def test_in_review_mode_the_old_stays_until_the_update_is_approved(make_store: StoreSpec) -> None:
+    store, old, mw = updating(make_store, "review")
+    mw.prepare(conversation(EXCHANGE), session_id="s")
+    mw.flush()
+    [item] = inbox_of(store).memories()
+    assert old.id in make_store() and len(make_store().archive) == 0  # nothing active touched
+    assert replaced(item) == old.id and item.text == UPDATE
+    assert "superseded" not in [e["event"] for e in read_log(store)]
+
+    store = make_store()
+    [new] = approve(store, [item.id])
+    assert old.id not in store and "superseded" in store.archive.get(old.id).tags
+    assert set(new.tags) == {"fact", "captured", "distilled"}  # the bookkeeping tag is not stored
+    assert store.lifecycle.links(new.id).get("supersedes") == [old.id]
+    assert store.lifecycle.links(old.id).get("superseded_by") == new.id
+    assert chain(store, old.id) == [("The project uses npm", "superseded"), (UPDATE, "current")]
+    assert [(e["event"], e.get("by")) for e in read_log(store)][-2:] == [("superseded", new.id), ("approved", None)]
+
+
+def test_in_review_mode_a_rejected_update_leaves_the_old_one(make_store: StoreSpec) -> None:
+    store, old, mw = updating(make_store, "review")
+    mw.prepare(conversation(EXCHANGE), session_id="s")
+    mw.flush()
+    [item] = inbox_of(store).memories()
+    reject(make_store(), [item.id])
+    store = make_store()
+    assert old.id in store and store.lifecycle.links(old.id) == {} and len(inbox_of(store)) == 0
+    [gone] = store.archive.memories()
+    assert gone.text == UPDATE and replaced(gone) is None and "rejected" in gone.tags
+    back = store.restore(gone.id)  # a rejected update restored is a memory of its own, settled by its words
+    assert replaced(back) is None and back.id in store

@@ -40,7 +40,7 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from ..._charts import share_chart
 from ..._errors import InvalidMemoryError, MemoryNotFoundError, MemwireError, NamespaceError
-from ...memory._inbox import approve, inbox_of, is_merge, log_event, read_log, reject
+from ...memory._inbox import added, approve, inbox_of, is_merge, log_event, read_log, reject, replaced
 from ...memory._lifecycle import CUES, Meta
 from ...memory._model import Memory
 from ...memory._protocol import Store
@@ -269,7 +269,7 @@ def ui_routes(  # noqa: C901
                     approve(s, [found.id])
                 else:
                     try:
-                        mem = s.add(text, found.tags, found.pinned, topic=found.topic, cue=cue_of(found))
+                        mem = added(s, found, text)  # what it replaces, if anything, is replaced all the same
                     except InvalidMemoryError as exc:
                         raise Refusal(400, public_message(exc)) from None
                     inbox_of(s).forget(found.id, reason=None)
@@ -533,6 +533,9 @@ def _conflict_row(new: Memory, old: Memory, ns: str | None) -> str:
 
 def _inbox_row(m: Memory, captured: dict[str, Any] | None, ns: str | None) -> str:
     why = f'<span class="meta">said {said(captured, ns)}</span>' if captured else ""
+    if (old := replaced(m)) is not None:  # approving it supersedes that memory: its history page
+        href = escape(_url(f"/memories/{old}", ns))
+        why += f' <span class="meta">replaces <a href="{href}">{escape(old[:8])}</a></span>'
     return (f'<tr data-id="{m.id}"><td><span class="mtext" tabindex="0" role="button" '
             'title="click or Enter: edit, then approve" '
             f'data-edit="{escape(_url(f"/inbox/{m.id}/edit", ns))}">{escape(m.text)}</span>{why}</td>'
