@@ -7,6 +7,7 @@ usage figures come from the prompt-cache simulator.
 
 from __future__ import annotations
 
+import bisect
 import json
 import tempfile
 import time
@@ -191,13 +192,16 @@ def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 def _ideal_cached(bodies: Sequence[tuple[str, Any]]) -> list[int]:
-    """Per request: the longest prefix already sent in an earlier request (a perfect cache)."""
+    """Per request: the longest prefix already sent in an earlier request (a perfect cache).
+    The earlier sequences are kept sorted: the one sharing the longest prefix with a new
+    sequence is a neighbour of its place among them, so two comparisons do, not one per request."""
     seqs: list[tuple[int, ...]] = []
     out = []
     for api, body in bodies:
         seq = tuple(t for blk in request_blocks(body, api) for t in blk.tokens)
-        out.append(max((_lcp(seq, s) for s in seqs), default=0))
-        seqs.append(seq)
+        at = bisect.bisect_left(seqs, seq)
+        out.append(max((_lcp(seq, seqs[i]) for i in (at - 1, at) if 0 <= i < len(seqs)), default=0))
+        seqs.insert(at, seq)
     return out
 
 

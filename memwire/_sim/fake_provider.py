@@ -732,7 +732,10 @@ class ServerThread:
     def __init__(self, app: ASGIApp, host: str = "127.0.0.1") -> None:
         import uvicorn  # imported here: only needed when a real socket is wanted
 
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # proto TCP, not 0: asyncio sets TCP_NODELAY only on connections whose socket says TCP (and
+        # they inherit it from this one); without it a response's second write waits for the
+        # client's delayed ACK, ~40 ms on every request
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, 0))  # port 0: the OS picks a free port, no race with other tests
         self.port: int = self._sock.getsockname()[1]

@@ -26,6 +26,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from memwire._errors import RequestFormatError
@@ -150,7 +151,11 @@ def count_breakpoints(body: Mapping[str, Any]) -> int:
 def request_blocks(body: Mapping[str, Any], api: API, encoder: Encoder | None = None) -> list[Block]:
     """Tokenized blocks of a request; the prompt's token sequence is their concatenation."""
     enc = encoder or get_encoder(body.get("model") if isinstance(body.get("model"), str) else None)
-    return [
-        Block(tuple(enc.encode(canonical_json(_scrub(value)))), bp, label)
-        for value, bp, label in serialize(body, api)
-    ]
+    return [Block(_tokens(enc, canonical_json(_scrub(value))), bp, label) for value, bp, label in serialize(body, api)]
+
+
+@lru_cache(maxsize=8192)
+def _tokens(enc: Encoder, text: str) -> tuple[int, ...]:
+    """``text``'s tokens, remembered: each request of a conversation repeats the blocks of the
+    ones before it (tokenizing them again was most of a simulated request's CPU)."""
+    return tuple(enc.encode(text))
