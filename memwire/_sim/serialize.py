@@ -155,7 +155,7 @@ def request_blocks(body: Mapping[str, Any], api: API, encoder: Encoder | None = 
 
 
 @lru_cache(maxsize=8192)
-def _tokens(enc: Encoder, text: str) -> tuple[int, ...]:
+def _tokens(enc: Any, text: str) -> tuple[int, ...]:  # an Encoder: hashed by identity, as they are cached
     """``text``'s tokens, remembered: each request of a conversation repeats the blocks of the
     ones before it (tokenizing them again was most of a simulated request's CPU)."""
     return tuple(enc.encode(text))
