@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -151,11 +151,12 @@ def count_breakpoints(body: Mapping[str, Any]) -> int:
 def request_blocks(body: Mapping[str, Any], api: API, encoder: Encoder | None = None) -> list[Block]:
     """Tokenized blocks of a request; the prompt's token sequence is their concatenation."""
     enc = encoder or get_encoder(body.get("model") if isinstance(body.get("model"), str) else None)
-    return [Block(_tokens(enc, canonical_json(_scrub(value))), bp, label) for value, bp, label in serialize(body, api)]
+    key: Hashable = enc  # type: ignore[assignment]  # encoders hash by identity (get_encoder caches them)
+    return [Block(_tokens(key, canonical_json(_scrub(value))), bp, label) for value, bp, label in serialize(body, api)]
 
 
 @lru_cache(maxsize=8192)
-def _tokens(enc: Any, text: str) -> tuple[int, ...]:  # an Encoder: hashed by identity, as they are cached
+def _tokens(enc: Any, text: str) -> tuple[int, ...]:
     """``text``'s tokens, remembered: each request of a conversation repeats the blocks of the
     ones before it (tokenizing them again was most of a simulated request's CPU)."""
     return tuple(enc.encode(text))
