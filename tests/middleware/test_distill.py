@@ -228,12 +228,12 @@ def test_distill_model_without_litellm_costs_a_log_line_naming_the_extra(store: 
 UPDATE = "Packages are installed with pnpm"  # other words: the store alone would keep both
 
 
-def updating(make_store: StoreSpec, capture: str = "auto") -> tuple[Any, Memory, Middleware]:
-    """A store holding a captured "npm" memory, and a middleware whose model updates it."""
+def updating(make_store: StoreSpec, capture: str = "auto", text: str = UPDATE) -> tuple[Any, Memory, Middleware]:
+    """A store holding a captured "npm" memory, and a middleware whose model updates it to ``text``."""
     store = make_store()
     store.add("Deploys go out on Tuesdays only", tags=["process"])
     old = store.add("The project uses npm", tags=["fact", "captured"])
-    model = Model({"memories": [{"text": UPDATE, "kind": "fact", "confidence": 0.95, "action": "update",
+    model = Model({"memories": [{"text": text, "kind": "fact", "confidence": 0.95, "action": "update",
                                  "replaces": old.id[:8]}]})
     return store, old, middleware(store, model, capture=capture)
 
@@ -271,13 +271,14 @@ def test_an_update_is_one_write_a_failed_one_leaves_the_old_value(make_store: St
     assert forgotten == [] and old.id in make_store() and distilled(make_store()) == []
 
 
-def test_an_update_already_stored_reinforces_it_and_the_old_stays(make_store: StoreSpec) -> None:
-    store, old, mw = updating(make_store)
+@pytest.mark.parametrize("text", [UPDATE, "This project uses npm"])  # stored as another memory; the old one itself
+def test_an_update_already_stored_reinforces_it_and_the_old_stays(make_store: StoreSpec, text: str) -> None:
+    store, old, mw = updating(make_store, text=text)
     said = store.add(UPDATE, tags=["fact"])
     mw.prepare(conversation(EXCHANGE), session_id="s")
     mw.flush()
     assert {m.id for m in make_store().memories()} >= {old.id, said.id} and distilled(make_store()) == []
-    assert [e["event"] for e in read_log(store)] == ["reinforced"]
+    assert [(e["event"], e["id"]) for e in read_log(store)] == [("reinforced", said.id if text == UPDATE else old.id)]
 
 
 def test_in_review_mode_the_old_stays_until_the_update_is_approved(make_store: StoreSpec) -> None:
