@@ -22,7 +22,18 @@ backslashes, long names are refused); nothing is read, written or removed throug
 text holding a secret or a control character is refused (the stores' own screen); a deleted
 file's memories go to the archive first. Every refusal is a ``ToolError``, which the SDK's tool
 runner hands back to Claude as an error result.
-The result texts are those of the SDK's own ``BetaLocalFilesystemMemoryTool``, which Claude knows.
+
+Memory stays true through the tool too (``MemoryStore.edit_file`` settles each edit): a line
+rewritten in place archives its old words as ``superseded`` by the new (linked both ways, in
+``memwire history``), a line taken out is archived as ``forgotten``, and a new line that states a
+new value of a memory in another file (``MEMORY.md``, say) replaces that one there; one that says
+the same as another file's memory in other words keeps its words here and the other is merged into
+it; a doubtful pair is kept for the user to settle. The file is always what Claude wrote. What
+Claude writes counts as ``distilled`` (a model chose and worded it from the conversation, as
+distillation does; a person's own words count more).
+
+The result texts are those of the SDK's own ``BetaLocalFilesystemMemoryTool``, which Claude knows,
+plus one sentence when memwire archived or kept something because of the edit (``_said``).
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ import contextlib
 import os
 import re
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 try:
@@ -52,7 +64,9 @@ from typing_extensions import override
 
 from .. import _paths
 from .._errors import InvalidMemoryError, MemoryFileError
+from ..memory._file_edit import FileEdit
 from ..memory._markdown import parse_text
+from ..memory._model import Memory
 from ..memory._store import MemoryStore, _read_all
 from ..policies._screen import screened
 
@@ -68,6 +82,9 @@ MAX_LINES = 999_999
 _WIDTH = len(str(MAX_LINES))
 _FLAT = "memwire keeps memory as flat markdown files: use /memories/NAME.md"
 _NAME = re.compile(r"[^\x00-\x1f\x7f/\\]*\S[^\x00-\x1f\x7f/\\]*\.md")
+CUE = "distilled"  # how what Claude writes got in (see the module)
+_SHOWN_CHARS = 120  # of each memory the result names
+_SHOWN_MEMORIES = 5  # the result names this many of each kind, then counts the rest
 
 
 def _shown(path: str) -> str:
@@ -153,6 +170,37 @@ def _size(n: int) -> str:
     return f"{int(v) if v == int(v) else f'{v:.1f}'}{'BKMG'[i]}"
 
 
+def _memories(n: int) -> str:
+    return f"{n} memory" if n == 1 else f"{n} memories"
+
+
+def _said(report: FileEdit, name: str, directory: Path) -> str:
+    """One sentence for Claude on what memwire did besides writing the file (empty when nothing):
+    what it archived (restorable), what it kept in doubt. The memories are the user's own, shown to
+    the user's own model; a file is named as a /memories path, never the host's."""
+
+    def shown(mem: Memory) -> str:
+        text = mem.text if len(mem.text) <= _SHOWN_CHARS else mem.text[:_SHOWN_CHARS - 1] + "…"
+        where = Path(mem.source) if mem.source else None
+        if where is None or (where.name == name and where.parent == directory):
+            return f'"{text}"'
+        if where.parent == directory:
+            return f'"{text}" (in {ROOT}/{where.name})'
+        return f'"{text}" (in the user\'s global memory)'
+
+    def listed(mems: list[Memory]) -> str:
+        more = len(mems) - _SHOWN_MEMORIES
+        return ", ".join(map(shown, mems[:_SHOWN_MEMORIES])) + (f" and {more} more" if more > 0 else "")
+
+    clauses = [f"{what} {_memories(len(mems))} {why}: {listed(mems)}" for what, why, mems in (
+        ("archived", "this replaced", [o for o, _ in report.replaced]),
+        ("archived", "this removed", list(report.removed)),
+        ("archived", "this says again (merged into it)", [o for o, _ in report.merged]),
+        ("kept", "this may contradict, for the user to settle", [o for o, _ in report.conflicts]),
+    ) if mems]
+    return f" memwire {'; '.join(clauses)}." if clauses else ""
+
+
 def _symlink(path: str) -> ToolError:
     return ToolError(f"The path {path} is a symlink; memwire never reads or writes through a symlink")
 
@@ -188,9 +236,10 @@ class MemoryTool(BetaAbstractMemoryTool):
         except InvalidMemoryError as exc:
             raise ToolError(str(exc)) from None
 
-    def _edit(self, path: str, name: str, edit: Callable[[str | None], str | None]) -> None:
+    def _edit(self, path: str, name: str, edit: Callable[[str | None], str | None]) -> str:
+        """Apply ``edit`` to the file; returns ``_said``'s sentence on what it did to memories."""
         with self._refusals(path):
-            self.store.edit_file(name, edit)
+            return _said(self.store.edit_file(name, edit, cue=CUE), name, self.store.path)
 
     @override
     def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
@@ -262,8 +311,8 @@ class MemoryTool(BetaAbstractMemoryTool):
                 raise ToolError(f"File {path} already exists")
             return text
 
-        self._edit(path, name, edit)
-        return f"File created successfully at: {path}"
+        said = self._edit(path, name, edit)
+        return f"File created successfully at: {path}" + said
 
     @override
     def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
@@ -291,11 +340,11 @@ class MemoryTool(BetaAbstractMemoryTool):
             done.append((final, text[:text.find(old_str)].count("\n") + final.count("\n") - new.count("\n")))
             return final
 
-        self._edit(path, name, edit)
+        said = self._edit(path, name, edit)
         final, line = done[0]
         lines, first = _readable(final).split("\n"), max(0, line - 2)
         return ("The memory file has been edited. Here is the snippet showing the change (with line numbers):\n"
-                + _numbered(lines[first:line + 3], first + 1))
+                + _numbered(lines[first:line + 3], first + 1) + ("\n" + said.lstrip() if said else ""))
 
     @override
     def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
@@ -311,8 +360,8 @@ class MemoryTool(BetaAbstractMemoryTool):
             lines.insert(line, insert_text.rstrip("\n"))
             return _sized(_as_memory("\n".join(lines) + "\n"))
 
-        self._edit(path, name, edit)
-        return f"The file {path} has been edited."
+        said = self._edit(path, name, edit)
+        return f"The file {path} has been edited." + said
 
     @override
     def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
@@ -324,14 +373,15 @@ class MemoryTool(BetaAbstractMemoryTool):
         def edit(old: str | None) -> None:
             if old is None:
                 raise ToolError(f"The path {path} does not exist")
-            self._archive(old)
+            if not parse_text(old).entries:  # the store archives what it reads as memory; this, it does not
+                self._archive(old)
 
-        self._edit(path, name, edit)
+        self._edit(path, name, edit)  # its memories archived as forgotten: what a delete means, nothing to add
         return f"Successfully deleted {path}"
 
     def _archive(self, text: str) -> None:
-        """Keep a deleted file's memories in the archive, tagged ``forgotten`` (never injected,
-        never lost), before the file goes."""
+        """Keep the paragraphs of a deleted hand-written file without front matter (no memory to
+        the store, a memory each to Claude) in the archive, tagged ``forgotten``, before it goes."""
         kept = [e.memory for e in parse_text(_as_memory(text)).entries]
         if kept:
             try:

@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .._errors import MemoryFileError
 from ._capture_queue import FileQueue, MemoryQueue, PgQueue
+from ._file_edit import FileEdit
 from ._lifecycle import Lifecycle, Scoring
 from ._model import Hit, Memory
 
@@ -164,7 +165,11 @@ class Store(Protocol):
         the inbox (it is no memory)."""
         ...
 
-    def edit_file(self, name: str, edit: Callable[[str | None], str | None]) -> None: ...
+    def edit_file(self, name: str, edit: Callable[[str | None], str | None], *, cue: str = "explicit") -> FileEdit:
+        """Replace one memory file as a whole with what ``edit`` returns for its text (the memory
+        tool's way); what the edit removes or replaces is archived and linked like an add's
+        (``FileEdit`` says what). A store of rows has no files: it raises ``UsageError``."""
+        ...
 
     def rename_file(self, old: str, new: str) -> None: ...
 

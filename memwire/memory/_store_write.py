@@ -1,7 +1,8 @@
 """The markdown store's write path (``MemoryStore``'s half that writes): adds appended under their
 topic or the file replaced, edits of one memory's line (pin, tags, forget), whole-file edits for the
-Anthropic memory tool. Every write holds the directory's file lock first, then the store's thread
-lock only for in-memory work (see ``_store``); late hand appends are carried over a replace.
+Anthropic memory tool (settled like adds: ``edit_file``, ``_file_edit``). Every write holds the
+directory's file lock first, then the store's thread lock only for in-memory work (see ``_store``);
+late hand appends are carried over a replace.
 """
 
 from __future__ import annotations
@@ -14,17 +15,18 @@ import re
 import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import _paths
 from .._errors import InvalidMemoryError, MemoryFileError, MemoryNotFoundError
-from . import _supersede
+from . import _file_edit, _supersede
+from ._file_edit import FileEdit
 from ._markdown import ParsedFile, format_line, parse
 from ._model import Memory
 from ._store_base import StoreBase, undated
-from ._store_checks import DEFAULT_TOPIC, _checked
+from ._store_checks import DEFAULT_TOPIC, _checked, archived
 from ._store_files import (
     MAIN_FILE,
     _blind_append,
@@ -40,7 +42,7 @@ from ._store_files import (
 from ._store_names import full_id
 from ._table import Merged
 
-__all__ = ["MarkdownWrites"]
+__all__ = ["FileEdit", "MarkdownWrites"]
 
 log = logging.getLogger("memwire")
 
@@ -266,34 +268,127 @@ class MarkdownWrites(StoreBase):
             log.info("memwire: %s forgotten in %s but still present in another scope", full, d.path)
         return entry.memory  # type: ignore[no-any-return]
 
-    def edit_file(self, name: str, edit: Callable[[str | None], str | None]) -> None:
+    def edit_file(self, name: str, edit: Callable[[str | None], str | None], *, cue: str = "explicit") -> FileEdit:
         """Change one memory file of this directory as a whole (the Anthropic memory tool edits
         files, not memories). Under the directory's write lock ``edit`` gets the file's text (None
         when there is no such file) and returns the new text, or None to remove the file; an
         exception from ``edit`` changes nothing. The file is replaced atomically, its permissions
-        kept and late hand appends carried over; never read, written or removed through a symlink."""
+        kept and late hand appends carried over; never read, written or removed through a symlink.
+
+        The file is written as ``edit`` returned it, and its memories are settled like ``add``'s
+        (``_settle``): what the edit removed goes to the archive first (a line rewritten in place
+        ``superseded`` by its new words, linked both ways; a line taken out ``forgotten``), and a
+        new line settles against the active memories of the other files: a new value of one
+        supersedes it, the same thing in other words is merged into the new line (the other one
+        archived ``merged``), a doubtful pair is kept and marked in conflict. ``cue`` is how the new
+        memories got in (``lifecycle``). Returns what it did (``FileEdit``)."""
         d = self._dirs[-1]
         path = d.path / _file_name(name)
         with d.write_lock():
+            with self._lock:
+                self.refresh()  # the other files and the index as they are now: the edit settles against them
             try:
-                fd = d.open_for_write(name, create=False)
+                fd: int | None = d.open_for_write(name, create=False)
             except FileNotFoundError:
-                new = edit(None)
-                if new is not None:
-                    d.commit(d.stage(name, new), name)
-                return
+                fd = None
             try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                if fd is not None and not stat.S_ISREG(os.fstat(fd).st_mode):
                     raise MemoryFileError(str(path), None, "not a regular file")
-                data = _read_all(fd)
-                new = edit(data.decode("utf-8", errors="surrogateescape"))
+                data = _read_all(fd) if fd is not None else None
+                new = edit(None if data is None else data.decode("utf-8", errors="surrogateescape"))
+                if data is None and new is None:
+                    return FileEdit()
+                settled = self._settle(d, name, data, new)  # archives first: a crash after leaves a copy
                 if new is None:
                     _paths.unlink(d.root, path)
+                elif fd is None:
+                    d.commit(d.stage(name, new), name)
                 else:
                     d.commit(d.stage(name, new, os.fstat(fd).st_mode), name)
-                    _carry_over(fd, len(data), d.root, path)
+                    _carry_over(fd, len(data or b""), d.root, path)
             finally:
-                os.close(fd)
+                if fd is not None:
+                    os.close(fd)
+            for old in settled.elsewhere:  # what a new line replaced or merged leaves its own file
+                with self._lock:
+                    where = _other_file(d, name, old.id)
+                if where is not None:
+                    with contextlib.suppress(MemoryNotFoundError):  # edited away by hand meanwhile
+                        self._rewrite(d, where, old.id, _delete_lines)
+        self._record_edit(settled, cue)
+        return settled.report
+
+    def _settle(self, d: _Dir, name: str, data: bytes | None, new: str | None) -> _Settled:
+        """What an edit of file ``name`` (``data`` -> ``new``) does to the memories (see
+        ``edit_file``), decided under the write lock; the memories that leave are written to the
+        archive here, in one write, before the file changes. Not in the archive or the inbox (a
+        store that settles nothing: their files are edited as they are)."""
+        src = str(d.path / name)
+        before = parse(data, src).entries if data is not None else []
+        after = parse(new.encode("utf-8", errors="surrogateescape"), src).entries if new is not None else []
+        change = _file_edit.diff([e.memory for e in before], [e.memory for e in after])
+        if not self.settles:
+            return _Settled(FileEdit(added=tuple(change.added)))
+        now = {e.memory.id for e in after}
+        with self._lock:
+            # a memory still held by another file (or the other scope) does not leave by this edit
+            held = {m.id for m in [*change.removed, *change.added]
+                    if _other_file(d, name, m.id) is not None or any(o.find(m.id) for o in self._dirs[:-1])}
+
+        def removable(old: Memory) -> bool:  # a line of another file of this directory, not pinned
+            with self._lock:
+                return not old.pinned and old.id not in now and _other_file(d, name, old.id) is not None
+
+        gone = [m for m in change.removed if m.id not in held]
+        left = {m.id for m in gone}
+        rewritten = [(o, n) for o, n in change.rewritten if o.id in left]
+        search = _supersede.candidates(self.search)
+        plan = _supersede.plan([m for m in change.added if m.id not in held],
+                               lambda text: [h for h in search(text) if h.memory.id not in left], removable)
+        replaced = [*rewritten, *((o, _by_id(change.added, n)) for n, olds in plan.replaced.items() for o in olds)]
+        taken = {o.id for o, _ in replaced}
+        merged: dict[str, tuple[Memory, Memory]] = {}  # by old id: said again here in other words
+        for n, old in plan.duplicates.items():
+            if removable(old) and old.id not in taken:
+                merged.setdefault(old.id, (old, _by_id(change.added, n)))
+        removed = [m for m in gone if m.id not in taken]
+        report = FileEdit(
+            added=tuple(change.added), replaced=tuple(replaced), removed=tuple(removed),
+            merged=tuple(merged.values()),
+            conflicts=tuple((o, _by_id(change.added, n)) for n, olds in plan.conflicts.items() for o in olds))
+        if report.archived:  # into the archive first: a crash in between leaves a copy, never a loss
+            try:
+                self.archive.add_many([*(archived(o, "superseded") for o, _ in replaced),
+                                       *(archived(m, "forgotten") for m in removed),
+                                       *(archived(o, "merged") for o, _ in merged.values())])
+            except InvalidMemoryError as exc:
+                raise InvalidMemoryError(f"{name} was not changed: the memories this edit removes could not be "
+                                         f"archived ({exc})") from None
+        elsewhere = [o for o, _ in replaced if o.id not in left] + [o for o, _ in merged.values()]
+        return _Settled(report, elsewhere, {m.id for m in change.added if m.id not in held})
+
+    def _record_edit(self, settled: _Settled, cue: str) -> None:
+        """An edit's lifecycle records, as ``_record_write`` keeps an add's: the new memories added
+        with ``cue`` (one another file already held: said again), what left forgotten, the
+        supersessions and conflicts linked, each merge linked and counted as said again."""
+        report = settled.report
+        if not self.track or not (report.added or report.archived):
+            return
+        replaced: dict[str, list[Memory]] = {}
+        for old, new in report.replaced:
+            replaced.setdefault(new.id, []).append(old)
+        conflicts: dict[str, list[Memory]] = {}
+        for old, new in report.conflicts:
+            conflicts.setdefault(new.id, []).append(old)
+        self._record_write(report.added, settled.new, report.archived, _supersede.Plan({}, replaced, conflicts), cue)
+        if report.merged:
+            lc = self.lifecycle
+            into: dict[str, list[str]] = {}
+            for old, new in report.merged:
+                into.setdefault(new.id, list(lc.links(new.id).get("merged", []))).append(old.id)
+            lc.reinforce([new.id for _, new in report.merged])  # the other one's saying counts for the one kept
+            lc.link({**{n: {"merged": list(dict.fromkeys(olds))} for n, olds in into.items()},
+                     **{old.id: {"merged_into": new.id} for old, new in report.merged}})
 
     def rename_file(self, old: str, new: str) -> None:
         """Rename a memory file of this directory, under its write lock. Raises FileNotFoundError
@@ -307,3 +402,22 @@ class MarkdownWrites(StoreBase):
             if os.path.lexists(dst):  # a file, or a link: never replaced (the parents were checked with src's)
                 raise FileExistsError(errno.EEXIST, "a file of that name exists", str(dst))
             os.rename(src, dst)
+
+
+@dataclass(frozen=True)
+class _Settled:
+    """``_settle``'s decision: the report, the memories of other files to remove (archived
+    already), and the ids of the new memories no file held before (``_record_edit``)."""
+
+    report: FileEdit
+    elsewhere: list[Memory] = field(default_factory=list)
+    new: set[str] = field(default_factory=set)
+
+
+def _other_file(d: _Dir, name: str, mid: str) -> str | None:
+    """The first file of ``d`` other than ``name`` that holds memory ``mid`` (under the store's lock)."""
+    return next((n for n in d.ordered() if n != name and mid in d.files[n]), None)
+
+
+def _by_id(mems: Sequence[Memory], mid: str) -> Memory:
+    return next(m for m in mems if m.id == mid)

@@ -133,8 +133,11 @@ def test_str_replace_that_leaves_only_paragraphs_keeps_them_memories(tool: Memor
     run(tool, command="create", path="/memories/a.md", file_text="- Uses tabs\n")
     out = run(tool, command="str_replace", path="/memories/a.md", old_str="- Uses tabs", new_str="Uses spaces")
     assert (mem / "a.md").read_text() == FRONT_MATTER + "Uses spaces\n"
-    assert out.endswith("     3\t---\n     4\tUses spaces\n     5\t")  # the snippet shows the line changed
+    # the snippet shows the line changed, then what memwire did with the old line
+    assert out.endswith('     3\t---\n     4\tUses spaces\n     5\t\n'
+                        'memwire archived 1 memory this replaced: "Uses tabs".')
     assert [m.text for m in tool.store] == ["Uses spaces"]
+    assert [(m.text, m.tags) for m in tool.store.archive] == [("Uses tabs", ("superseded",))]
 
 
 def test_insert(tool: MemoryTool, mem: Path) -> None:
@@ -286,7 +289,7 @@ def test_a_directory_or_a_fifo_named_like_a_file_is_not_read(tool: MemoryTool, m
 
 
 def test_a_disk_error_reaches_claude_without_the_hosts_path(tool: MemoryTool, monkeypatch: pytest.MonkeyPatch) -> None:
-    def full(name: str, edit: Any) -> None:
+    def full(name: str, edit: Any, **how: Any) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", "/home/someone/.memwire/a.md")
 
     monkeypatch.setattr(tool.store, "edit_file", full)
@@ -348,7 +351,10 @@ def test_the_async_tool_does_the_same_work(mem: Path) -> None:
 
     out = asyncio.run(main())
     assert out[0] == "File created successfully at: /memories/a.md" and out[4].endswith("1\t- one\n     2\t- 2\n     3\t")
-    assert out[5] == "Successfully deleted /memories/b.md" and {m.text for m in tool.tool.store.archive} == {"one", "2"}
+    assert out[2].endswith('\nmemwire archived 1 memory this replaced: "two".')
+    assert out[5] == "Successfully deleted /memories/b.md"
+    assert {m.text: m.tags for m in tool.tool.store.archive} == {"one": ("forgotten",), "2": ("forgotten",),
+                                                                 "two": ("superseded",)}
     with pytest.raises(ToolError, match="escape"):
         asyncio.run(tool.call({"command": "view", "path": "/memories/../x.md"}))
 

@@ -47,6 +47,7 @@ from typing import Any
 from ..._errors import InvalidMemoryError, StoreBusyError, StoreUnavailableError, UsageError
 from .. import _supersede
 from .._capture_queue import PgQueue
+from .._file_edit import FileEdit
 from .._index import BM25Index
 from .._lifecycle import Scoring
 from .._model import Memory
@@ -449,7 +450,7 @@ class PgStore(StoreBase):
             self.lifecycle.forgotten([mem.id])
         return mem
 
-    def edit_file(self, name: str, edit: Any) -> None:
+    def edit_file(self, name: str, edit: Any, *, cue: str = "explicit") -> FileEdit:
         raise UsageError(f"the PostgreSQL store ({self.location}) has no files: edit memories one by one "
                          "(add, forget, pin), or use a markdown directory for the memory tool's file edits")
 
