@@ -68,8 +68,9 @@ def inbox_of(store: Store) -> Store:
 
 
 def approve(store: Store, ids: Iterable[str]) -> list[Memory]:
-    """Move inbox memories (ids or unique prefixes) into ``store``, where they are injected; a
-    proposed merge is carried out instead (the memory kept is what it gives back)."""
+    """Move inbox memories (ids or unique prefixes) into ``store``, where they are injected (one
+    that replaces a memory supersedes it: ``added``); a proposed merge is carried out instead (the
+    memory kept is what it gives back)."""
     inbox, moved = inbox_of(store), []
     for mid in _resolved(inbox, ids):
         mem = inbox.get(mid)
