@@ -28,9 +28,14 @@ rewritten in place archives its old words as ``superseded`` by the new (linked b
 ``memwire history``), a line taken out is archived as ``forgotten``, and a new line that states a
 new value of a memory in another file (``MEMORY.md``, say) replaces that one there; one that says
 the same as another file's memory in other words keeps its words here and the other is merged into
-it; a doubtful pair is kept for the user to settle. The file is always what Claude wrote. What
-Claude writes counts as ``distilled`` (a model chose and worded it from the conversation, as
-distillation does; a person's own words count more).
+it; a doubtful pair is kept for the user to settle. The file is always what Claude wrote.
+
+What Claude writes counts as ``explicit`` in the lifecycle, like ``memwire add``: each write is a
+deliberate command to the store, not something memwire extracted on its own (``captured``,
+``distilled``, ``imported`` are that), and the upkeep sweep moves only those (``_upkeep``): with
+any other cue it would archive lines of Claude's files as they decay, so a file would differ from
+what Claude wrote without anyone telling Claude. (Memories of these files were recorded as a
+person's before, when first seen; that stays so.)
 
 The result texts are those of the SDK's own ``BetaLocalFilesystemMemoryTool``, which Claude knows,
 plus one sentence when memwire archived or kept something because of the edit (``_said``).
@@ -82,7 +87,7 @@ MAX_LINES = 999_999
 _WIDTH = len(str(MAX_LINES))
 _FLAT = "memwire keeps memory as flat markdown files: use /memories/NAME.md"
 _NAME = re.compile(r"[^\x00-\x1f\x7f/\\]*\S[^\x00-\x1f\x7f/\\]*\.md")
-CUE = "distilled"  # how what Claude writes got in (see the module)
+CUE = "explicit"  # how what Claude writes got in: a deliberate write, never swept (see the module)
 _SHOWN_CHARS = 120  # of each memory the result names
 _SHOWN_MEMORIES = 5  # the result names this many of each kind, then counts the rest
 

@@ -17,7 +17,7 @@ from anthropic.lib.tools import ToolError
 
 from memwire import InvalidMemoryError, MemoryStore, Middleware
 from memwire.adapters.anthropic_memory import MemoryTool
-from memwire.memory import _supersede
+from memwire.memory import _supersede, _upkeep
 from memwire.memory._file_edit import FileEdit, diff
 from memwire.memory._model import Memory
 
@@ -72,8 +72,9 @@ def test_str_replace_of_a_value_archives_the_old_line_superseded_and_links_both_
     assert steps[0].until is not None and steps[1].since  # both dated
     found = [h.memory.text for h in MemoryStore(store.path).search("staging database port")]
     assert NEW in found and OLD not in found
-    meta = store.lifecycle.get(old)
-    assert meta.forgotten is not None and store.lifecycle.get(new).cue == "distilled"  # Claude chose and worded it
+    assert store.lifecycle.get(old).forgotten is not None
+    meta = store.lifecycle.get(new)  # recorded by the edit, as a deliberate write: never moved by a sweep
+    assert meta.recorded and meta.cue == "explicit" and not any(_upkeep._movable(s) for s in _upkeep.scored(store))
 
 
 def test_a_rewritten_line_is_replaced_whatever_its_words(tool: MemoryTool) -> None:
