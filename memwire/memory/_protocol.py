@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from .._errors import MemoryFileError
 from ._capture_queue import FileQueue, MemoryQueue, PgQueue
 from ._file_edit import FileEdit
+from ._index import BM25Index
 from ._lifecycle import Lifecycle, Scoring
 from ._model import Hit, Memory
 
@@ -121,6 +122,16 @@ class Store(Protocol):
     def get(self, mid: str) -> Memory: ...
 
     def pinned(self) -> list[Memory]: ...
+
+    @property
+    def index(self) -> BM25Index:
+        """The BM25 index ``search`` ranks with, as last read (``_why`` explains a search with it)."""
+        ...
+
+    def similarities(self, query: str, k: int, exclude: Collection[str] = ()) -> dict[str, float] | None:
+        """Hybrid retrieval: the similarity of each memory the vector side finds for ``query`` (its
+        ``k`` best past its calibrated cut); None for a store that searches with BM25 only."""
+        ...
 
     def search(
         self,

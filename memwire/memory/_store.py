@@ -418,6 +418,11 @@ class MemoryStore(MarkdownWrites):
                 found = self._with_semantic(found, query, k, cut, exclude)
         return found
 
+    def similarities(self, query: str, k: int, exclude: Collection[str] = ()) -> dict[str, float] | None:
+        if self._semantic is None:
+            return None
+        return {h.id: h.similarity for h in self._semantic.search(query, k, exclude)}
+
     def _with_semantic(self, found: list[Found], query: str, k: int, cut: float | None,
                        exclude: Collection[str]) -> list[Found]:
         """``found`` and, after it, what the vector side finds past its calibrated cut (``fuse``).

@@ -184,6 +184,13 @@ class StoreBase(ABC):
     def pinned(self) -> list[Memory]:
         return [m for m in self if m.pinned]
 
+    @property
+    def index(self) -> BM25Index:
+        return self._index
+
+    def similarities(self, query: str, k: int, exclude: Collection[str] = ()) -> dict[str, float] | None:
+        return None  # BM25 only; a backend with a vector side says what it finds
+
     def search(
         self, query: str, k: int = 5, *, min_score: float | None = None, context: Sequence[str] = (),
         exclude: Collection[str] = (), refresh: bool = True, wait: bool = True,

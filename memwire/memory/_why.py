@@ -27,7 +27,7 @@ from ._index import DEFAULT_MIN_SCORE, BM25Index, date_terms
 from ._index_relevance import names
 from ._model import Memory
 from ._protocol import Store
-from ._store_base import _PRIOR_POOL, StoreBase
+from ._store_base import _PRIOR_POOL
 from ._text import _PIECE, CJK_CHAR, analyze
 
 __all__ = ["HitWhy", "Nothing", "explain_hits", "why_nothing"]
@@ -98,17 +98,11 @@ class Nothing:
         return out
 
 
-def _index_of(store: Store) -> BM25Index | None:
-    """The store's BM25 index, or None for a store that is not one of memwire's."""
-    return store._index if isinstance(store, StoreBase) else None
-
-
 def cut_of(store: Store, min_score: float | None) -> float:
     """The score cut a search of ``store`` with ``min_score`` uses (``StoreBase.search``)."""
     if min_score is not None:
         return min_score
-    own = getattr(store, "min_score", None)
-    return DEFAULT_MIN_SCORE if own is None else float(own)
+    return DEFAULT_MIN_SCORE if store.min_score is None else float(store.min_score)
 
 
 def _words(text: str) -> list[tuple[str, frozenset[str]]]:
@@ -143,16 +137,13 @@ def explain_hits(store: Store, query: str, memories: Sequence[Memory], *, k: int
                  context: Sequence[str] = (), exclude: Collection[str] = ()) -> list[HitWhy]:
     """Why each of ``memories`` (what a search of ``query`` returned, or a turn's block) was chosen.
     ``k``, ``min_score``, ``context`` and ``exclude``: the search's."""
-    semantic: dict[str, float] | None = None
-    side = getattr(store, "_semantic", None)
-    index = _index_of(store)
-    if side is not None and index is not None:  # hybrid: which hits BM25 found (as ``index_hits`` asks it)
-        bm25 = {mid for mid, _ in index.search(Query(query, tuple(context)), k + _PRIOR_POOL,
-                                              cut_of(store, min_score), exclude)}
-        try:
-            semantic = {h.id: h.similarity for h in side.search(query, k, exclude)}
-        except Exception:  # the store's search failed open to BM25 the same way
-            semantic = {}
+    try:
+        semantic = store.similarities(query, k, exclude)
+    except Exception:  # the store's search failed open to BM25 the same way
+        semantic = {}
+    if semantic is not None:  # hybrid: which hits BM25 found (as ``index_hits`` asks it)
+        bm25 = {mid for mid, _ in store.index.search(Query(query, tuple(context)), k + _PRIOR_POOL,
+                                                    cut_of(store, min_score), exclude)}
     out = []
     for mem in memories:
         words = matched_words(query, mem)
@@ -180,11 +171,9 @@ def why_nothing(store: Store, query: str, *, min_score: float | None = None, con
         return store.search(query, 1, min_score=at, context=context, exclude=exclude, refresh=False)
 
     if cut > 0:
-        index = _index_of(store)
-        why = index.abstains(Query(query, tuple(context))) if index is not None else None
+        why = store.index.abstains(Query(query, tuple(context)))
         if why is not None:
-            assert index is not None
-            return _abstained(index, query, why, cut, lower.format(0))
+            return _abstained(store.index, query, why, cut, lower.format(0))
     tiny = math.ulp(0.0) if cut > 0 else 0.0
     if not found(tiny):
         return Nothing("no_shared_word", "no memory shares a word with the query", cut=cut)

@@ -114,6 +114,21 @@ def test_search(make_store: StoreSpec) -> None:
     assert make_store().search("zebra quantum", 5) == []
 
 
+@covers("index", "similarities")
+def test_the_index_search_ranks_with_and_no_vector_side(make_store: StoreSpec) -> None:
+    store = make_store()
+    port = store.add("The staging database listens on port 5433")
+    gradle = store.add("The build uses Gradle 8 with the Kotlin DSL")
+    other = make_store()
+    assert other.search("staging port", 1)[0].memory == port  # read: the index is as the search left it
+    assert set(other.index.scores("staging port 5433")) == {port.id}
+    assert other.index.search("gradle kotlin", 5)[0][0] == gradle.id
+    store.forget(port.id)
+    other.search("anything", 1)
+    assert other.index.scores("staging port 5433") == {}
+    assert other.similarities("staging port", 5) is None  # BM25 only (hybrid: tests/memory/test_embed.py)
+
+
 @covers("add", "add_many")
 def test_add_and_add_many(make_store: StoreSpec) -> None:
     store = make_store()
