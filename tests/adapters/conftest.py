@@ -1,8 +1,10 @@
-"""Fixtures shared by the adapter tests: a small store and a warmed-up middleware over it."""
+"""Fixtures shared by the adapter tests: a small store and a warmed-up middleware over it; an empty
+memory directory and Anthropic's memory tool over it (tests of ``anthropic_memory``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,3 +25,15 @@ def mw(store: MemoryStore) -> Middleware:
     mw = Middleware(store=store, mode="contextPerTurn")
     mw.warm_up()  # store and encodings loaded here: no test passes or fails on the retrieval budget
     return mw
+
+
+@pytest.fixture
+def mem(tmp_path: Path) -> Path:
+    return tmp_path / "mem"
+
+
+@pytest.fixture
+def tool(mem: Path) -> Any:
+    from memwire.adapters.anthropic_memory import MemoryTool  # imports anthropic: only for its tests
+
+    return MemoryTool(MemoryStore(mem))

@@ -23,16 +23,6 @@ from memwire.adapters.anthropic_memory import FRONT_MATTER, AsyncMemoryTool, Mem
 LISTING = "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items:\n"
 
 
-@pytest.fixture
-def mem(tmp_path: Path) -> Path:
-    return tmp_path / "mem"
-
-
-@pytest.fixture
-def tool(mem: Path) -> MemoryTool:
-    return MemoryTool(MemoryStore(mem))
-
-
 def run(tool: MemoryTool, **command: Any) -> Any:
     """A command as the SDK's tool runner hands it over (the tool_use block's input)."""
     return tool.call(command)

@@ -28,16 +28,6 @@ NEW = "The staging database listens on port 6543"
 REDIS = "The staging Redis listens on port 6379"
 
 
-@pytest.fixture
-def mem(tmp_path: Path) -> Path:
-    return tmp_path / "mem"
-
-
-@pytest.fixture
-def tool(mem: Path) -> MemoryTool:
-    return MemoryTool(MemoryStore(mem))
-
-
 def active(store: MemoryStore) -> list[str]:
     return sorted(m.text for m in MemoryStore(store.path))  # a new store: what is on disk
 

@@ -19,29 +19,18 @@ from memwire.memory._inbox import added, approve, inbox_of, read_log, reject, re
 from memwire.memory._model import Memory
 from memwire.memory._supersede import history
 from memwire.testing import serve_in_thread
-from tests.middleware.test_corrections import PORT, middleware
+from tests.middleware.test_corrections import PORT, middleware, talk
 from tests.stores import StoreSpec
 
 OLD, NEW = "The staging database listens on port 5433.", "The staging database listens on port 6543."
 
 
-def said(store: Any, capture: str, session: str, *texts: str) -> None:
-    """One conversation's user messages, each in turn (the history growing as a client sends it)."""
-    mw = middleware(store, capture)
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a helpful assistant."}]
-    for text in texts:
-        messages.append({"role": "user", "content": text})
-        mw.prepare(messages, session_id=session)
-        mw.flush()
-        messages.append({"role": "assistant", "content": "Noted."})
-
-
 def corrected_for_review(make_store: StoreSpec) -> tuple[Memory, Memory]:
     """The port captured (approved earlier), then corrected in review mode: (the old memory, the item)."""
     store = make_store()
-    said(store, "auto", "s1", PORT)
+    talk(middleware(store, "auto"), "s1", PORT)
     [old] = [m for m in store.memories() if m.text == OLD]
-    said(store, "review", "s1", PORT, "I meant 6543.")
+    talk(middleware(store, "review"), "s1", PORT, "I meant 6543.")
     [item] = inbox_of(store).memories()
     return old, item
 
