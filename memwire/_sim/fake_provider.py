@@ -732,6 +732,8 @@ class ServerThread:
     def __init__(self, app: ASGIApp, host: str = "127.0.0.1") -> None:
         import uvicorn  # imported here: only needed when a real socket is wanted
 
+        from memwire._sim.quick_server import QuickServer
+
         # proto TCP, not 0: asyncio sets TCP_NODELAY only on connections whose socket says TCP (and
         # they inherit it from this one); without it a response's second write waits for the
         # client's delayed ACK, ~40 ms on every request
@@ -745,7 +747,7 @@ class ServerThread:
         config = uvicorn.Config(
             app, log_level="warning", lifespan=lifespan, access_log=False, timeout_graceful_shutdown=1
         )
-        self._server = uvicorn.Server(config)
+        self._server = QuickServer(config)  # stops when told, not at uvicorn's next 0.1 s tick
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._sock]}, name=f"memwire-sim:{self.port}", daemon=True
         )
@@ -761,7 +763,7 @@ class ServerThread:
         return self
 
     def stop(self) -> None:
-        self._server.should_exit = True
+        self._server.stop()
         if self._thread.is_alive():
             self._thread.join(timeout=3)
             if self._thread.is_alive():  # a client kept a stream open: stop waiting for it
