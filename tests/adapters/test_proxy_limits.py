@@ -25,6 +25,7 @@ from memwire.adapters.server._server import protocol_with_header_timeout
 from memwire.cli import main
 from memwire.policies.modes import _ledger as ledger
 from memwire._sim.fake_provider import FakeProvider, serve_in_thread
+from memwire._sim.quick_server import QuickServer
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -49,7 +50,7 @@ class _Server:
     def __init__(self, app: Any, header_timeout: float = 10.0, max_connections: int = 1000, lifespan: str = "off") -> None:
         config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan=lifespan,
                                 http=protocol_with_header_timeout(header_timeout), limit_concurrency=max_connections)
-        self.server = uvicorn.Server(config)
+        self.server = QuickServer(config)  # uvicorn's, stopped at once rather than at its next 0.1 s tick
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> Self:
@@ -62,7 +63,7 @@ class _Server:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
+        self.server.stop()
         self.thread.join(10)
 
     def url(self, path: str = "/v1/chat/completions") -> str:
