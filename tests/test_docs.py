@@ -259,9 +259,28 @@ def test_every_config_snippet_parses_and_names_real_keys(tmp_path: Path) -> None
         elif kind == "litellm config":
             check_litellm_config(where, data)
         elif kind == "aider model settings":
-            for entry in data:
-                assert set(entry) <= AIDER_MODEL_SETTINGS, (where, set(entry) - AIDER_MODEL_SETTINGS)
-                assert isinstance(entry.get("extra_params", {}), dict), where
+            check_aider_settings(where, data)
+
+
+def check_aider_settings(where: str, data: list[dict[str, Any]]) -> None:
+    """An .aider.model.settings.yml in the docs: aider's keys, and the header under
+    ``aider/extra_params``: an entry named after a model replaces aider's own settings for that model
+    (it falls back to whole-file edits; issue 34 item 10)."""
+    for entry in data:
+        assert set(entry) <= AIDER_MODEL_SETTINGS, (where, set(entry) - AIDER_MODEL_SETTINGS)
+        assert isinstance(entry.get("extra_params", {}), dict), where
+        if "extra_params" in entry:
+            assert entry["name"] == "aider/extra_params", (where, f"extra_params under {entry['name']!r}")
+
+
+def test_every_doc_naming_aiders_settings_file_shows_the_entry() -> None:
+    """Told in prose ("under the model's name") the entry is the harmful one: each doc that names
+    .aider.model.settings.yml shows it as a snippet, which the check above reads."""
+    for path in DOCS:
+        if ".aider.model.settings.yml" in path.read_text(encoding="utf-8"):
+            entries = [e for where, kind, data, _ in snippets() if kind == "aider model settings"
+                       and where.startswith(f"{path.relative_to(ROOT)}:") for e in data]
+            assert any(e["name"] == "aider/extra_params" for e in entries), path.relative_to(ROOT)
 
 
 # LiteLLM 1.110's proxy config (litellm.proxy._types.ConfigYAML; importing it takes seconds)
@@ -311,6 +330,9 @@ def test_the_snippet_checks_catch_a_wrong_key(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(sys.modules[__name__], "LITELLM_EXAMPLE", bad)
     with pytest.raises(AssertionError, match="assigns no no_such"):
         check_litellm_config("x", {"litellm_settings": {"callbacks": "memwire_callback.no_such"}})
+    with pytest.raises(AssertionError, match="extra_params under 'openai/gpt-4o'"):
+        check_aider_settings("x", [{"name": "openai/gpt-4o", "extra_params": {"extra_headers": {}}}])
+    check_aider_settings("x", [{"name": "aider/extra_params", "extra_params": {"extra_headers": {}}}])
     assert snippet_kind("yaml", {"something": "else"}) == "unknown yaml"
     assert snippet_kind("toml", {"model_provider": "m"}) == "codex provider"
 
