@@ -87,7 +87,7 @@ def run_proxy(tmp_path: Path, fmt: str, capture: str, upstream: str) -> tuple[st
                 break
             except httpx.HTTPError:
                 assert time.monotonic() < deadline and proc.poll() is None, out.read_text(errors="replace")
-                time.sleep(0.2)
+                time.sleep(0.02)
         traffic(base)
         wanted = mem / ("MEMORY.md" if capture == "auto" else "inbox/MEMORY.md")
         deadline = time.monotonic() + 30
@@ -95,7 +95,7 @@ def run_proxy(tmp_path: Path, fmt: str, capture: str, upstream: str) -> tuple[st
             text = wanted.read_text(encoding="utf-8") if wanted.exists() else ""
             if canary("said") in text and canary("distilled") in text:
                 break
-            time.sleep(0.2)
+            time.sleep(0.02)
         else:
             pytest.fail(f"nothing captured: {out.read_text(errors='replace')[-3000:]}")
         time.sleep(0.5)
