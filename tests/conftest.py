@@ -32,6 +32,37 @@ for _name in [n for n in os.environ if n.startswith("MEMWIRE_") and not n.starts
 # first search there can take longer. Tests of the budget itself pass their own timeout_ms.
 os.environ["MEMWIRE_TIMEOUT_MS"] = "60000"
 
+
+
+def _share_default_ssl_context(module_name: str) -> None:
+    """Every httpx client made with the default ``verify=True`` gets one SSL context, made once per
+    process, instead of a new one that parses certifi's CA bundle (~40 ms of CPU each: the tests
+    make several hundred clients, through the SDKs, the proxy and ``httpx.get``). Nothing here
+    speaks TLS (only loopback, plain HTTP), so no test can tell; other arguments go through as
+    they are. The cache is keyed on what the default context depends on."""
+    import importlib
+
+    try:
+        transports = importlib.import_module(module_name + "._transports.default")
+    except ImportError:
+        return
+    make = transports.create_ssl_context
+    made: dict[tuple[bool, str | None, str | None], object] = {}
+
+    def create_ssl_context(verify: object = True, cert: object = None, trust_env: bool = True):  # type: ignore[no-untyped-def]
+        if verify is not True or cert is not None:
+            return make(verify=verify, cert=cert, trust_env=trust_env)
+        key = (trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        if key not in made:
+            made[key] = make(verify=verify, cert=cert, trust_env=trust_env)
+        return made[key]
+
+    transports.create_ssl_context = create_ssl_context
+
+
+for _module in ("httpx", "httpx2"):  # httpx2: the client anthropic 2 is built on
+    _share_default_ssl_context(_module)
+
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
 _real_getaddrinfo = socket.getaddrinfo

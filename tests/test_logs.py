@@ -55,14 +55,15 @@ def test_the_proxy_logs_json_and_never_the_message(tmp_path: Path, workers: str)
                                 env=env, cwd=tmp_path, stdout=fh, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60
-        while True:
-            try:
-                r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=10, json={
-                    "model": "gpt-4o", "messages": [{"role": "user", "content": "my secret question"}]})
-                break
-            except httpx.HTTPError:
-                assert time.monotonic() < deadline and proc.poll() is None, out.read_text()
-                time.sleep(0.02)
+        with httpx.Client(timeout=10) as http:  # one client for every try (a new one loads the CA certificates)
+            while True:
+                try:
+                    r = http.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={
+                        "model": "gpt-4o", "messages": [{"role": "user", "content": "my secret question"}]})
+                    break
+                except httpx.HTTPError:
+                    assert time.monotonic() < deadline and proc.poll() is None, out.read_text()
+                    time.sleep(0.02)
         assert r.status_code == 502  # no upstream: the failure is logged, as JSON
         deadline = time.monotonic() + 30  # its line is written once the answer is out (a hang guard)
         while "POST /v1/chat/completions 502" not in out.read_text() and time.monotonic() < deadline:

@@ -81,13 +81,14 @@ def run_proxy(tmp_path: Path, fmt: str, capture: str, upstream: str) -> tuple[st
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(base + "/memwire/healthz", timeout=5, trust_env=False)
-                break
-            except httpx.HTTPError:
-                assert time.monotonic() < deadline and proc.poll() is None, out.read_text(errors="replace")
-                time.sleep(0.02)
+        with httpx.Client(timeout=5, trust_env=False) as http:  # one client for every try (see test_proxy_workers)
+            while True:
+                try:
+                    http.get(base + "/memwire/healthz")
+                    break
+                except httpx.HTTPError:
+                    assert time.monotonic() < deadline and proc.poll() is None, out.read_text(errors="replace")
+                    time.sleep(0.02)
         traffic(base)
         wanted = mem / ("MEMORY.md" if capture == "auto" else "inbox/MEMORY.md")
         deadline = time.monotonic() + 30
