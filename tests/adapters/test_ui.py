@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,8 +85,12 @@ def test_each_memory_shows_its_text_once_with_its_facts(mw: Middleware, store: M
 
 def test_another_workers_page_counts_injections_before_the_metadata_is_saved(mw: Middleware, store: MemoryStore,
                                                                               proxy: str) -> None:
+    # a record reaches records.recent() before its listeners (the request log's offer among them):
+    # one added after that offer says when the log has it to flush
+    offered = threading.Event()
+    mw.records.listeners.append(lambda record: offered.set())
     converse(proxy, "pay-1", QUESTIONS[:1])
-    wait_records(mw, 1)
+    assert offered.wait(30)  # a hang guard: the record is made just after the reply is out
     mw.kept_records.flush()  # the request log every worker reads; the lifecycle saves every few seconds
     other = Middleware(store=MemoryStore(store.path), mode="contextPerTurn")  # another worker's view
     with serve_in_thread(create_app(other, openai_upstream="http://127.0.0.1:9")) as p:
