@@ -16,16 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import litellm  # imported once for the module: it takes seconds
 import pytest
 import respx
-from litellm.proxy._types import LitellmUserRoles, UserAPIKeyAuth
 
 from memwire import MemoryStore, Middleware, UsageError
 from memwire.adapters.litellm import (
     ADMIN_USER_ID,
     MASTER_KEY_ALIAS,
-    MemwireCallback,
     proxy_namespace,
     proxy_session,
     wrap,
@@ -33,9 +30,8 @@ from memwire.adapters.litellm import (
 from memwire.policies.modes._render import OPEN
 
 from .failing import BrokenMiddleware, BrokenStore, memwire_warnings
+from .lazy_litellm import auth, callback, litellm, types
 
-litellm.disable_aiohttp_transport = True  # async calls go through httpx, where respx intercepts them
-litellm.suppress_debug_info = True
 
 SYSTEM = "You are a careful coding agent."
 QUESTION = "Should I indent this Python file with tabs or spaces?"
@@ -88,12 +84,12 @@ def settle_warm_up() -> None:
             thread.join(timeout=30)
 
 
-def master_key() -> UserAPIKeyAuth:
+def master_key() -> Any:
     """What the proxy's auth returns for the master key (litellm's user_api_key_auth)."""
-    auth = UserAPIKeyAuth(token=MASTER_KEY_ALIAS, user_id=ADMIN_USER_ID, user_role=LitellmUserRoles.PROXY_ADMIN,
-                          end_user_id="end-user-1")
-    auth.api_key = MASTER_KEY_ALIAS  # set after validation: the validator would hash a key given here
-    return auth
+    key = auth(token=MASTER_KEY_ALIAS, user_id=ADMIN_USER_ID, user_role=types().LitellmUserRoles.PROXY_ADMIN,
+               end_user_id="end-user-1")
+    key.api_key = MASTER_KEY_ALIAS  # set after validation: the validator would hash a key given here
+    return key
 
 
 def sent(api: Any, name: str) -> dict[str, Any]:
@@ -112,16 +108,16 @@ def assert_user_memory_before_latest_user(messages: list[dict[str, Any]]) -> Non
 
 
 def test_wrap_keeps_the_signature() -> None:
-    completion = wrap(litellm.completion, Middleware(store=MemoryStore("unused")))
-    acompletion = wrap(litellm.acompletion, Middleware(store=MemoryStore("unused")))
-    assert inspect.signature(completion) == inspect.signature(litellm.completion)
+    completion = wrap(litellm().completion, Middleware(store=MemoryStore("unused")))
+    acompletion = wrap(litellm().acompletion, Middleware(store=MemoryStore("unused")))
+    assert inspect.signature(completion) == inspect.signature(litellm().completion)
     assert inspect.iscoroutinefunction(acompletion) and not inspect.iscoroutinefunction(completion)
-    assert completion.__name__ == "completion" and acompletion.__wrapped__ is litellm.acompletion  # type: ignore[attr-defined]
+    assert completion.__name__ == "completion" and acompletion.__wrapped__ is litellm().acompletion  # type: ignore[attr-defined]
 
 
 def test_completion_openai(mw: Middleware, api: Any) -> None:
     messages = conversation()
-    result = wrap(litellm.completion, mw)(model="gpt-4o-mini", messages=messages, api_key="test",
+    result = wrap(litellm().completion, mw)(model="gpt-4o-mini", messages=messages, api_key="test",
                                           memwire_session="s-1")
     assert messages == conversation()  # the caller's list is unchanged
     assert result.choices[0].message.content == "Tabs."
@@ -131,25 +127,25 @@ def test_completion_openai(mw: Middleware, api: Any) -> None:
 
 
 def test_completion_positional_model_and_messages(mw: Middleware, api: Any) -> None:
-    wrap(litellm.completion, mw)("gpt-4o-mini", conversation(), api_key="test")
+    wrap(litellm().completion, mw)("gpt-4o-mini", conversation(), api_key="test")
     assert_user_memory_before_latest_user(sent(api, "openai")["messages"])
 
 
 def test_too_many_positional_arguments_is_a_usage_error_before_any_call(mw: Middleware, api: Any) -> None:
     with pytest.raises(UsageError, match=r"completion\(\) got \d+ positional arguments"):
-        wrap(litellm.completion, mw)(*(["gpt-4o-mini", conversation()] + [None] * 200))
+        wrap(litellm().completion, mw)(*(["gpt-4o-mini", conversation()] + [None] * 200))
     assert not api["openai"].called
 
 
 async def test_acompletion_openai(mw: Middleware, api: Any) -> None:
-    result = await wrap(litellm.acompletion, mw)(model="gpt-4o-mini", messages=conversation(), api_key="test")
+    result = await wrap(litellm().acompletion, mw)(model="gpt-4o-mini", messages=conversation(), api_key="test")
     assert result.choices[0].message.content == "Tabs."
     assert_user_memory_before_latest_user(sent(api, "openai")["messages"])
 
 
 def test_completion_stream(mw: Middleware, api: Any) -> None:
     api["openai"].mock(return_value=httpx.Response(200, text=SSE, headers={"content-type": "text/event-stream"}))
-    stream = wrap(litellm.completion, mw)(model="gpt-4o-mini", messages=conversation(), api_key="test", stream=True)
+    stream = wrap(litellm().completion, mw)(model="gpt-4o-mini", messages=conversation(), api_key="test", stream=True)
     text = "".join(c.choices[0].delta.content or "" for c in stream)
     assert text == "Use tabs."
     assert_user_memory_before_latest_user(sent(api, "openai")["messages"])
@@ -157,7 +153,7 @@ def test_completion_stream(mw: Middleware, api: Any) -> None:
 
 async def test_acompletion_stream(mw: Middleware, api: Any) -> None:
     api["openai"].mock(return_value=httpx.Response(200, text=SSE, headers={"content-type": "text/event-stream"}))
-    stream = await wrap(litellm.acompletion, mw)(model="gpt-4o-mini", messages=conversation(), api_key="test",
+    stream = await wrap(litellm().acompletion, mw)(model="gpt-4o-mini", messages=conversation(), api_key="test",
                                                  stream=True)
     text = "".join([c.choices[0].delta.content or "" async for c in stream])
     assert text == "Use tabs."
@@ -176,10 +172,10 @@ def _anthropic_memory_then_question(body: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("mode", ["contextPerTurn", "startup"])
 def test_completion_anthropic_system_is_byte_identical(store: MemoryStore, api: Any, mode: str) -> None:
-    litellm.completion(model=CLAUDE, messages=conversation(), api_key="test")
+    litellm().completion(model=CLAUDE, messages=conversation(), api_key="test")
     plain = sent(api, "anthropic")
     mw = Middleware(store=store, mode=mode, memory_role="system")
-    wrap(litellm.completion, mw)(model=CLAUDE, messages=conversation(), api_key="test")
+    wrap(litellm().completion, mw)(model=CLAUDE, messages=conversation(), api_key="test")
     with_memory = sent(api, "anthropic")
     assert json.dumps(with_memory["system"]) == json.dumps(plain["system"])
     assert with_memory["system"] == [{"type": "text", "text": SYSTEM}]
@@ -192,7 +188,7 @@ def test_completion_anthropic_system_is_byte_identical(store: MemoryStore, api: 
 
 
 def test_replayed_blocks_also_leave_the_system_field_alone(store: MemoryStore, api: Any) -> None:
-    completion = wrap(litellm.completion, Middleware(store=store, history="replay", memory_role="system"))
+    completion = wrap(litellm().completion, Middleware(store=store, history="replay", memory_role="system"))
     first = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Which port is the staging database on?"}]
     completion(model=CLAUDE, messages=first, api_key="test", memwire_session="r")
     second = [*first, {"role": "assistant", "content": "5433."}, {"role": "user", "content": QUESTION}]
@@ -205,12 +201,12 @@ def test_replayed_blocks_also_leave_the_system_field_alone(store: MemoryStore, a
 
 def test_litellm_message_objects_passed_back(mw: Middleware, api: Any) -> None:
     # tool loops append the response's own Message object; it reaches litellm as the caller gave it
-    completion = wrap(litellm.completion, mw)
+    completion = wrap(litellm().completion, mw)
     reply = completion(model=CLAUDE, messages=[{"role": "user", "content": "hi"}], api_key="test")
     message = reply.choices[0].message
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "hi"}, message,
                 {"role": "user", "content": QUESTION}]
-    litellm.completion(model=CLAUDE, messages=messages, api_key="test")
+    litellm().completion(model=CLAUDE, messages=messages, api_key="test")
     plain = sent(api, "anthropic")
     completion(model=CLAUDE, messages=messages, api_key="test")
     body = sent(api, "anthropic")
@@ -220,7 +216,7 @@ def test_litellm_message_objects_passed_back(mw: Middleware, api: Any) -> None:
 
 
 async def test_acompletion_anthropic(mw: Middleware, api: Any) -> None:
-    result = await wrap(litellm.acompletion, mw)(model=CLAUDE, messages=conversation(), api_key="test")
+    result = await wrap(litellm().acompletion, mw)(model=CLAUDE, messages=conversation(), api_key="test")
     assert result.choices[0].message.content == "Tabs."
     body = sent(api, "anthropic")
     assert body["system"] == [{"type": "text", "text": SYSTEM}]
@@ -233,7 +229,7 @@ async def test_acompletion_anthropic(mw: Middleware, api: Any) -> None:
 def test_completion_fails_open_when_search_raises(tmp_path: Path, api: Any, caplog: pytest.LogCaptureFixture) -> None:
     MemoryStore(tmp_path / "mem").add("User prefers tabs over spaces")  # written whole; then its search breaks
     store = BrokenStore(tmp_path / "mem")
-    completion = wrap(litellm.completion, Middleware(store=store))
+    completion = wrap(litellm().completion, Middleware(store=store))
     settle_warm_up()  # its search fails too, and logs
     caplog.clear()
     result = completion(model="gpt-4o-mini", messages=conversation(), api_key="test")
@@ -244,7 +240,7 @@ def test_completion_fails_open_when_search_raises(tmp_path: Path, api: Any, capl
 
 async def test_acompletion_fails_open_when_middleware_raises(store: MemoryStore, api: Any,
                                                              caplog: pytest.LogCaptureFixture) -> None:
-    fn = wrap(litellm.acompletion, BrokenMiddleware(store=store))
+    fn = wrap(litellm().acompletion, BrokenMiddleware(store=store))
     result = await fn(model=CLAUDE, messages=conversation(), api_key="test", memwire_namespace="bob")
     assert result.choices[0].message.content == "Tabs."
     body = sent(api, "anthropic")
@@ -262,8 +258,9 @@ def _warmed(store: MemoryStore) -> bool:
     return True
 
 
-@pytest.mark.parametrize("fn", [litellm.completion, litellm.acompletion])
-def test_wrap_warms_up_in_the_background(store: MemoryStore, fn: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("fn_name", ["completion", "acompletion"])
+def test_wrap_warms_up_in_the_background(store: MemoryStore, fn_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    fn = getattr(litellm(), fn_name)
     # the store loads with no call made (a cold store is not ready() until something reads it)
     reader = MemoryStore(store.path)
     wrap(fn, Middleware(store=reader))
@@ -277,12 +274,12 @@ def test_wrap_warms_up_in_the_background(store: MemoryStore, fn: Any, monkeypatc
 
 def test_callback_warms_up_at_construction(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
     reader = MemoryStore(store.path)
-    MemwireCallback(middleware=Middleware(store=reader))
+    callback(middleware=Middleware(store=reader))
     assert _warmed(reader)
     calls: list[dict[str, Any]] = []
     monkeypatch.setattr(Middleware, "warm_up", lambda self, *a, **kw: calls.append(kw))
     monkeypatch.setenv("MEMWIRE_DIR", str(store.path))
-    MemwireCallback()  # the proxy's own instance, from the configuration
+    callback()  # the proxy's own instance, from the configuration
     assert calls == [{"background": True}]
 
 
@@ -311,16 +308,17 @@ def _first_call(fn: Any, mw: Middleware) -> tuple[threading.Thread, dict[str, An
 
     def call() -> None:
         kwargs = {"model": "gpt-4o-mini", "messages": conversation(), "api_key": "test"}
-        out["reply"] = asyncio.run(completion(**kwargs)) if fn is litellm.acompletion else completion(**kwargs)
+        out["reply"] = asyncio.run(completion(**kwargs)) if fn is litellm().acompletion else completion(**kwargs)
 
     thread = threading.Thread(target=call)
     thread.start()
     return thread, out
 
 
-@pytest.mark.parametrize("fn", [litellm.completion, litellm.acompletion])
-def test_the_first_call_waits_for_the_warm_up_under_way(store: MemoryStore, api: Any, fn: Any,
+@pytest.mark.parametrize("fn_name", ["completion", "acompletion"])
+def test_the_first_call_waits_for_the_warm_up_under_way(store: MemoryStore, api: Any, fn_name: str,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    fn = getattr(litellm(), fn_name)
     # issue 34 item 6: a warm-up slower than the retrieval budget; the first call arrives meanwhile
     encoding = SlowEncoding(monkeypatch)
     mw = Middleware(store=MemoryStore(store.path), mode="contextPerTurn", timeout_ms=50)
@@ -333,10 +331,11 @@ def test_the_first_call_waits_for_the_warm_up_under_way(store: MemoryStore, api:
     assert_user_memory_before_latest_user(body["messages"])  # the first call got its memory
 
 
-@pytest.mark.parametrize("fn", [litellm.completion, litellm.acompletion])
-def test_a_warm_up_that_hangs_delays_the_first_call_a_bounded_time(store: MemoryStore, api: Any, fn: Any,
+@pytest.mark.parametrize("fn_name", ["completion", "acompletion"])
+def test_a_warm_up_that_hangs_delays_the_first_call_a_bounded_time(store: MemoryStore, api: Any, fn_name: str,
                                                                    monkeypatch: pytest.MonkeyPatch,
                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    fn = getattr(litellm(), fn_name)
     encoding = SlowEncoding(monkeypatch)
     mw = Middleware(store=MemoryStore(store.path), mode="contextPerTurn", timeout_ms=50)
     mw.warm_up_wait = 0.2
@@ -363,7 +362,7 @@ def test_importing_the_adapter_does_not_import_litellm() -> None:
 def test_callback_is_a_custom_logger_the_proxy_will_call(mw: Middleware) -> None:
     from litellm.integrations.custom_logger import CustomLogger
 
-    cb = MemwireCallback(middleware=mw)
+    cb = callback(middleware=mw)
     assert isinstance(cb, CustomLogger)
     # the proxy only calls a hook defined on the instance's own class (proxy/utils.py pre_call_hook)
     assert "async_pre_call_hook" in vars(type(cb))
@@ -379,7 +378,7 @@ async def test_callback_chat_request(mw: Middleware) -> None:
     data = _proxy_data()
     before = copy.deepcopy(data)
     # no key, no user: the default namespace
-    out = await MemwireCallback(middleware=mw).async_pre_call_hook(UserAPIKeyAuth(), None, data, "acompletion")
+    out = await callback(middleware=mw).async_pre_call_hook(auth(), None, data, "acompletion")
     assert data == before
     assert_user_memory_before_latest_user(out["messages"])
     assert {k: v for k, v in out.items() if k != "messages"} == {k: v for k, v in data.items() if k != "messages"}
@@ -390,8 +389,8 @@ async def test_callback_namespace_from_the_key_user(store: MemoryStore, mw: Midd
     alice.add("Alice indents with two spaces in YAML files only")
     alice.add("Alice deploys from her laptop on Fridays")
     alice.add("Alice's editor is Helix")
-    out = await MemwireCallback(middleware=mw).async_pre_call_hook(
-        UserAPIKeyAuth(api_key="sk-1", user_id="alice"), None, _proxy_data(), "completion")
+    out = await callback(middleware=mw).async_pre_call_hook(
+        auth(api_key="sk-1", user_id="alice"), None, _proxy_data(), "completion")
     memory = out["messages"][-2]["content"]
     assert "Alice indents" in memory and "tabs over spaces" not in memory
 
@@ -400,15 +399,15 @@ async def test_callback_master_key_uses_the_default_namespace(store: MemoryStore
     # the master key's requests get the memories `memwire add --dir DIR` wrote: the files in DIR itself
     MemoryStore.for_namespace(store.path, ADMIN_USER_ID).add("Tabs are forbidden in the default_user_id namespace")
     data = _proxy_data(user="end-user-1")
-    out = await MemwireCallback(middleware=mw).async_pre_call_hook(master_key(), None, data, "acompletion")
+    out = await callback(middleware=mw).async_pre_call_hook(master_key(), None, data, "acompletion")
     assert_user_memory_before_latest_user(out["messages"])
     assert "forbidden" not in out["messages"][-2]["content"]
 
 
 async def test_callback_virtual_key_alias_has_its_own_namespace(store: MemoryStore, mw: Middleware) -> None:
     MemoryStore.for_namespace(store.path, "ci-bot").add("The CI bot indents with tabs, width 8")
-    key = UserAPIKeyAuth(api_key="sk-ci", key_alias="ci-bot")
-    out = await MemwireCallback(middleware=mw).async_pre_call_hook(key, None, _proxy_data(), "acompletion")
+    key = auth(api_key="sk-ci", key_alias="ci-bot")
+    out = await callback(middleware=mw).async_pre_call_hook(key, None, _proxy_data(), "acompletion")
     memory = out["messages"][-2]["content"]
     assert "width 8" in memory and "width 4" not in memory
 
@@ -425,15 +424,15 @@ async def test_callback_hands_the_request_headers_to_the_middleware(mw: Middlewa
     monkeypatch.setattr(mw, "aprepare_request", spy)
     data = _proxy_data()
     data["proxy_server_request"]["headers"] = {"X-Claude-Code-Session-Id": "cc-1", "User-Agent": "claude-cli"}
-    await MemwireCallback(middleware=mw).async_pre_call_hook(UserAPIKeyAuth(), None, data, "acompletion")
+    await callback(middleware=mw).async_pre_call_hook(auth(), None, data, "acompletion")
     assert seen["headers"] == {"x-claude-code-session-id": "cc-1", "user-agent": "claude-cli"}  # client session signals
 
 
 async def test_callback_key_namespace_does_not_see_default_memories(store: MemoryStore, mw: Middleware) -> None:
     data = _proxy_data()
-    key = UserAPIKeyAuth(api_key="sk-1")
+    key = auth(api_key="sk-1")
     MemoryStore.for_namespace(store.path, proxy_namespace(key, data)).add("This key's user indents with tabs, width 2")
-    out = await MemwireCallback(middleware=mw).async_pre_call_hook(key, None, data, "acompletion")
+    out = await callback(middleware=mw).async_pre_call_hook(key, None, data, "acompletion")
     memory = out["messages"][-2]["content"]
     assert memory.startswith(OPEN) and "width 2" in memory  # the key's own namespace is searched (no fail-open pass)
     assert "width 4" not in memory  # and the default namespace's memory is not in it
@@ -444,7 +443,7 @@ async def test_callback_anthropic_messages(mw: Middleware) -> None:
             "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"},
                          {"role": "user", "content": [{"type": "text", "text": QUESTION}]}]}
     before = copy.deepcopy(data)
-    out = await MemwireCallback(middleware=mw).async_pre_call_hook(UserAPIKeyAuth(), None, data, "anthropic_messages")
+    out = await callback(middleware=mw).async_pre_call_hook(auth(), None, data, "anthropic_messages")
     assert data == before and out["system"] == SYSTEM
     assert out["messages"][:2] == before["messages"][:2] and out["messages"][-1] == before["messages"][-1]
     memory = out["messages"][-2]
@@ -453,7 +452,7 @@ async def test_callback_anthropic_messages(mw: Middleware) -> None:
 
 async def test_callback_responses_request(mw: Middleware) -> None:
     data = {"model": "claude", "instructions": SYSTEM, "input": QUESTION, "litellm_metadata": {}}
-    out = await MemwireCallback(middleware=mw).async_pre_call_hook(UserAPIKeyAuth(), None, data, "aresponses")
+    out = await callback(middleware=mw).async_pre_call_hook(auth(), None, data, "aresponses")
     assert out["instructions"] == SYSTEM and data["input"] == QUESTION
     memory, question = out["input"]
     assert memory["role"] == "user" and memory["content"][0]["text"].startswith(OPEN)  # not the configured "system"
@@ -466,23 +465,23 @@ async def test_callback_responses_request(mw: Middleware) -> None:
     ("atext_completion", {"model": "gpt-3.5-turbo-instruct", "prompt": "tabs or spaces?"}),
 ])
 async def test_callback_leaves_other_call_types_alone(mw: Middleware, call_type: str, data: dict[str, Any]) -> None:
-    out = await MemwireCallback(middleware=mw).async_pre_call_hook(UserAPIKeyAuth(), None, data, call_type)
+    out = await callback(middleware=mw).async_pre_call_hook(auth(), None, data, call_type)
     assert out is data
 
 
 async def test_callback_fails_open(store: MemoryStore, caplog: pytest.LogCaptureFixture) -> None:
     data = _proxy_data()
-    out = await MemwireCallback(middleware=BrokenMiddleware(store=store)).async_pre_call_hook(
-        UserAPIKeyAuth(), None, data, "acompletion")
+    out = await callback(middleware=BrokenMiddleware(store=store)).async_pre_call_hook(
+        auth(), None, data, "acompletion")
     assert out is data and len(memwire_warnings(caplog)) == 1
 
 
 async def test_callback_builds_its_middleware_from_config(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMWIRE_DIR", str(store.path))
     monkeypatch.setenv("MEMWIRE_MEMORY_ROLE", "developer")
-    cb = MemwireCallback()
+    cb = callback()
     assert cb.middleware.store.path == store.path
-    out = await cb.async_pre_call_hook(UserAPIKeyAuth(), None, _proxy_data(), "acompletion")
+    out = await cb.async_pre_call_hook(auth(), None, _proxy_data(), "acompletion")
     assert_user_memory_before_latest_user(out["messages"])
 
 
@@ -495,20 +494,20 @@ def test_litellm_names_of_the_master_key() -> None:
 def test_proxy_namespace_rule() -> None:
     # the master key, whatever end user the request names: the default namespace
     assert proxy_namespace(master_key(), {"user": "end-user-1"}) is None
-    assert proxy_namespace(UserAPIKeyAuth(user_id=ADMIN_USER_ID), {}) is None  # an admin's key without an alias
-    assert proxy_namespace(UserAPIKeyAuth(token=MASTER_KEY_ALIAS), {}) is None
+    assert proxy_namespace(auth(user_id=ADMIN_USER_ID), {}) is None  # an admin's key without an alias
+    assert proxy_namespace(auth(token=MASTER_KEY_ALIAS), {}) is None
     # an admin's key with an alias has the alias's namespace, never "default_user_id"
-    assert proxy_namespace(UserAPIKeyAuth(user_id=ADMIN_USER_ID, key_alias="ops"), {}) == "ops"
-    assert proxy_namespace(UserAPIKeyAuth(user_id="alice@example.com", key_alias="ci"), {}) == "alice@example.com"
-    assert proxy_namespace(UserAPIKeyAuth(key_alias="ci-bot", api_key="sk-1"), {"user": "x"}) == "ci-bot"
-    by_key = proxy_namespace(UserAPIKeyAuth(api_key="sk-1"), {"user": "x"})
+    assert proxy_namespace(auth(user_id=ADMIN_USER_ID, key_alias="ops"), {}) == "ops"
+    assert proxy_namespace(auth(user_id="alice@example.com", key_alias="ci"), {}) == "alice@example.com"
+    assert proxy_namespace(auth(key_alias="ci-bot", api_key="sk-1"), {"user": "x"}) == "ci-bot"
+    by_key = proxy_namespace(auth(api_key="sk-1"), {"user": "x"})
     assert by_key is not None and by_key.startswith("key-") and "sk-1" not in by_key
-    assert by_key == proxy_namespace(UserAPIKeyAuth(api_key="sk-1"), {})  # stable per key
-    assert by_key != proxy_namespace(UserAPIKeyAuth(api_key="sk-2"), {})
-    assert proxy_namespace(UserAPIKeyAuth(), {"user": "end-user-1"}) == "end-user-1"
-    odd = proxy_namespace(UserAPIKeyAuth(user_id="../etc passwd"), {})
+    assert by_key == proxy_namespace(auth(api_key="sk-1"), {})  # stable per key
+    assert by_key != proxy_namespace(auth(api_key="sk-2"), {})
+    assert proxy_namespace(auth(), {"user": "end-user-1"}) == "end-user-1"
+    odd = proxy_namespace(auth(user_id="../etc passwd"), {})
     assert odd is not None and odd.startswith("user-") and "/" not in odd
-    assert proxy_namespace(UserAPIKeyAuth(), {}) is None
+    assert proxy_namespace(auth(), {}) is None
 
 
 def test_proxy_session_rule() -> None:

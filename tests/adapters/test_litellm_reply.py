@@ -11,23 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import litellm
 import pytest
 import respx
-from litellm import ModelResponse
-from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
-from litellm.proxy._types import UserAPIKeyAuth
-from litellm.types.llms.openai import OutputTextDeltaEvent, ResponseCompletedEvent, ResponsesAPIResponse
-from litellm.types.utils import ModelResponseStream
 
 from memwire import MemoryStore, Middleware
-from memwire.adapters.litellm import MemwireCallback, wrap
+from memwire.adapters.litellm import wrap
 from memwire.middleware._reply import _sse_data
 
 from ..replies import TEXT, Spy, recorded, request
+from .lazy_litellm import auth, callback, litellm, types
 
-litellm.disable_aiohttp_transport = True  # async calls go through httpx, where respx intercepts them
-litellm.suppress_debug_info = True
 
 
 @pytest.fixture
@@ -60,19 +53,19 @@ def delta_text(chunks: list[Any]) -> str:
 
 
 def test_completion_is_observed_once(mw: Middleware, spy: Spy, api: Any) -> None:
-    assert wrap(litellm.completion, mw)(**call(False)).choices[0].message.content == TEXT
+    assert wrap(litellm().completion, mw)(**call(False)).choices[0].message.content == TEXT
     spy.once()
 
 
 async def test_acompletion_is_observed_once(mw: Middleware, spy: Spy, api: Any) -> None:
-    assert (await wrap(litellm.acompletion, mw)(**call(False))).choices[0].message.content == TEXT
+    assert (await wrap(litellm().acompletion, mw)(**call(False))).choices[0].message.content == TEXT
     spy.once()
 
 
 def test_completion_stream_is_litellms_own_and_observed_at_its_end(mw: Middleware, spy: Spy, api: Any) -> None:
-    plain = list(litellm.completion(**call(True)))
-    stream = wrap(litellm.completion, mw)(**call(True))
-    assert isinstance(stream, CustomStreamWrapper)  # the caller keeps litellm's object
+    plain = list(litellm().completion(**call(True)))
+    stream = wrap(litellm().completion, mw)(**call(True))
+    assert isinstance(stream, types().CustomStreamWrapper)  # the caller keeps litellm's object
     first = next(stream)
     assert spy.calls == []  # not before the reply is over
     chunks = [first, *stream]
@@ -81,8 +74,8 @@ def test_completion_stream_is_litellms_own_and_observed_at_its_end(mw: Middlewar
 
 
 async def test_acompletion_stream_is_observed_at_its_end(mw: Middleware, spy: Spy, api: Any) -> None:
-    stream = await wrap(litellm.acompletion, mw)(**call(True))
-    assert isinstance(stream, CustomStreamWrapper)
+    stream = await wrap(litellm().acompletion, mw)(**call(True))
+    assert isinstance(stream, types().CustomStreamWrapper)
     chunks = [await stream.__anext__()]
     assert spy.calls == []
     chunks += [c async for c in stream]
@@ -91,7 +84,7 @@ async def test_acompletion_stream_is_observed_at_its_end(mw: Middleware, spy: Sp
 
 
 def test_completion_stream_left_before_its_end_is_not_observed(mw: Middleware, spy: Spy, api: Any) -> None:
-    with wrap(litellm.completion, mw)(**call(True)) as stream:  # its context manager still works
+    with wrap(litellm().completion, mw)(**call(True)) as stream:  # its context manager still works
         next(stream)
     assert spy.calls == []
 
@@ -100,9 +93,9 @@ def test_completion_without_memories_is_not_observed(tmp_path: Path, api: Any, m
     empty = Middleware(store=MemoryStore(tmp_path / "empty"))
     spy = Spy()
     monkeypatch.setattr(empty, "observe_reply", spy)
-    assert wrap(litellm.completion, empty)(**call(False)).choices[0].message.content == TEXT
-    stream = wrap(litellm.completion, empty)(**call(True))
-    assert type(stream) is CustomStreamWrapper and delta_text(list(stream)) == TEXT
+    assert wrap(litellm().completion, empty)(**call(False)).choices[0].message.content == TEXT
+    stream = wrap(litellm().completion, empty)(**call(True))
+    assert type(stream) is types().CustomStreamWrapper and delta_text(list(stream)) == TEXT
     assert spy.calls == []
 
 
@@ -119,7 +112,7 @@ CALL_TYPE = {"openai.chat": "acompletion", "anthropic.messages": "anthropic_mess
 
 
 async def pre_call(cb: Any, api: str, call_id: str | None = "call-1") -> dict[str, Any]:
-    return await cb.async_pre_call_hook(UserAPIKeyAuth(), None, data(api, call_id), CALL_TYPE[api])
+    return await cb.async_pre_call_hook(auth(), None, data(api, call_id), CALL_TYPE[api])
 
 
 def events(api: str) -> list[dict[str, Any]]:
@@ -127,15 +120,18 @@ def events(api: str) -> list[dict[str, Any]]:
     return [json.loads(d) for d in _sse_data(body.decode()) if d != "[DONE]"]
 
 
-RESPONSES_EVENTS = {"response.output_text.delta": OutputTextDeltaEvent, "response.completed": ResponseCompletedEvent}
+def responses_events() -> dict[str, Any]:
+    return {"response.output_text.delta": types().OutputTextDeltaEvent,
+            "response.completed": types().ResponseCompletedEvent}
 
 
 def proxy_stream(api: str) -> list[Any]:
     """A stream as the proxy hands it to the iterator hook."""
     if api == "openai.chat":
-        return [ModelResponseStream(**e) for e in events(api)]
+        return [types().ModelResponseStream(**e) for e in events(api)]
     if api == "openai.responses":  # litellm's event objects; the others as plain dicts
-        return [RESPONSES_EVENTS[e["type"]](**e) if e["type"] in RESPONSES_EVENTS else e for e in events(api)]
+        known = responses_events()
+        return [known[e["type"]](**e) if e["type"] in known else e for e in events(api)]
     _, _, body = recorded(api, True)
     return [body[i : i + 40] for i in range(0, len(body), 40)]  # /v1/messages: raw SSE bytes
 
@@ -143,7 +139,7 @@ def proxy_stream(api: str) -> list[Any]:
 def proxy_response(api: str) -> Any:
     """A whole response as the proxy hands it to the success hook."""
     body = json.loads(recorded(api, False)[2])
-    return {"openai.chat": ModelResponse, "openai.responses": ResponsesAPIResponse}.get(api, dict)(**body)
+    return {"openai.chat": types().ModelResponse, "openai.responses": types().ResponsesAPIResponse}.get(api, dict)(**body)
 
 
 async def through(cb: Any, items: list[Any], request_data: dict[str, Any]) -> list[Any]:
@@ -151,23 +147,23 @@ async def through(cb: Any, items: list[Any], request_data: dict[str, Any]) -> li
         for item in items:
             yield item
 
-    return [item async for item in cb.async_post_call_streaming_iterator_hook(UserAPIKeyAuth(), upstream(), request_data)]
+    return [item async for item in cb.async_post_call_streaming_iterator_hook(auth(), upstream(), request_data)]
 
 
 @pytest.mark.parametrize("api", list(CALL_TYPE))
 async def test_callback_observes_a_response_once(mw: Middleware, spy: Spy, api: str) -> None:
-    cb = MemwireCallback(middleware=mw)
+    cb = callback(middleware=mw)
     out = await pre_call(cb, api)
     response = proxy_response(api)
-    assert await cb.async_post_call_success_hook(out, UserAPIKeyAuth(), response) is None  # the response goes on
-    assert await cb.async_post_call_success_hook(out, UserAPIKeyAuth(), response) is None
+    assert await cb.async_post_call_success_hook(out, auth(), response) is None  # the response goes on
+    assert await cb.async_post_call_success_hook(out, auth(), response) is None
     spy.once()  # one reply per call id
 
 
 @pytest.mark.parametrize("api", list(CALL_TYPE))
 async def test_callback_stream_items_pass_unchanged_and_the_reply_is_observed_once(mw: Middleware, spy: Spy,
                                                                                    api: str) -> None:
-    cb = MemwireCallback(middleware=mw)
+    cb = callback(middleware=mw)
     out = await pre_call(cb, api)
     items = proxy_stream(api)
     got = await through(cb, items, out)
@@ -177,14 +173,14 @@ async def test_callback_stream_items_pass_unchanged_and_the_reply_is_observed_on
 
 async def test_callback_without_a_call_id_or_memories_observes_nothing(mw: Middleware, spy: Spy, tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    cb = MemwireCallback(middleware=mw)
+    cb = callback(middleware=mw)
     out = await pre_call(cb, "openai.chat", call_id=None)
-    await cb.async_post_call_success_hook(out, UserAPIKeyAuth(), proxy_response("openai.chat"))
+    await cb.async_post_call_success_hook(out, auth(), proxy_response("openai.chat"))
     items = proxy_stream("openai.chat")
     assert await through(cb, items, out) == items
     empty = Middleware(store=MemoryStore(tmp_path / "empty"))
     monkeypatch.setattr(empty, "observe_reply", spy)
-    cb = MemwireCallback(middleware=empty)
+    cb = callback(middleware=empty)
     out = await pre_call(cb, "openai.chat")
-    await cb.async_post_call_success_hook(out, UserAPIKeyAuth(), proxy_response("openai.chat"))
+    await cb.async_post_call_success_hook(out, auth(), proxy_response("openai.chat"))
     assert spy.calls == []
