@@ -11,7 +11,6 @@ import logging
 import re
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -28,11 +27,11 @@ from memwire._errors import ConfigError
 from memwire._sim.fake_provider import FakeProvider, serve_in_thread
 from memwire.adapters.server._keys import KeyRing, add_key
 from memwire.adapters.server._proxy import create_app
+from memwire.cli import main
 from tests.stores import need_psycopg
 
 from .test_proxy_stream import Served
 
-ROOT = Path(__file__).resolve().parents[2]
 V1 = "/memwire/v1"
 ERROR_ID = re.compile(r"mw-[0-9a-f]{8}")
 CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Which database does staging use?"}]}
@@ -372,24 +371,27 @@ def test_a_stream_that_breaks_off_is_one_memwire_line_and_a_cut_for_the_client(
 # ------------------------------------------------------------------ namespaces compare case-folded
 
 
-def keys_cli(keys: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memwire.cli", "keys", *args, "--keys-file", str(keys)],
-                          capture_output=True, text=True, timeout=60, cwd=keys.parent, check=False,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "MEMWIRE_HOME": str(keys.parent / "h"),
-                               "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+def keys_cli(capsys: pytest.CaptureFixture[str], keys: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``memwire keys ARGS --keys-file KEYS`` in this process (as tests/test_cli.py runs commands;
+    a subprocess each cost ~0.4 s of CPU): its exit code, stdout and stderr."""
+    capsys.readouterr()
+    code = main(["keys", *args, "--keys-file", str(keys)])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["memwire", "keys", *args], code, out, err)
 
 
-def test_memwire_keys_add_refuses_a_namespace_that_differs_only_in_case(tmp_path: Path) -> None:
+def test_memwire_keys_add_refuses_a_namespace_that_differs_only_in_case(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     keys = tmp_path / "keys.json"
-    first = keys_cli(keys, "add", "tenA")
+    first = keys_cli(capsys, keys, "add", "tenA")
     assert first.returncode == 0 and first.stdout.startswith("mwk_"), first.stderr
     before = keys.read_bytes()
     for other in ("TENA", "tena", "TenA.team", "ｔｅｎＡ"):
-        refused = keys_cli(keys, "add", other)
+        refused = keys_cli(capsys, keys, "add", other)
         assert refused.returncode != 0 and refused.stdout == "", (other, refused)
         assert keys.read_bytes() == before, other
-    assert "only in case" in keys_cli(keys, "add", "TENA").stderr
-    again = keys_cli(keys, "add", "tenA", "--label", "second")  # the same namespace, another key: fine
+    assert "only in case" in keys_cli(capsys, keys, "add", "TENA").stderr
+    again = keys_cli(capsys, keys, "add", "tenA", "--label", "second")  # the same namespace, another key: fine
     assert again.returncode == 0, again.stderr
 
 
