@@ -1,6 +1,6 @@
 """What a whole-file edit does to memories (``Store.edit_file``, the Anthropic memory tool's way of
 writing): the memories a file lost and gained, which lost one a gained one rewrote in place, and
-the report the store gives back (``FileEdit``) so the tool can tell Claude what left for the archive.
+the report the store gives back (``_model.FileEdit``) so the tool can tell Claude what left for the archive.
 
 A file is compared as memories, not as text: a memory's id comes from its words, so a line whose
 tags, pin or place changed is the same memory, and one whose words changed is another. A removed
@@ -14,34 +14,10 @@ import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._model import Memory
+from ._model import FileEdit, Memory
 from ._supersede import compare
 
 __all__ = ["Diff", "FileEdit", "diff"]
-
-
-@dataclass(frozen=True, slots=True)
-class FileEdit:
-    """What ``edit_file`` did to the memories. Every memory named here as gone is in the archive
-    (restorable), and the file holds what the edit returned, as returned."""
-
-    #: memories the file holds now that it did not hold before
-    added: tuple[Memory, ...] = ()
-    #: (old, new): the old archived as ``superseded`` by the new, linked both ways: a line the edit
-    #: rewrote, or a value in another file that a new line replaces (its line removed there)
-    replaced: tuple[tuple[Memory, Memory], ...] = ()
-    #: lines the edit took out, replaced by nothing: archived as ``forgotten``
-    removed: tuple[Memory, ...] = ()
-    #: (old, new): a memory of another file that the new one says again in other words, archived as
-    #: ``merged`` into the new one (its line removed there; the file written keeps its own words)
-    merged: tuple[tuple[Memory, Memory], ...] = ()
-    #: (old, new): an active memory the new one may contradict; both kept, marked for a person
-    conflicts: tuple[tuple[Memory, Memory], ...] = ()
-
-    @property
-    def archived(self) -> list[Memory]:
-        """The memories this edit moved to the archive."""
-        return [*(o for o, _ in self.replaced), *self.removed, *(o for o, _ in self.merged)]
 
 
 @dataclass(frozen=True, slots=True)

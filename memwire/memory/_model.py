@@ -6,7 +6,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["ID_CHARS", "LEGACY_ID_CHARS", "Hit", "Memory", "memory_id", "normalized"]
+__all__ = ["ID_CHARS", "LEGACY_ID_CHARS", "FileEdit", "Hit", "Memory", "memory_id", "normalized"]
 
 _WS = re.compile(r"\s+")
 # 80 bits: among 10 million memories the chance of any collision is about 4e-11 (a collision
@@ -65,3 +65,27 @@ class Hit:
 
     memory: Memory
     score: float
+
+
+@dataclass(frozen=True, slots=True)
+class FileEdit:
+    """What ``edit_file`` did to the memories. Every memory named here as gone is in the archive
+    (restorable), and the file holds what the edit returned, as returned."""
+
+    #: memories the file holds now that it did not hold before
+    added: tuple[Memory, ...] = ()
+    #: (old, new): the old archived as ``superseded`` by the new, linked both ways: a line the edit
+    #: rewrote, or a value in another file that a new line replaces (its line removed there)
+    replaced: tuple[tuple[Memory, Memory], ...] = ()
+    #: lines the edit took out, replaced by nothing: archived as ``forgotten``
+    removed: tuple[Memory, ...] = ()
+    #: (old, new): a memory of another file that the new one says again in other words, archived as
+    #: ``merged`` into the new one (its line removed there; the file written keeps its own words)
+    merged: tuple[tuple[Memory, Memory], ...] = ()
+    #: (old, new): an active memory the new one may contradict; both kept, marked for a person
+    conflicts: tuple[tuple[Memory, Memory], ...] = ()
+
+    @property
+    def archived(self) -> list[Memory]:
+        """The memories this edit moved to the archive."""
+        return [*(o for o, _ in self.replaced), *self.removed, *(o for o, _ in self.merged)]

@@ -17,10 +17,9 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .._errors import MemoryFileError
 from ._capture_queue import FileQueue, MemoryQueue, PgQueue
-from ._file_edit import FileEdit
 from ._index import BM25Index
 from ._lifecycle import Lifecycle, Scoring
-from ._model import Hit, Memory
+from ._model import FileEdit, Hit, Memory
 
 __all__ = ["CaptureQueue", "LedgerKinds", "LedgerT", "Store"]
 

@@ -47,10 +47,9 @@ from typing import Any
 from ..._errors import InvalidMemoryError, StoreBusyError, StoreUnavailableError, UsageError
 from .. import _supersede
 from .._capture_queue import PgQueue
-from .._file_edit import FileEdit
 from .._index import BM25Index
 from .._lifecycle import Scoring
-from .._model import Memory
+from .._model import FileEdit, Memory
 from .._protocol import CaptureQueue, LedgerKinds, LedgerT
 from .._store_base import StoreBase, undated
 from .._store_checks import _checked, archived
