@@ -155,7 +155,11 @@ def main() -> None:
     ap.add_argument("--same-objects", action="store_true", help="pass the same message dicts again (SDK caller)")
     ap.add_argument("--counters", action="store_true", help="also instructions and cycles (Linux perf_event_open)")
     args = ap.parse_args()
-    counters = Counters() if args.counters else None
+    try:
+        counters = Counters() if args.counters else None
+    except OSError as exc:  # no hardware counters here (a VM, perf_event_paranoid): say so, no traceback
+        ap.exit(2, f"conversation_length.py: --counters: this machine gives no hardware counters ({exc}); "
+                   "run without --counters\n")
     lengths = sorted(args.lengths)
     print(f"contextPerTurn, {args.memories} memories, {args.sessions} sessions, "
           f"{'same objects' if args.same_objects else 'fresh JSON'} per request")
