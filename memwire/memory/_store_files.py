@@ -81,7 +81,9 @@ class _Dir:
         except FileNotFoundError:
             return {}, None  # created on first write
         if not stat.S_ISDIR(dst.st_mode):
-            raise MemoryFileError(str(self.path), None, "the memory directory is not a directory")
+            # said as the command line says it (``_paths.not_a_directory``); the fallback: replaced meanwhile
+            raise (_paths.not_a_directory(self.path)
+                   or MemoryFileError(str(self.path), None, "the memory directory is not a directory"))
         dir_sig = (dst.st_mtime_ns, dst.st_ino)
         if dir_sig == self._dir_sig:
             found: dict[str, _Sig] = {}
