@@ -46,7 +46,9 @@ def _share_default_ssl_context(module_name: str) -> None:
         transports = importlib.import_module(module_name + "._transports.default")
     except ImportError:
         return
-    make = transports.create_ssl_context
+    make = getattr(transports, "create_ssl_context", None)
+    if make is None:  # another httpx layout: its clients make their own contexts, as before
+        return
     made: dict[tuple[bool, str | None, str | None], object] = {}
 
     def create_ssl_context(verify: object = True, cert: object = None, trust_env: bool = True):  # type: ignore[no-untyped-def]
