@@ -11,6 +11,8 @@ from memwire.memory._index import BM25Index
 from memwire.memory._index_relevance import Code, code_weights, names
 from memwire.memory._text import analyze
 
+from .test_relevance import found, index
+
 # the store aider was run against through ``memwire proxy`` (benchmarks/clients_py.py)
 AIDER = [
     "This project indents Python code with tabs, never with spaces",
@@ -30,12 +32,6 @@ SERVICE = [
     "Refunds over 500 dollars need a manager's approval",
     "The staging environment is at staging.example.com",
 ]
-
-
-def index(texts: list[str]) -> BM25Index:
-    idx = BM25Index()
-    idx.add_many((t, t, None) for t in texts)
-    return idx
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +90,7 @@ def test_a_coding_prompt_naming_unknown_code_finds_its_memory(
 ) -> None:
     idx = aider if store == "aider" else service
     assert idx.abstains(prompt) is None
-    assert memory in [d for d, _ in idx.search(prompt, k=6)]
+    assert memory in found(idx, prompt)
 
 
 @pytest.mark.parametrize(
@@ -144,7 +140,7 @@ def test_a_weekday_the_store_lacks_weighs_nothing_but_one_it_holds_counts() -> N
     assert idx.abstains("Can we deploy on Friday?") is None  # "deploy" and nothing else
     assert idx.abstains("What happens on Friday?") is None  # no topic: the cut judges (nothing matches)
     assert idx.search("What happens on Friday?", k=6) == []
-    assert [d for d, _ in idx.search("What happens in May?", k=6)] == ["The team meets in May"]
+    assert found(idx, "What happens in May?") == ["The team meets in May"]
 
 
 def test_an_unknown_identifier_weighs_one_word_between_its_terms(service: BM25Index) -> None:
@@ -161,4 +157,4 @@ def test_a_name_in_a_large_store_keeps_its_weight() -> None:
     idx = index(SERVICE + [f"Note {i}: the weekly report {i} went out by email" for i in range(50)])
     assert idx.abstains("What did Gina say about the Celery broker?") == "unknown name"
     q = "Why does the Celery broker drop jobs from gina_jobs.py?"
-    assert idx.abstains(q) is None and [d for d, _ in idx.search(q, k=6)] == [SERVICE[5]]
+    assert idx.abstains(q) is None and found(idx, q) == [SERVICE[5]]
