@@ -69,9 +69,8 @@ from typing_extensions import override
 
 from .. import _paths
 from .._errors import InvalidMemoryError, MemoryFileError
-from ..memory._file_edit import FileEdit
 from ..memory._markdown import parse_text
-from ..memory._model import Memory
+from ..memory._model import FileEdit, Memory
 from ..memory._store import MemoryStore, _read_all
 from ..policies._screen import screened
 

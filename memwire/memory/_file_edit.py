@@ -14,10 +14,10 @@ import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._model import FileEdit, Memory
+from ._model import Memory
 from ._supersede import compare
 
-__all__ = ["Diff", "FileEdit", "diff"]
+__all__ = ["Diff", "diff"]
 
 
 @dataclass(frozen=True, slots=True)

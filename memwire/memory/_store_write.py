@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING, Any
 from .. import _paths
 from .._errors import InvalidMemoryError, MemoryFileError, MemoryNotFoundError
 from . import _file_edit, _supersede
-from ._file_edit import FileEdit
 from ._markdown import ParsedFile, format_line, parse
-from ._model import Memory
+from ._model import FileEdit, Memory
 from ._store_base import StoreBase, undated
 from ._store_checks import DEFAULT_TOPIC, _checked, archived
 from ._store_files import (
@@ -42,7 +41,7 @@ from ._store_files import (
 from ._store_names import full_id
 from ._table import Merged
 
-__all__ = ["FileEdit", "MarkdownWrites"]
+__all__ = ["MarkdownWrites"]
 
 log = logging.getLogger("memwire")
 

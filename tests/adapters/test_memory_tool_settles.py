@@ -18,8 +18,8 @@ from anthropic.lib.tools import ToolError
 from memwire import InvalidMemoryError, MemoryStore, Middleware
 from memwire.adapters.anthropic_memory import MemoryTool
 from memwire.memory import _supersede, _upkeep
-from memwire.memory._file_edit import FileEdit, diff
-from memwire.memory._model import Memory
+from memwire.memory._file_edit import diff
+from memwire.memory._model import FileEdit, Memory
 
 from .test_anthropic_memory import MODEL, Upstream, refused, run
 
