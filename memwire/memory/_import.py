@@ -517,11 +517,8 @@ def _settled(store: Store, new: list[tuple[Memory, FileReport]], before: frozens
                    else "superseded" if any(o in before for o in links.get(got.id, {}).get("supersedes") or ())
                    else "added" for mem, got in zip(mems, stored, strict=True)]
         if store.track:  # each text merged, linked to the memory that says it: importing it again is no news
-            into: dict[str, list[str]] = {}
-            for mem, got in zip(mems, stored, strict=True):
-                if got.id != mem.id:
-                    into.setdefault(got.id, list(links.get(got.id, {}).get("merged") or [])).append(mem.id)
-            store.lifecycle.link({kept: {"merged": list(dict.fromkeys(ids))} for kept, ids in into.items()})
+            store.lifecycle.link_merges([(mem.id, got.id) for mem, got in zip(mems, stored, strict=True)
+                                         if got.id != mem.id], back=False)
     for (_, fr), how in zip(new, outcome, strict=True):
         if how == "merged":
             fr.added, fr.merged = fr.added - 1, fr.merged + 1

@@ -320,6 +320,19 @@ class Lifecycle:
                 d.links = {**(d.links or {}), **links}
         self.flush()
 
+    def link_merges(self, merges: Sequence[tuple[str, str]], *, back: bool = True) -> None:
+        """Record each ``(merged, kept)``: the kept memory's ``merged`` list grows by the merged ids
+        (each once, after the ones it had) and, with ``back``, each merged one links
+        ``merged_into`` its kept one (not for a text that never was a memory: an import's)."""
+        into: dict[str, list[str]] = {}
+        had = self.links_many({kept for _, kept in merges})
+        for merged, kept in merges:
+            into.setdefault(kept, list(had.get(kept, {}).get("merged") or [])).append(merged)
+        changes: dict[str, dict[str, Any]] = {kept: {"merged": list(dict.fromkeys(ids))} for kept, ids in into.items()}
+        if back:
+            changes.update({merged: {"merged_into": kept} for merged, kept in merges})
+        self.link(changes)
+
     def links(self, mid: str) -> dict[str, Any]:
         """The links of memory ``mid`` (empty when it has none), this process's changes included."""
         self._sync()

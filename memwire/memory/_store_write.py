@@ -381,13 +381,8 @@ class MarkdownWrites(StoreBase):
             conflicts.setdefault(new.id, []).append(old)
         self._record_write(report.added, settled.new, report.archived, _supersede.Plan({}, replaced, conflicts), cue)
         if report.merged:
-            lc = self.lifecycle
-            into: dict[str, list[str]] = {}
-            for old, new in report.merged:
-                into.setdefault(new.id, list(lc.links(new.id).get("merged", []))).append(old.id)
-            lc.reinforce([new.id for _, new in report.merged])  # the other one's saying counts for the one kept
-            lc.link({**{n: {"merged": list(dict.fromkeys(olds))} for n, olds in into.items()},
-                     **{old.id: {"merged_into": new.id} for old, new in report.merged}})
+            self.lifecycle.reinforce([new.id for _, new in report.merged])  # the other one's saying counts for it
+            self.lifecycle.link_merges([(old.id, new.id) for old, new in report.merged])
 
     def rename_file(self, old: str, new: str) -> None:
         """Rename a memory file of this directory, under its write lock. Raises FileNotFoundError

@@ -577,8 +577,7 @@ def merge(store: Store, cluster: Sequence[Memory]) -> Memory:
         lc.added([keep])
     lc.reinforce([keep.id] * len(rest))
     lc.forgotten([m.id for m in rest])
-    merged = [*lc.links(keep.id).get("merged", []), *(m.id for m in rest)]
-    lc.link({keep.id: {"merged": list(dict.fromkeys(merged))}, **{m.id: {"merged_into": keep.id} for m in rest}})
+    lc.link_merges([(m.id, keep.id) for m in rest])
     return keep
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from memwire import MemoryStore
 from memwire.memory._lifecycle import META_NAME, Lifecycle, Meta, Scoring, category_of
-from memwire.memory._model import Memory
+from memwire.memory._model import Memory, memory_id
 from memwire.memory._upkeep import stale, stats, sweep
 from tests.stores import StoreSpec
 
@@ -330,3 +330,20 @@ def test_the_middleware_sweeps_in_the_background(tmp_path: Path) -> None:
     mw.flush()
     assert old.id not in s and "decayed" in s.archive.get(old.id).tags
     assert mine.id in s and any("5433" in m.text for m in s.memories())
+
+
+def test_merges_are_linked_both_ways_and_add_to_earlier_ones(make_store: StoreSpec, clock: Clock) -> None:
+    """One rule for ``dedupe``, the memory tool and import (``Lifecycle.link_merges``): the kept
+    memory lists every memory merged into it, each once, the earlier ones first; each merged
+    memory points at the one kept, unless it never was a memory (an import's text)."""
+    s = open_at(make_store, clock)
+    keep, other, a, b, c, d = (s.add(f"Memory number {i}").id for i in range(6))
+    lc = s.lifecycle
+    lc.link_merges([(a, keep), (b, keep)])
+    lc.link_merges([(b, keep), (c, keep), (d, other)])
+    assert lc.links(keep) == {"merged": [a, b, c]} and lc.links(other) == {"merged": [d]}
+    assert [lc.links(m) for m in (a, b, c, d)] == [{"merged_into": keep}] * 3 + [{"merged_into": other}]
+    text = memory_id("an imported text said again")
+    lc.link_merges([(text, keep)], back=False)
+    assert lc.links(keep)["merged"] == [a, b, c, text] and lc.links(text) == {}
+    assert open_at(make_store, clock).lifecycle.links(keep)["merged"] == [a, b, c, text]  # saved
