@@ -20,6 +20,7 @@ from typing import Any
 
 from .._errors import MemoryNotFoundError
 from ..policies._query import Query
+from . import _supersede
 from ._inbox import is_merge
 from ._index import BM25Index
 from ._lifecycle import Lifecycle
@@ -29,7 +30,7 @@ from ._store_names import full_id
 from ._supersede import Plan, links_of
 from ._table import Kind
 
-__all__ = ["Found", "StoreBase", "index_hits", "undated", "with_prior"]
+__all__ = ["Found", "StoreBase", "index_hits", "with_prior"]
 
 _PRIOR_POOL = 5  # the stability prior reorders the k best and this many more
 
@@ -58,12 +59,6 @@ def with_prior(found: list[Found], k: int, track: bool, lifecycle: Callable[[], 
             priors = lc.priors([f[0] for f in found], [kind(f[2]) for f in found])
             found = sorted([(mid, score * p, h) for (mid, score, h), p in zip(found, priors, strict=True)], key=_rank)
     return [Hit(build(mid, h), score) for mid, score, h in found[:k]]
-
-
-def undated(mems: Sequence[Memory], restored: bool) -> list[Memory]:
-    """``mems`` as ``_supersede.plan`` weighs them: a restored memory without its date (restoring an
-    old value is going back to it now, not a value older than the one that replaced it)."""
-    return [replace(m, date=None) for m in mems] if restored else list(mems)
 
 
 def _rank(f: Found) -> tuple[float, str]:
@@ -107,8 +102,7 @@ class StoreBase(ABC):
         """Write ``memories`` (checked, ``_checked``; settled against the active ones, ``_supersede``,
         where ``settles``). ``restored``: memories back from the archive, kept as they were (no date
         rewritten from today: ``_checked(dates=False)``), never merged into a look-alike, and their
-        own date never making them the older value of what had replaced them (``_plan``: see
-        ``undated``)."""
+        own date never making them the older value of what had replaced them (``_settling``)."""
 
     @abstractmethod
     def _forget(self, mid: str, reason: str | None) -> Memory:
@@ -237,6 +231,17 @@ class StoreBase(ABC):
     def add_many(self, memories: Iterable[Memory | str], *, cue: str = "explicit") -> list[Memory]:
         """Write many memories in one write (each settled as ``add`` says)."""
         return self._add_many(memories, cue)
+
+    def _settling(self, fresh: Sequence[Memory], restored: bool, here: Callable[[Memory], bool]) -> Plan:
+        """What writing ``fresh`` (memories the store does not hold) does to the active ones
+        (``_supersede.plan``; ``here``: whether a look-alike may be removed). A restored memory is
+        weighed without its date (restoring an old value is going back to it now, not a value older
+        than the one that replaced it) and never merged into a look-alike (the restore asked for it)."""
+        plan = _supersede.plan([replace(m, date=None) for m in fresh] if restored else fresh,
+                               _supersede.candidates(self.search), here)
+        if restored:
+            plan.duplicates.clear()
+        return plan
 
     def _conflicts_of(self, mid: str) -> list[str]:
         return list(self.lifecycle.links(mid).get("conflicts", ()))

@@ -24,7 +24,7 @@ from .._errors import InvalidMemoryError, MemoryFileError, MemoryNotFoundError
 from . import _file_edit, _supersede
 from ._markdown import ParsedFile, format_line, parse
 from ._model import FileEdit, Memory
-from ._store_base import StoreBase, undated
+from ._store_base import StoreBase
 from ._store_checks import DEFAULT_TOPIC, _checked, archived
 from ._store_files import (
     MAIN_FILE,
@@ -80,10 +80,7 @@ class MarkdownWrites(StoreBase):
                 return _supersede.Plan({}, {}, {})
             kept = {items[0].id: [old]}
             return _supersede.Plan({}, kept, {}) if here(old) else _supersede.Plan({}, {}, kept)
-        plan = _supersede.plan(undated(fresh, restored), _supersede.candidates(self.search), here)
-        if restored:  # never merged into a look-alike: the restore asked for this memory
-            plan.duplicates.clear()
-        return plan
+        return self._settling(fresh, restored, here)
 
     def _add_many(self, memories: Iterable[Memory | str], cue: str, replaces: str | None = None,
                   restored: bool = False) -> list[Memory]:

@@ -51,7 +51,7 @@ from .._index import BM25Index
 from .._lifecycle import Scoring
 from .._model import FileEdit, Memory
 from .._protocol import CaptureQueue, LedgerKinds, LedgerT
-from .._store_base import StoreBase, undated
+from .._store_base import StoreBase
 from .._store_checks import _checked, archived
 from .._store_names import event_log_name, validate_namespace
 from .._table import Kind, kind_of
@@ -380,11 +380,7 @@ class PgStore(StoreBase):
             return _supersede.Plan({}, {items[0].id: [old]} if old.id != items[0].id else {}, {})
         have = w.rows_of(self.kind, {m.id for m in items})
         self._sync(w)
-        plan = _supersede.plan(undated([m for m in items if m.id not in have], restored),
-                               _supersede.candidates(self.search), lambda m: True)
-        if restored:  # never merged into a look-alike: the restore asked for this memory
-            plan.duplicates.clear()
-        return plan
+        return self._settling([m for m in items if m.id not in have], restored, lambda m: True)
 
     def _sync(self, w: Write) -> None:
         """Bring the cache to the version the write locked (other replicas' writes included), read
