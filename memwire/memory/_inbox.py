@@ -91,7 +91,7 @@ def added(store: Store, item: Memory, text: str | None = None) -> Memory:
     or replaced since) it is added like any other, settled by its words. The bookkeeping tag is not
     stored with it."""
     old = replaced(item)
-    tags = [t for t in item.tags if not t.startswith(_REPLACES)]
+    tags = _own_tags(item)
     words = item.text if text is None else text
     date = item.date if words == item.text else None  # the reviewer's words: not what was said that day
 
@@ -115,7 +115,7 @@ def reject(store: Store, ids: Iterable[str]) -> list[Memory]:
     for mid in _resolved(inbox, ids):
         mem = inbox.get(mid)
         # what it would have replaced stays as it is; a restore brings it back as a plain memory
-        store.archive_copy([Memory.create(mem.text, [t for t in mem.tags if not t.startswith(_REPLACES)], mem.pinned,
+        store.archive_copy([Memory.create(mem.text, _own_tags(mem), mem.pinned,
                                           mem.topic, mem.date)], "rejected")
         gone.append(inbox.forget(mid, reason=None))
         log_event(store, "rejected", mem)
@@ -130,6 +130,11 @@ def is_merge(mem: Memory) -> bool:
 def replaces_tag(mid: str) -> str:
     """The tag of an inbox item that, once approved, supersedes memory ``mid`` (``added``)."""
     return _REPLACES + mid
+
+
+def _own_tags(item: Memory) -> list[str]:
+    """An item's tags without the bookkeeping of what it replaces (never stored with a memory)."""
+    return [t for t in item.tags if not t.startswith(_REPLACES)]
 
 
 def replaced(mem: Memory) -> str | None:
