@@ -661,10 +661,9 @@ class Capture:
                             {**source, "by": memory_id(self._dated(store, new, at))})
             self._write(store, kind, new, source, at=at)
             return
-        if inbox is not None:  # review: it waits in the inbox naming what it corrects, which stays until approved
-            self._write(store, kind, new, source, at=at, replaces=target.id)
-            return
         written = self._write(store, kind, new, source, at=at, replaces=target.id)  # the store links the two
+        if inbox is not None:  # review: it waits in the inbox naming what it corrects, which stays until approved
+            return
         by = {**source, "by": written.id if written else ""}
         if target.id in store:  # said already (reinforced) or refused before: the corrected one leaves all the same
             self._take_back(store, None, [target], "superseded", by)
