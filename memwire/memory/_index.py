@@ -312,17 +312,21 @@ class BM25Index:
         with self._lock:
             return self._abstains(query, text) if self._data.slot and text else None
 
-    def _abstains(self, query: Query | str, text: Mapping[str, float]) -> str | None:
+    def _abstains(self, query: Query | str, text: Mapping[str, float],
+                  named: tuple[tuple[tuple[str, ...], ...], ...] | None = None) -> str | None:
+        """``abstains`` for the query's own ``text`` terms (``named``: its ``names``, when known)."""
         raw = query if isinstance(query, str) else query.text
+        if named is None:
+            named = names(raw)
         asked = parts(raw)
         # one part, the whole text (the usual case): its terms are known already
         judged: list[tuple[Mapping[str, float], tuple[tuple[tuple[str, ...], ...], ...]]] = (
-            [(text, names(raw))] if asked == (raw,) else [(Counter(recent_terms(p)), names(p)) for p in asked])
+            [(text, named)] if asked == (raw,) else [(Counter(recent_terms(p)), names(p)) for p in asked])
         if asked != (raw,):
             # the sentences that only tell are context the question leans on ("The refund tests are
             # failing. Can you find out why?"): the whole text is one more part, about the store
             # when it is, whatever the asking sentence alone names
-            judged.append((text, names(raw)))
+            judged.append((text, named))
         return abstains(self._data.lex, len(self._data.slot), judged)
 
     def _run(
@@ -342,8 +346,10 @@ class BM25Index:
         np = load_numpy()
         own, ctx = self._weights(query)
         text: Mapping[str, float] = own
+        named = None  # the query's names: read once, for the code weights and the abstention
         if cut > 0 and self._data.slot:  # an unknown file or function name weighs one word at most
-            text = code_weights(self._data.lex, query if isinstance(query, str) else query.text, own)
+            named = names(query if isinstance(query, str) else query.text)
+            text = code_weights(self._data.lex, named, own)
         weights: dict[str, float] = dict(text)
         for t, w in ctx.items():
             weights[t] = weights.get(t, 0) + w
@@ -351,7 +357,7 @@ class BM25Index:
         data, sc = self._data, self._scorer
         if not data.slot or not weights:
             return empty, np.zeros(0), 0.0, weights
-        if cut > 0 and self._abstains(query, own) is not None:  # about nothing the store knows
+        if cut > 0 and self._abstains(query, own, named) is not None:  # about nothing the store knows
             return empty, np.zeros(0), 0.0, weights
         # normalize by the text's ideal score; by the context's when the text has no terms
         norm, norm_common = sc.ideal(text if text else ctx)

@@ -265,12 +265,13 @@ def parts(text: str) -> tuple[str, ...]:
     return tuple(c for s in asking for c in _CLAUSE.split(s) if c.strip())
 
 
-def code_weights(lex: Lexicon, text: str, terms: Mapping[str, float]) -> Mapping[str, float]:
-    """``terms`` (the query ``text``'s) with the terms of its code identifiers that the store lacks
-    weighing one word between them: "refund_service.py" in "Fix the failing test in
-    refund_service.py" is what the prompt works on, and its three unseen terms would otherwise be
-    most of the score cut's ideal (a memory about running the tests would not cover a fifth)."""
-    code = [c for sentence in names(text) for c in sentence if isinstance(c, Code)]
+def code_weights(lex: Lexicon, named: Iterable[Iterable[tuple[str, ...]]], terms: Mapping[str, float]
+                 ) -> Mapping[str, float]:
+    """``terms`` (a query's) with the terms of its code identifiers (among ``named``, its ``names``)
+    that the store lacks weighing one word between them: "refund_service.py" in "Fix the failing
+    test in refund_service.py" is what the prompt works on, and its three unseen terms would
+    otherwise be most of the score cut's ideal (a memory about running the tests would not cover a fifth)."""
+    code = [c for sentence in named for c in sentence if isinstance(c, Code)]
     if not code:
         return terms
     out = dict(terms)

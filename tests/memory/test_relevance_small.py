@@ -147,9 +147,9 @@ def test_an_unknown_identifier_weighs_one_word_between_its_terms(service: BM25In
     lex = service._data.lex
     terms = {"fix": 1.0, "refund": 1.0, "servic": 1.0, "py": 1.0}
     # "refund" is known (a memory about refunds), "servic" and "py" are not: a third of a word each
-    assert code_weights(lex, "Fix refund_service.py", terms) == {"fix": 1.0, "refund": 1.0, "servic": 1 / 3,
+    assert code_weights(lex, names("Fix refund_service.py"), terms) == {"fix": 1.0, "refund": 1.0, "servic": 1 / 3,
                                                                   "py": 1 / 3}
-    assert code_weights(lex, "Fix the refund service", terms) is terms  # no identifier: as it was
+    assert code_weights(lex, names("Fix the refund service"), terms) is terms  # no identifier: as it was
 
 
 def test_a_name_in_a_large_store_keeps_its_weight() -> None:
